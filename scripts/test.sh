@@ -10,10 +10,9 @@ step() { printf '\n==> %s (%s)\n' "$1" "$(date -u +%H:%M:%S)" >&2; }
 step "system packages"
 scripts/install-deps.sh
 
-if [ -x scripts/k8s-binaries.sh ]; then
-  step "kubernetes control-plane binaries (cached by version)"
-  eval "$(scripts/k8s-binaries.sh env)"
-fi
+step "kubernetes control-plane binaries (built once, cached by version)"
+PACTO_K8S_BIN="$(scripts/k8s-binaries.sh)"
+export PACTO_K8S_BIN
 
 step "cargo fmt --check"
 cargo fmt --all --check
