@@ -1,0 +1,175 @@
+//! Locating the real binaries the test environment runs.
+//!
+//! Kubernetes binaries (`etcd`, `kube-apiserver`, `kube-controller-manager`, `kubectl`) come from
+//! `scripts/k8s-binaries.sh`, which builds pinned versions from Go modules into a cache directory.
+//! Lookup order for each binary:
+//!
+//! 1. `$PACTO_K8S_BIN/<name>` when `PACTO_K8S_BIN` is set (a directory);
+//! 2. `${PACTO_CACHE:-$HOME/.cache/pacto}/k8s/<K8S_VERSION>-etcd-<ETCD_VERSION>/bin/<name>`, the
+//!    script's default output.
+//!
+//! Prometheus comes from Debian (`/usr/bin/prometheus`), overridable with `$PACTO_PROMETHEUS`.
+
+use std::path::PathBuf;
+
+/// The pinned Kubernetes release (must match `scripts/k8s-binaries.sh`).
+pub const K8S_VERSION: &str = "v1.37.2";
+/// The pinned etcd release (must match `scripts/k8s-binaries.sh`).
+pub const ETCD_VERSION: &str = "v3.6.16";
+
+/// A required binary is missing.
+#[derive(Debug, thiserror::Error)]
+pub enum BinaryError {
+    #[error(
+        "{name} not found at {path}. Build the pinned Kubernetes binaries once per machine with \
+         `scripts/k8s-binaries.sh` (it prints the directory; export PACTO_K8S_BIN=<that directory> \
+         or rely on the default cache path)"
+    )]
+    Kubernetes { name: String, path: PathBuf },
+    #[error(
+        "{name} not found at {path}. Install it with `scripts/install-deps.sh` (Debian package \
+         `{package}`) or point {env} at the binary"
+    )]
+    System {
+        name: String,
+        path: PathBuf,
+        package: String,
+        env: String,
+    },
+}
+
+/// The directory holding the Kubernetes binaries (whether or not they exist yet).
+pub fn k8s_bin_dir() -> PathBuf {
+    k8s_bin_dir_with(|name| std::env::var_os(name))
+}
+
+/// [`k8s_bin_dir`] with the environment given as a lookup function.
+fn k8s_bin_dir_with(env: impl Fn(&str) -> Option<std::ffi::OsString>) -> PathBuf {
+    let set = |name: &str| env(name).filter(|v| !v.is_empty());
+    if let Some(dir) = set("PACTO_K8S_BIN") {
+        return PathBuf::from(dir);
+    }
+    let cache = set("PACTO_CACHE").map_or_else(
+        || {
+            let home = set("HOME").unwrap_or_else(|| "/root".into());
+            PathBuf::from(home).join(".cache").join("pacto")
+        },
+        PathBuf::from,
+    );
+    cache
+        .join("k8s")
+        .join(format!("{K8S_VERSION}-etcd-{ETCD_VERSION}"))
+        .join("bin")
+}
+
+fn k8s_binary(name: &str) -> Result<PathBuf, BinaryError> {
+    let path = k8s_bin_dir().join(name);
+    if is_executable(&path) {
+        Ok(path)
+    } else {
+        Err(BinaryError::Kubernetes {
+            name: name.to_owned(),
+            path,
+        })
+    }
+}
+
+fn is_executable(path: &std::path::Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// Path of `etcd`.
+pub fn etcd() -> Result<PathBuf, BinaryError> {
+    k8s_binary("etcd")
+}
+
+/// Path of `kube-apiserver`.
+pub fn kube_apiserver() -> Result<PathBuf, BinaryError> {
+    k8s_binary("kube-apiserver")
+}
+
+/// Path of `kube-controller-manager`.
+pub fn kube_controller_manager() -> Result<PathBuf, BinaryError> {
+    k8s_binary("kube-controller-manager")
+}
+
+/// Path of `kubectl`.
+pub fn kubectl() -> Result<PathBuf, BinaryError> {
+    k8s_binary("kubectl")
+}
+
+/// Path of `prometheus` (`$PACTO_PROMETHEUS` or `/usr/bin/prometheus`).
+pub fn prometheus() -> Result<PathBuf, BinaryError> {
+    let path = std::env::var_os("PACTO_PROMETHEUS")
+        .filter(|v| !v.is_empty())
+        .map_or_else(|| PathBuf::from("/usr/bin/prometheus"), PathBuf::from);
+    if is_executable(&path) {
+        Ok(path)
+    } else {
+        Err(BinaryError::System {
+            name: "prometheus".into(),
+            path,
+            package: "prometheus".into(),
+            env: "PACTO_PROMETHEUS".into(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsString;
+
+    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<OsString> {
+        let pairs: Vec<(String, String)> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        move |name| {
+            pairs
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| OsString::from(v))
+        }
+    }
+
+    #[test]
+    fn bin_dir_prefers_the_override_then_the_cache_then_home() {
+        assert_eq!(
+            k8s_bin_dir_with(env(&[("PACTO_K8S_BIN", "/opt/k8s"), ("PACTO_CACHE", "/c")])),
+            PathBuf::from("/opt/k8s")
+        );
+        let key = format!("{K8S_VERSION}-etcd-{ETCD_VERSION}");
+        assert_eq!(
+            k8s_bin_dir_with(env(&[("PACTO_K8S_BIN", ""), ("PACTO_CACHE", "/c")])),
+            PathBuf::from(format!("/c/k8s/{key}/bin"))
+        );
+        assert_eq!(
+            k8s_bin_dir_with(env(&[("HOME", "/home/u")])),
+            PathBuf::from(format!("/home/u/.cache/pacto/k8s/{key}/bin"))
+        );
+    }
+
+    #[test]
+    fn versions_match_the_build_script() {
+        let script = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../scripts/k8s-binaries.sh"
+        ))
+        .unwrap();
+        assert!(script.contains(&format!("PACTO_K8S_VERSION:-{K8S_VERSION}}}")));
+        assert!(script.contains(&format!("PACTO_ETCD_VERSION:-{ETCD_VERSION}}}")));
+    }
+
+    #[test]
+    fn missing_binary_error_says_how_to_build() {
+        let err = BinaryError::Kubernetes {
+            name: "etcd".into(),
+            path: PathBuf::from("/nowhere/etcd"),
+        };
+        let msg = err.to_string();
+        assert!(msg.contains("scripts/k8s-binaries.sh"), "{msg}");
+        assert!(msg.contains("PACTO_K8S_BIN"), "{msg}");
+    }
+}

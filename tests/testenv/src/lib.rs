@@ -1,0 +1,23 @@
+//! A real Kubernetes control plane (etcd + kube-apiserver, optionally kube-controller-manager) and the
+//! other real helper servers (docker-registry, Prometheus) that cluster and end-to-end tests use.
+//!
+//! * [`controlplane`]: start/stop the control plane, admin and per-identity clients, CRDs,
+//!   namespaces, `kubectl`.
+//! * [`simulator`]: Nodes, scheduling and kubelet-written Pod status, since no kubelet runs.
+//! * [`prometheus`]: a real Prometheus with a generated scrape config.
+//! * [`registry`]: a real docker-registry.
+//! * [`bins`]: where the binaries come from.
+//! * [`process`]: child processes that never outlive the test.
+//!
+//! See `docs/testing.md` for what is real and what is simulated.
+
+pub mod bins;
+pub mod controlplane;
+pub mod pki;
+pub mod process;
+pub mod prometheus;
+pub mod registry;
+pub mod simulator;
+
+pub use controlplane::{ControlPlane, ControlPlaneError, ControlPlaneOptions, shared};
+pub use simulator::{Simulator, SimulatorOptions};
