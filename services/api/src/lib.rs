@@ -1,0 +1,31 @@
+//! Kubernetes API types of the Pacto operator, group `pacto.trianalab.io`, version
+//! `v1alpha1`: [`Pacto`], [`PactoRevision`] and [`NodeRuntimeObservation`], the condition
+//! helpers of operator.md §2.14, and the CRD generator behind the `crdgen` binary.
+//!
+//! This crate depends only on kube, k8s-openapi, schemars and serde (plus serde_norway to
+//! render YAML and thiserror for typed errors).
+
+pub mod conditions;
+pub mod crdgen;
+pub mod labels;
+pub mod node_observation;
+pub mod pacto;
+pub mod revision;
+
+pub use node_observation::{
+    CollectionState, CollectionStatus, Connection, Direction, KernelInfo, Listener,
+    NodeRuntimeObservation, NodeRuntimeObservationSpec, NodeRuntimeObservationStatus, PodCoverage,
+    PodObservation, Protocol,
+};
+pub use pacto::{
+    CapabilityInfo, ClaimState, ClaimStatus, ConfigBinding, ConfigBindingKind, ConfigFormat,
+    ConfigurationInfo, ConfigurationOverride, ContractInfo, ContractOverrides, ContractRef,
+    ContractStatus, DEFAULT_CHECK_INTERVAL_SECONDS, DependencyInfo, EvaluationCoverage,
+    EvidenceRefStatus, FindingStatus, InterfaceBinding, InterfaceInfo, InterfaceType,
+    MIN_CHECK_INTERVAL_SECONDS, ObservationWindow, ObservationWindowKind, ObservedRuntime,
+    OwnerContact, OwnerInfo, Pacto, PactoSpec, PactoStatus, PolicyInfo, ReadinessRevision,
+    ReadinessStatus, ResolutionPolicy, ResourceStatus, ResourcesStatus, SchemaProperty, Severity,
+    Summary, TargetRef, ValidationIssue, ValidationResult, WorkloadKind, WorkloadRef,
+    sort_observation_windows,
+};
+pub use revision::{PactoRevision, PactoRevisionSpec, PactoRevisionStatus, RevisionSource};

@@ -1,0 +1,197 @@
+//! The `NodeRuntimeObservation` custom resource (operator.md §4.2): the node agent's kernel
+//! view of the sockets of the pods on one node.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Which node this observation describes.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "pacto.trianalab.io",
+    version = "v1alpha1",
+    kind = "NodeRuntimeObservation",
+    plural = "noderuntimeobservations",
+    singular = "noderuntimeobservation",
+    namespaced,
+    status = "NodeRuntimeObservationStatus",
+    derive = "PartialEq",
+    doc = "The Pacto node agent's kernel view of the sockets (listeners, connections) of the pods on one node. Named after the node; only that node's agent writes it.",
+    printcolumn = r#"{"name":"Node","type":"string","jsonPath":".spec.nodeName"}"#,
+    printcolumn = r#"{"name":"Pods","type":"integer","jsonPath":".status.podCount"}"#,
+    printcolumn = r#"{"name":"State","type":"string","jsonPath":".status.collection.state"}"#,
+    printcolumn = r#"{"name":"Last Published","type":"date","jsonPath":".status.lastPublished"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeRuntimeObservationSpec {
+    /// The node this observation describes (equal to the object's name).
+    #[schemars(length(min = 1))]
+    pub node_name: String,
+}
+
+/// What the agent saw on its node.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeRuntimeObservationStatus {
+    /// When the agent last published this status. Freshness is the newer of this and the
+    /// node's Lease renewTime.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_published: Option<Time>,
+
+    /// Version of the node agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_version: Option<String>,
+
+    /// The node's kernel.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<KernelInfo>,
+
+    /// Whether the kernel programs are collecting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collection: Option<CollectionStatus>,
+
+    /// Number of entries in `pods`.
+    #[serde(default)]
+    pub pod_count: i32,
+
+    /// Per-pod socket views of the pods scheduled on this node.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pods: Vec<PodObservation>,
+
+    /// A size cap (top-N connections per pod, object size) dropped data.
+    #[serde(default)]
+    pub truncated: bool,
+}
+
+/// The node's kernel.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KernelInfo {
+    /// Kernel release (`uname -r`).
+    #[serde(default)]
+    pub release: String,
+    /// BTF type information is available at /sys/kernel/btf/vmlinux.
+    #[serde(default)]
+    pub btf: bool,
+}
+
+/// Collection state of the kernel programs.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CollectionStatus {
+    /// Running, or Failed (e.g. a program failed to load; assertions depending on this node
+    /// read COLLECTION_FAILED).
+    pub state: CollectionState,
+    /// Machine-readable reason, e.g. BTFUnavailable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Human-readable detail.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// Collection state.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+pub enum CollectionState {
+    /// The kernel programs are loaded and collecting.
+    Running,
+    /// Collection failed.
+    Failed,
+}
+
+/// The socket view of one pod.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PodObservation {
+    /// Pod UID.
+    pub uid: String,
+    /// Pod namespace.
+    pub namespace: String,
+    /// Pod name.
+    pub name: String,
+    /// Complete, or Partial (the view may miss sockets; assertions read
+    /// EVIDENCE_INSUFFICIENT).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coverage: Option<PodCoverage>,
+    /// Why the view is partial, e.g. "started after pod", "ring buffer overflow",
+    /// "hostNetwork".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partial_reason: Option<String>,
+    /// Listening sockets.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub listeners: Vec<Listener>,
+    /// Established connections, aggregated by peer.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub connections: Vec<Connection>,
+}
+
+// Completeness of a pod's view. (No `///` doc: on an optional field the type's
+// description would replace the field's in the CRD schema.)
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+pub enum PodCoverage {
+    /// Every socket of the pod was seen.
+    Complete,
+    /// Some sockets may be missing.
+    Partial,
+}
+
+/// A listening socket.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Listener {
+    /// Transport protocol.
+    pub protocol: Protocol,
+    /// Local port.
+    #[schemars(range(min = 0, max = 65535))]
+    pub port: i32,
+    /// Local address (`0.0.0.0`, `::` or a specific address).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+}
+
+/// Transport protocols.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+pub enum Protocol {
+    /// TCP.
+    #[serde(rename = "TCP")]
+    Tcp,
+    /// UDP.
+    #[serde(rename = "UDP")]
+    Udp,
+}
+
+/// Established connections between the pod and one peer.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Connection {
+    /// Who initiated the connections.
+    pub direction: Direction,
+    /// Transport protocol.
+    pub protocol: Protocol,
+    /// Peer IP address (resolved later by the operator to a Service or Pacto).
+    #[serde(rename = "peerIP")]
+    pub peer_ip: String,
+    /// Peer port.
+    #[schemars(range(min = 0, max = 65535))]
+    pub peer_port: i32,
+    /// First time such a connection was seen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_seen: Option<Time>,
+    /// Last time such a connection was seen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_seen: Option<Time>,
+    /// Number of connections seen.
+    #[serde(default)]
+    pub count: i64,
+}
+
+/// Connection direction relative to the pod.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    /// The peer connected to the pod.
+    Inbound,
+    /// The pod connected to the peer.
+    Outbound,
+}
