@@ -10,7 +10,9 @@
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
+
+use crate::process::{ManagedProcess, ProcessError};
 use std::time::{Duration, Instant};
 
 /// How long to wait for the registry to answer.
@@ -37,7 +39,7 @@ pub enum RegistryError {
         binary: String,
         /// The spawn error.
         #[source]
-        source: std::io::Error,
+        source: ProcessError,
     },
     /// The token-signing key or certificate could not be made.
     #[error("preparing registry token auth: {0}")]
@@ -73,7 +75,7 @@ pub struct RegistryOptions {
 /// A running docker-registry; killed and cleaned up on drop.
 #[derive(Debug)]
 pub struct Registry {
-    child: Option<Child>,
+    child: Option<ManagedProcess>,
     dir: tempfile::TempDir,
     addr: SocketAddr,
     basic_auth: Option<(String, String)>,
@@ -136,16 +138,12 @@ impl Registry {
             std::fs::write(&config, render_config(dir.path(), addr, &auth))
                 .map_err(RegistryError::Prepare)?;
             let log_path = dir.path().join("registry.log");
-            let log = std::fs::File::create(&log_path).map_err(RegistryError::Prepare)?;
-            let log_err = log.try_clone().map_err(RegistryError::Prepare)?;
             let binary = binary();
-            let child = Command::new(&binary)
-                .arg("serve")
-                .arg(&config)
-                .stdin(Stdio::null())
-                .stdout(log)
-                .stderr(log_err)
-                .spawn()
+            let mut command = Command::new(&binary);
+            command.arg("serve").arg(&config);
+            // Its own process group plus a watchdog: the registry never outlives the test
+            // process, even when Drop does not run.
+            let child = ManagedProcess::spawn("docker-registry", command, &log_path, &[dir.path()])
                 .map_err(|source| RegistryError::Spawn {
                     binary: binary.clone(),
                     source,
@@ -229,10 +227,9 @@ impl Drop for Registry {
     }
 }
 
-fn stop(child: &mut Option<Child>) {
+fn stop(child: &mut Option<ManagedProcess>) {
     if let Some(mut child) = child.take() {
-        let _ = child.kill();
-        let _ = child.wait();
+        child.stop();
     }
 }
 
@@ -241,7 +238,7 @@ fn read_log(dir: &Path) -> String {
 }
 
 fn wait_ready(
-    child: &mut Option<Child>,
+    child: &mut Option<ManagedProcess>,
     addr: SocketAddr,
     dir: &Path,
     auth: bool,
@@ -249,7 +246,7 @@ fn wait_ready(
     let start = Instant::now();
     while start.elapsed() < READY_DEADLINE {
         if let Some(child) = child.as_mut()
-            && let Ok(Some(status)) = child.try_wait()
+            && let Some(status) = child.exited()
         {
             return Err(RegistryError::Exited {
                 status: status.to_string(),

@@ -1,0 +1,211 @@
+//! The `pacto` command-line interface: validate, pack, push, pull and inspect contract bundles.
+//!
+//! Exit codes: `0` success (for `validate`: the contract is valid), `1` the contract is invalid,
+//! `2` usage errors or when the contract cannot be obtained (missing files, registry
+//! unreachable, authentication rejected, not found, corrupt artifact).
+
+mod cache;
+mod commands;
+mod output;
+pub mod reference;
+mod registry;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Exit code when the command succeeded (or the contract is valid).
+pub const EXIT_OK: u8 = 0;
+/// Exit code when the contract is invalid.
+pub const EXIT_INVALID: u8 = 1;
+/// Exit code for usage errors and contracts that cannot be obtained.
+pub const EXIT_ERROR: u8 = 2;
+
+/// Validate, package and publish Pacto service contracts.
+#[derive(Debug, Parser)]
+#[command(name = "pacto", version, about, propagate_version = true)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Registry access options shared by every command.
+#[derive(Debug, Clone, Args)]
+pub struct GlobalArgs {
+    /// Registry host (`host[:port]`) to reach over plain HTTP instead of HTTPS. Repeatable; the
+    /// environment variable takes a comma-separated list.
+    #[arg(
+        long = "insecure-registry",
+        value_name = "HOST",
+        env = "PACTO_INSECURE_REGISTRIES",
+        value_delimiter = ',',
+        global = true
+    )]
+    pub insecure_registries: Vec<String>,
+
+    /// Registry user name (basic authentication).
+    #[arg(long, env = "PACTO_REGISTRY_USERNAME", global = true)]
+    pub username: Option<String>,
+
+    /// Registry password (basic authentication).
+    #[arg(
+        long,
+        env = "PACTO_REGISTRY_PASSWORD",
+        global = true,
+        hide_env_values = true
+    )]
+    pub password: Option<String>,
+
+    /// Registry bearer token (wins over user name and password).
+    #[arg(
+        long,
+        env = "PACTO_REGISTRY_TOKEN",
+        global = true,
+        hide_env_values = true
+    )]
+    pub token: Option<String>,
+
+    /// Directory holding the Docker `config.json` consulted for credentials when no explicit
+    /// credentials are given (default: `~/.docker`).
+    #[arg(long, value_name = "DIR", env = "DOCKER_CONFIG", global = true)]
+    pub docker_config: Option<PathBuf>,
+
+    /// Deadline for each registry operation, in seconds.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        env = "PACTO_REGISTRY_TIMEOUT",
+        default_value_t = 120,
+        global = true
+    )]
+    pub timeout: u64,
+
+    /// Do not read the local bundle cache (`$XDG_CACHE_HOME/pacto/oci` or
+    /// `~/.cache/pacto/oci`); pulled bundles are still written to it.
+    #[arg(long, env = "PACTO_NO_CACHE", global = true)]
+    pub no_cache: bool,
+
+    /// Suppress progress messages on stderr.
+    #[arg(long, short, env = "PACTO_QUIET", global = true)]
+    pub quiet: bool,
+}
+
+/// `-f/--values` and `--set` overrides applied to `pacto.yaml` before validation.
+#[derive(Debug, Clone, Args)]
+pub struct OverrideArgs {
+    /// YAML values file deep-merged into the contract (repeatable, in order).
+    #[arg(
+        long = "values",
+        short = 'f',
+        value_name = "FILE",
+        env = "PACTO_VALUES",
+        value_delimiter = ','
+    )]
+    pub values: Vec<PathBuf>,
+
+    /// `key.path=value` override applied after values files (repeatable, in order).
+    #[arg(long = "set", value_name = "KEY=VALUE", env = "PACTO_SET")]
+    pub set: Vec<String>,
+}
+
+/// `--values` and `--set` for `push`, where `-f` means `--force`.
+#[derive(Debug, Clone, Args)]
+pub struct PushOverrideArgs {
+    /// YAML values file deep-merged into the contract (repeatable, in order).
+    #[arg(
+        long = "values",
+        value_name = "FILE",
+        env = "PACTO_VALUES",
+        value_delimiter = ','
+    )]
+    pub values: Vec<PathBuf>,
+
+    /// `key.path=value` override applied after values files (repeatable, in order).
+    #[arg(long = "set", value_name = "KEY=VALUE", env = "PACTO_SET")]
+    pub set: Vec<String>,
+}
+
+/// Output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    /// Human-readable text.
+    Text,
+    /// JSON on stdout.
+    Json,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Validate a contract: a bundle directory, a pacto.yaml file, or an oci:// reference.
+    Validate {
+        /// `<dir>`, `<path/to/pacto.yaml>` or `oci://registry/repo[:tag|@digest]`.
+        #[arg(value_name = "SOURCE", env = "PACTO_SOURCE")]
+        source: String,
+        /// Output format.
+        #[arg(long, short, value_enum, default_value_t = OutputFormat::Text, env = "PACTO_OUTPUT")]
+        output: OutputFormat,
+        /// Local-only validation: do not fetch `ref` policies (each is skipped with a
+        /// POLICY_REF_NOT_ENFORCED warning).
+        #[arg(long, env = "PACTO_OFFLINE")]
+        offline: bool,
+        #[command(flatten)]
+        overrides: OverrideArgs,
+    },
+    /// Validate a bundle directory and write it as a deterministic tar.gz.
+    Pack {
+        /// The bundle directory.
+        #[arg(value_name = "DIR", env = "PACTO_DIR")]
+        dir: PathBuf,
+        /// Output file (default: `<name>-<version>.tar.gz`).
+        #[arg(long, short, value_name = "FILE", env = "PACTO_PACK_OUTPUT")]
+        output: Option<PathBuf>,
+        #[command(flatten)]
+        overrides: OverrideArgs,
+    },
+    /// Validate a bundle directory and push it to an OCI registry.
+    Push {
+        /// The bundle directory.
+        #[arg(value_name = "DIR", env = "PACTO_DIR")]
+        dir: PathBuf,
+        /// `oci://registry/repo[:tag]`; without a tag, `service.version` is used.
+        #[arg(value_name = "REF", env = "PACTO_REF")]
+        reference: String,
+        /// Overwrite an existing tag.
+        #[arg(long, short, env = "PACTO_FORCE")]
+        force: bool,
+        #[command(flatten)]
+        overrides: PushOverrideArgs,
+    },
+    /// Pull a bundle (highest semver tag when untagged) and write its files to a directory.
+    Pull {
+        /// `oci://registry/repo[:tag|@digest]`.
+        #[arg(value_name = "REF", env = "PACTO_REF")]
+        reference: String,
+        /// Destination directory (created if missing).
+        #[arg(long, short, value_name = "DIR", env = "PACTO_PULL_OUTPUT")]
+        output: PathBuf,
+        /// Only consider tags satisfying this semver constraint (untagged references only).
+        #[arg(long, value_name = "CONSTRAINT", env = "PACTO_CONSTRAINT")]
+        constraint: Option<String>,
+    },
+    /// Show the digest, tags and version labels of a bundle in a registry.
+    Inspect {
+        /// `oci://registry/repo[:tag|@digest]`.
+        #[arg(value_name = "REF", env = "PACTO_REF")]
+        reference: String,
+        /// Output format.
+        #[arg(long, short, value_enum, default_value_t = OutputFormat::Text, env = "PACTO_OUTPUT")]
+        output: OutputFormat,
+    },
+}
+
+/// Parses the command line and runs the command, returning the process exit code.
+pub fn run() -> ExitCode {
+    let cli = Cli::parse();
+    let code = commands::execute(cli);
+    ExitCode::from(code)
+}

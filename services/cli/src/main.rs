@@ -1,0 +1,5 @@
+//! The pacto command-line interface.
+
+fn main() -> std::process::ExitCode {
+    pacto_cli::run()
+}

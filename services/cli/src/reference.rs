@@ -1,0 +1,123 @@
+//! Renders the CLI reference (Markdown) from the clap definitions, so the checked-in
+//! `docs/reference/cli.md` can be regenerated and drift-checked by a test.
+
+use std::fmt::Write as _;
+
+use clap::CommandFactory as _;
+
+use crate::{Cli, EXIT_ERROR, EXIT_INVALID, EXIT_OK};
+
+fn arg_line(arg: &clap::Arg) -> Option<String> {
+    if arg.is_hide_set() {
+        return None;
+    }
+    let id = arg.get_id().as_str();
+    if id == "help" || id == "version" {
+        return None;
+    }
+    let mut name = match (arg.get_short(), arg.get_long()) {
+        (Some(s), Some(l)) => format!("`-{s}`, `--{l}`"),
+        (None, Some(l)) => format!("`--{l}`"),
+        (Some(s), None) => format!("`-{s}`"),
+        (None, None) => format!(
+            "`<{}>`",
+            arg.get_value_names()
+                .and_then(|v| v.first())
+                .map_or_else(|| id.to_uppercase(), ToString::to_string)
+        ),
+    };
+    if arg.get_long().is_some() && arg.get_num_args().is_none_or(|n| n.takes_values()) {
+        if let Some(v) = arg.get_value_names().and_then(|v| v.first()) {
+            let _ = write!(name, " `<{v}>`");
+        } else if !matches!(arg.get_action(), clap::ArgAction::SetTrue) {
+            let _ = write!(name, " `<{}>`", id.to_uppercase());
+        }
+    }
+    let help = arg
+        .get_help()
+        .map(|h| h.to_string().replace('\n', " "))
+        .unwrap_or_default();
+    let env = arg
+        .get_env()
+        .map(|e| format!("`{}`", e.to_string_lossy()))
+        .unwrap_or_default();
+    let default = arg
+        .get_default_values()
+        .iter()
+        .map(|v| format!("`{}`", v.to_string_lossy()))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let possible = arg
+        .get_possible_values()
+        .iter()
+        .map(|v| format!("`{}`", v.get_name()))
+        .collect::<Vec<_>>();
+    let help = if possible.is_empty() || matches!(arg.get_action(), clap::ArgAction::SetTrue) {
+        help
+    } else {
+        format!(
+            "{}. One of {}.",
+            help.trim_end_matches('.'),
+            possible.join(", ")
+        )
+    };
+    let cell = |s: &str| s.replace('|', "\\|");
+    Some(format!(
+        "| {} | {} | {env} | {default} |",
+        cell(&name),
+        cell(&help)
+    ))
+}
+
+fn table(out: &mut String, args: &[&clap::Arg]) {
+    let rows: Vec<String> = args.iter().filter_map(|a| arg_line(a)).collect();
+    if rows.is_empty() {
+        return;
+    }
+    out.push_str("| Argument | Description | Environment | Default |\n|---|---|---|---|\n");
+    for row in rows {
+        out.push_str(&row);
+        out.push('\n');
+    }
+}
+
+/// The Markdown reference of every command, flag and environment variable.
+pub fn markdown() -> String {
+    let mut root = Cli::command();
+    root.build();
+    let mut out = String::from(
+        "# `pacto` CLI reference\n\n\
+         <!-- Generated from services/cli/src/lib.rs by services/cli/src/reference.rs; \
+         regenerate with `PACTO_UPDATE_DOCS=1 cargo test -p pacto --test reference_docs`. -->\n\n",
+    );
+    let _ = writeln!(
+        out,
+        "Exit codes: `{EXIT_OK}` success (for `validate`: the contract is valid), `{EXIT_INVALID}` the \
+         contract is invalid, `{EXIT_ERROR}` usage errors or the contract cannot be obtained \
+         (missing files, registry unreachable, authentication rejected, not found, corrupt \
+         artifact).\n"
+    );
+    out.push_str("## Global options\n\nAccepted by every command.\n\n");
+    let globals: Vec<&clap::Arg> = root.get_arguments().collect();
+    table(&mut out, &globals);
+    let global_ids: Vec<&str> = globals.iter().map(|a| a.get_id().as_str()).collect();
+    for sub in root.get_subcommands() {
+        if sub.get_name() == "help" {
+            continue;
+        }
+        let _ = writeln!(out, "\n## `pacto {}`\n", sub.get_name());
+        if let Some(about) = sub.get_about() {
+            let _ = writeln!(out, "{about}.\n");
+        }
+        let mut sub = sub.clone();
+        let usage = sub.render_usage().to_string();
+        let usage = usage.trim_start_matches("Usage: ");
+        let _ = writeln!(out, "```text\n{usage}\n```\n");
+        let own: Vec<&clap::Arg> = sub
+            .get_arguments()
+            .filter(|a| !global_ids.contains(&a.get_id().as_str()))
+            .collect();
+        table(&mut out, &own);
+    }
+    out
+}

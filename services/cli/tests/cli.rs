@@ -1,0 +1,678 @@
+//! Runs the built `pacto` binary: exit codes, JSON shape, the fixture corpus, and OCI round
+//! trips against a real docker-registry (plus skopeo interoperability).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use pacto_contract::bundle::{BundleFiles, Limits};
+use pacto_testenv::registry::Registry;
+use serde_json::Value;
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/contracts")
+}
+
+fn fixture(kind: &str, name: &str) -> PathBuf {
+    fixtures().join(kind).join(name)
+}
+
+/// A `pacto` command with a clean environment: no inherited credentials or docker config.
+fn pacto(home: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_pacto"));
+    cmd.env_clear()
+        .env("HOME", home)
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default());
+    cmd
+}
+
+fn run(cmd: &mut Command) -> Output {
+    cmd.output().expect("pacto runs")
+}
+
+fn code(out: &Output) -> i32 {
+    out.status.code().expect("exited normally")
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn home() -> tempfile::TempDir {
+    tempfile::tempdir().expect("tempdir")
+}
+
+/// Checks the exact `--output json` shape and returns (error codes+paths, warning codes+paths).
+/// `(code, path)` pairs.
+type Pairs = Vec<(String, String)>;
+
+fn json_shape(text: &str) -> (Pairs, Pairs, bool) {
+    let v: Value = serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"));
+    let obj = v.as_object().expect("object");
+    let keys: Vec<&str> = obj.keys().map(String::as_str).collect();
+    assert_eq!(keys.len(), 3, "{keys:?}");
+    for k in ["valid", "errors", "warnings"] {
+        assert!(obj.contains_key(k), "missing {k}");
+    }
+    let list = |k: &str| -> Pairs {
+        obj[k]
+            .as_array()
+            .expect("array")
+            .iter()
+            .map(|f| {
+                let f = f.as_object().expect("finding object");
+                let mut fk: Vec<&str> = f.keys().map(String::as_str).collect();
+                fk.sort_unstable();
+                assert_eq!(fk, ["code", "message", "path"], "finding keys");
+                (
+                    f["code"].as_str().expect("code").to_owned(),
+                    f["path"].as_str().expect("path").to_owned(),
+                )
+            })
+            .collect()
+    };
+    (
+        list("errors"),
+        list("warnings"),
+        obj["valid"].as_bool().expect("bool"),
+    )
+}
+
+#[test]
+fn validate_valid_and_invalid_with_exit_codes() {
+    let h = home();
+    let out = run(pacto(h.path())
+        .args(["validate"])
+        .arg(fixture("valid", "spec-7.1-stateless-http-api")));
+    assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+    assert!(
+        stdout(&out).contains(": valid (0 errors, 0 warnings)"),
+        "{}",
+        stdout(&out)
+    );
+
+    let out = run(pacto(h.path())
+        .args(["validate"])
+        .arg(fixture("invalid", "spec-7.5-layer2")));
+    assert_eq!(code(&out), 1);
+    let text = stdout(&out);
+    assert!(text.contains("Layer 2 (cross-field):"), "{text}");
+    assert!(text.contains("INVALID_SEMVER"), "{text}");
+
+    let out = run(pacto(h.path())
+        .args(["validate", "--output", "json"])
+        .arg(fixture("invalid", "spec-7.4-layer1")));
+    assert_eq!(code(&out), 1);
+    let (errors, _, valid) = json_shape(&stdout(&out));
+    assert!(!valid);
+    assert!(
+        errors.iter().all(|(c, _)| c == "SCHEMA_VIOLATION"),
+        "{errors:?}"
+    );
+
+    // A pacto.yaml path works like its directory.
+    let out = run(pacto(h.path())
+        .args(["validate", "-o", "json"])
+        .arg(fixture("valid", "interface-files").join("pacto.yaml")));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(json_shape(&stdout(&out)).2);
+}
+
+#[test]
+fn validate_reproduces_the_fixture_corpus_codes() {
+    let h = home();
+    let mut checked = 0;
+    for kind in ["valid", "invalid"] {
+        for entry in std::fs::read_dir(fixtures().join(kind)).expect("fixtures") {
+            let dir = entry.expect("entry").path();
+            let expected: Value = serde_json::from_slice(
+                &std::fs::read(dir.join("expected.json")).expect("expected.json"),
+            )
+            .expect("expected.json parses");
+            if expected.get("inline").and_then(Value::as_bool) == Some(true) {
+                continue; // inline contracts are validated without a bundle (operator path)
+            }
+            if expected.get("refs").is_some() {
+                continue; // needs a registry: see remote_policies_are_fetched_and_enforced
+            }
+            let pairs = |k: &str| -> Pairs {
+                expected[k]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .map(|f| {
+                                (
+                                    f["code"].as_str().unwrap_or_default().to_owned(),
+                                    f["path"].as_str().unwrap_or_default().to_owned(),
+                                )
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            };
+            let out = run(pacto(h.path())
+                .args(["validate", "--offline", "--output", "json"])
+                .arg(&dir));
+            let (errors, warnings, valid) = json_shape(&stdout(&out));
+            let want_errors = pairs("errors");
+            let mut got = errors.clone();
+            let mut want = want_errors.clone();
+            got.sort();
+            want.sort();
+            assert_eq!(got, want, "{}: errors\n{}", dir.display(), stderr(&out));
+            let (mut gw, mut ww) = (warnings, pairs("warnings"));
+            gw.sort();
+            ww.sort();
+            assert_eq!(gw, ww, "{}: warnings", dir.display());
+            assert_eq!(valid, want_errors.is_empty());
+            let expected_code = if want_errors.is_empty() {
+                0
+            } else if dir.ends_with("missing-pacto-yaml") {
+                2 // the contract cannot be obtained
+            } else {
+                1
+            };
+            assert_eq!(code(&out), expected_code, "{}", dir.display());
+            checked += 1;
+        }
+    }
+    assert!(checked >= 20, "only {checked} fixtures checked");
+}
+
+#[test]
+fn usage_errors_and_unobtainable_contracts_exit_2() {
+    let h = home();
+    assert_eq!(code(&run(&mut pacto(h.path()))), 2, "no subcommand");
+    assert_eq!(
+        code(&run(pacto(h.path()).args(["validate"]))),
+        2,
+        "missing source"
+    );
+    assert_eq!(
+        code(&run(pacto(h.path()).args(["validate", "x", "--bogus"]))),
+        2
+    );
+    assert_eq!(
+        code(&run(
+            pacto(h.path()).args(["validate", "--output", "yaml", "x"])
+        )),
+        2
+    );
+
+    let out = run(pacto(h.path()).args(["validate", "-o", "json", "/nonexistent/contract"]));
+    assert_eq!(code(&out), 2);
+    let (errors, _, valid) = json_shape(&stdout(&out));
+    assert!(!valid);
+    assert_eq!(errors, [("PARSE_ERROR".to_owned(), String::new())]);
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port();
+    let out = run(pacto(h.path())
+        .args(["validate", "--timeout", "10", "--insecure-registry"])
+        .arg(format!("127.0.0.1:{port}"))
+        .arg(format!("oci://127.0.0.1:{port}/svc:1.0.0")));
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(stderr(&out).contains("unreachable"), "{}", stderr(&out));
+
+    let out = run(pacto(h.path()).args(["pull", "ghcr.io/no-scheme:1", "-o", "x"]));
+    assert_eq!(code(&out), 2);
+    assert!(stderr(&out).contains("oci://"), "{}", stderr(&out));
+}
+
+#[test]
+fn pack_is_deterministic_and_refuses_invalid_contracts() {
+    let h = home();
+    let src = fixture("valid", "spec-7.1-stateless-http-api");
+    let a = h.path().join("a.tar.gz");
+    let b = h.path().join("b.tar.gz");
+    for out in [&a, &b] {
+        let o = run(pacto(h.path()).arg("pack").arg(&src).arg("-o").arg(out));
+        assert_eq!(code(&o), 0, "{}", stderr(&o));
+    }
+    let bytes = std::fs::read(&a).expect("packed");
+    assert_eq!(bytes, std::fs::read(&b).expect("packed"));
+    let unpacked = BundleFiles::from_tar_gz(bytes.as_slice(), &Limits::default()).expect("extract");
+    assert_eq!(
+        unpacked,
+        BundleFiles::from_dir(&src, &Limits::default()).expect("dir")
+    );
+
+    // Default name <name>-<version>.tar.gz in the working directory.
+    let o = run(pacto(h.path()).current_dir(h.path()).arg("pack").arg(&src));
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let name = stdout(&o).trim().to_owned();
+    assert!(
+        name.ends_with(".tar.gz") && h.path().join(&name).is_file(),
+        "{name}"
+    );
+
+    let o = run(pacto(h.path())
+        .arg("pack")
+        .arg(fixture("invalid", "spec-7.5-layer2"))
+        .arg("-o")
+        .arg(h.path().join("bad.tar.gz")));
+    assert_eq!(code(&o), 1);
+    assert!(!h.path().join("bad.tar.gz").exists());
+}
+
+fn dir_files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    BundleFiles::read_dir(dir, &Limits::default())
+        .expect("read dir")
+        .iter()
+        .map(|(p, b)| (p.to_owned(), b.to_vec()))
+        .collect()
+}
+
+#[test]
+fn push_pull_inspect_round_trip_and_skopeo_copy() {
+    let registry = Registry::start().expect("registry");
+    let host = registry.host();
+    let h = home();
+    let src = fixture("valid", "spec-7.1-stateless-http-api");
+    let repo = format!("oci://{host}/team/orders");
+    let cmd = |args: &[&str]| {
+        let mut c = pacto(h.path());
+        c.args(["--insecure-registry", &host]).args(args);
+        c
+    };
+
+    // No tag: the service version is used.
+    let out = run(&mut cmd(&["push", src.to_str().expect("utf8"), &repo]));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let pushed = stdout(&out).trim().to_owned();
+    let version =
+        pacto_contract::parse::parse_yaml(&std::fs::read(src.join("pacto.yaml")).expect("read"))
+            .expect("yaml")["service"]["version"]
+            .as_str()
+            .expect("version")
+            .to_owned();
+    assert!(
+        pushed.starts_with(&format!("{repo}:{version}@sha256:")),
+        "{pushed}"
+    );
+    let digest = pushed.rsplit('@').next().expect("digest").to_owned();
+    assert!(
+        stderr(&out).contains("pushed manifest"),
+        "progress on stderr"
+    );
+
+    // Pushing again without --force: a warning, exit 0; with --force: overwritten.
+    let out = run(&mut cmd(&["push", src.to_str().expect("utf8"), &repo]));
+    assert_eq!(code(&out), 0);
+    assert!(stderr(&out).contains("already exists"), "{}", stderr(&out));
+    let out = run(&mut cmd(&[
+        "push",
+        "--force",
+        src.to_str().expect("utf8"),
+        &format!("{repo}:latest"),
+    ]));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+
+    // Pull back (untagged → highest semver) and compare byte for byte.
+    let dest = h.path().join("pulled");
+    let out = run(&mut cmd(&[
+        "pull",
+        &repo,
+        "-o",
+        dest.to_str().expect("utf8"),
+    ]));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out).trim(),
+        format!("{repo}@{digest}"),
+        "pinned to the digest"
+    );
+    assert!(
+        stderr(&out).contains(&format!("to tag {version}")),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(dir_files(&dest), dir_files(&src));
+
+    // Validate straight from the registry.
+    let out = run(&mut cmd(&["validate", &format!("{repo}:{version}")]));
+    assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+
+    // Inspect: digest, tags, version.
+    let out = run(&mut cmd(&[
+        "inspect",
+        "-o",
+        "json",
+        &format!("{repo}:{version}"),
+    ]));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let v: Value = serde_json::from_str(&stdout(&out)).expect("json");
+    assert_eq!(v["digest"], digest.as_str());
+    assert_eq!(v["version"], version.as_str());
+    let mut tags: Vec<&str> = v["tags"]
+        .as_array()
+        .expect("tags")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    tags.sort_unstable();
+    assert_eq!(tags, [version.as_str(), "latest"]);
+    let out = run(&mut cmd(&["inspect", &format!("{repo}:{version}")]));
+    assert!(
+        stdout(&out).contains(&format!("Digest:        {digest}")),
+        "{}",
+        stdout(&out)
+    );
+
+    // skopeo copies what `pacto push` wrote; it pulls back byte-identical.
+    let skopeo = Command::new("skopeo")
+        .args(["copy", "--src-tls-verify=false", "--dest-tls-verify=false"])
+        .arg(format!("docker://{host}/team/orders:{version}"))
+        .arg(format!("docker://{host}/copies/orders:{version}"))
+        .output()
+        .expect("skopeo runs (install skopeo)");
+    assert!(
+        skopeo.status.success(),
+        "{}",
+        String::from_utf8_lossy(&skopeo.stderr)
+    );
+    let copy_dest = h.path().join("copied");
+    let out = run(&mut cmd(&[
+        "pull",
+        &format!("oci://{host}/copies/orders:{version}"),
+        "-o",
+        copy_dest.to_str().expect("utf8"),
+    ]));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stdout(&out).trim().ends_with(&digest),
+        "same manifest digest after copy"
+    );
+    assert_eq!(dir_files(&copy_dest), dir_files(&src));
+
+    // An invalid contract is never pushed.
+    let out = run(&mut cmd(&[
+        "push",
+        fixture("invalid", "spec-7.5-layer2")
+            .to_str()
+            .expect("utf8"),
+        &format!("{repo}:9.9.9"),
+    ]));
+    assert_eq!(code(&out), 1);
+    let out = run(&mut cmd(&["inspect", &format!("{repo}:9.9.9")]));
+    assert_eq!(code(&out), 2, "not found");
+}
+
+#[test]
+fn credentials_from_env_and_docker_config() {
+    let registry = Registry::start_with_basic_auth("bob", "builder").expect("registry");
+    let host = registry.host();
+    let h = home();
+    let src = fixture("valid", "minimal");
+    let reference = format!("oci://{host}/auth/svc:1.0.0");
+
+    let out = run(pacto(h.path())
+        .env("PACTO_INSECURE_REGISTRIES", &host)
+        .env("PACTO_REGISTRY_USERNAME", "bob")
+        .env("PACTO_REGISTRY_PASSWORD", "builder")
+        .arg("push")
+        .arg(&src)
+        .arg(&reference));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+
+    let out = run(pacto(h.path())
+        .env("PACTO_INSECURE_REGISTRIES", &host)
+        .env("PACTO_REGISTRY_USERNAME", "bob")
+        .env("PACTO_REGISTRY_PASSWORD", "wrong")
+        .args(["validate", &reference]));
+    assert_eq!(code(&out), 2, "wrong password");
+    assert!(stderr(&out).contains("auth rejected"), "{}", stderr(&out));
+
+    let out = run(pacto(h.path())
+        .env("PACTO_INSECURE_REGISTRIES", &host)
+        .args(["validate", &reference]));
+    assert_eq!(code(&out), 2, "anonymous");
+
+    // ~/.docker/config.json with a base64 auth entry for the registry host.
+    let docker = h.path().join(".docker");
+    std::fs::create_dir_all(&docker).expect("mkdir");
+    std::fs::write(
+        docker.join("config.json"),
+        format!(r#"{{"auths":{{"{host}":{{"auth":"Ym9iOmJ1aWxkZXI="}}}}}}"#),
+    )
+    .expect("write");
+    let out = run(pacto(h.path())
+        .env("PACTO_INSECURE_REGISTRIES", &host)
+        .args(["validate", &reference]));
+    assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+
+    // DOCKER_CONFIG pointing elsewhere wins over ~/.docker.
+    let other = h.path().join("other");
+    std::fs::create_dir_all(&other).expect("mkdir");
+    std::fs::write(
+        other.join("config.json"),
+        format!(r#"{{"auths":{{"{host}":{{"username":"bob","password":"nope"}}}}}}"#),
+    )
+    .expect("write");
+    let out = run(pacto(h.path())
+        .env("PACTO_INSECURE_REGISTRIES", &host)
+        .env("DOCKER_CONFIG", &other)
+        .args(["validate", &reference]));
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+}
+
+#[test]
+fn remote_policies_are_fetched_and_enforced() {
+    let registry = Registry::start().expect("registry");
+    let host = registry.host();
+    for (kind, name, want) in [
+        ("valid", "spec-7.2-policy-enforced", None),
+        (
+            "invalid",
+            "spec-7.2-policy-violated",
+            Some("POLICY_VIOLATION"),
+        ),
+    ] {
+        let h = home();
+        let src = fixture(kind, name);
+        let cmd = || {
+            let mut c = pacto(h.path());
+            c.args(["--insecure-registry", &host]);
+            c
+        };
+        // Publish the referenced policy bundle to the real registry.
+        let out = run(cmd()
+            .arg("push")
+            .arg("--force")
+            .arg(src.join("refs/policy-pacto"))
+            .arg(format!("oci://{host}/platform/policy-pacto:2.3.0")));
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        // A copy of the contract whose ref points at it.
+        let copy = h.path().join("contract");
+        let mut files = BundleFiles::read_dir(&src, &Limits::default()).expect("read");
+        let yaml = String::from_utf8(files.contract().expect("pacto.yaml").to_vec()).expect("utf8");
+        let rewritten = yaml.replace("oci://registry.example.com/", &format!("oci://{host}/"));
+        assert_ne!(yaml, rewritten, "fixture references registry.example.com");
+        files.insert("pacto.yaml", rewritten);
+        files.write_to_dir(&copy).expect("write copy");
+
+        let out = run(cmd().args(["validate", "-o", "json"]).arg(&copy));
+        let (errors, warnings, valid) = json_shape(&stdout(&out));
+        assert!(
+            warnings.is_empty(),
+            "{name}: policy enforced, not skipped: {warnings:?}"
+        );
+        match want {
+            None => {
+                assert!(valid, "{name}: {errors:?} {}", stderr(&out));
+                assert_eq!(code(&out), 0);
+            }
+            Some(c) => {
+                assert_eq!(errors, [(c.to_owned(), String::new())], "{name}");
+                assert_eq!(code(&out), 1);
+            }
+        }
+        // Offline validation skips the ref with a warning instead.
+        let out = run(cmd()
+            .args(["validate", "--offline", "-o", "json"])
+            .arg(&copy));
+        let (_, warnings, _) = json_shape(&stdout(&out));
+        assert_eq!(
+            warnings,
+            [(
+                "POLICY_REF_NOT_ENFORCED".to_owned(),
+                "policies[0].ref".to_owned()
+            )]
+        );
+    }
+}
+
+#[test]
+fn overrides_apply_before_validation() {
+    let h = home();
+    let src = fixture("valid", "minimal");
+    let out = run(pacto(h.path())
+        .args(["validate", "-o", "json", "--set", "service.version=next"])
+        .arg(&src));
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    let (errors, _, _) = json_shape(&stdout(&out));
+    assert_eq!(
+        errors,
+        [("INVALID_SEMVER".to_owned(), "service.version".to_owned())]
+    );
+
+    let values = h.path().join("values.yaml");
+    std::fs::write(&values, "service:\n  version: 7.0.0\n").expect("write");
+    let packed = h.path().join("out.tar.gz");
+    let out = run(pacto(h.path())
+        .arg("pack")
+        .arg(&src)
+        .arg("-f")
+        .arg(&values)
+        .arg("-o")
+        .arg(&packed));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let bundle = BundleFiles::from_tar_gz(
+        std::fs::read(&packed).expect("packed").as_slice(),
+        &Limits::default(),
+    )
+    .expect("extract");
+    let yaml =
+        pacto_contract::parse::parse_yaml(bundle.contract().expect("contract")).expect("yaml");
+    assert_eq!(
+        yaml["service"]["version"], "7.0.0",
+        "the packed contract carries the override"
+    );
+
+    let out = run(pacto(h.path())
+        .args(["validate", "--set", "novalue"])
+        .arg(&src));
+    assert_eq!(code(&out), 1, "a malformed --set is a PARSE_ERROR");
+    assert!(stdout(&out).contains("PARSE_ERROR"), "{}", stdout(&out));
+}
+
+#[test]
+fn bearer_token_from_flag_and_env() {
+    let registry = Registry::start_with_token_auth().expect("registry");
+    let host = registry.host();
+    let h = home();
+    let token = registry
+        .mint_token("tok/svc", &["pull", "push"])
+        .expect("token");
+    let reference = format!("oci://{host}/tok/svc:1.0.0");
+    let out = run(pacto(h.path())
+        .args(["--insecure-registry", &host, "--token", &token, "push"])
+        .arg(fixture("valid", "minimal"))
+        .arg(&reference));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = run(pacto(h.path())
+        .env("PACTO_INSECURE_REGISTRIES", &host)
+        .env("PACTO_REGISTRY_TOKEN", &token)
+        .args(["inspect", &reference]));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("Version:       1.0.0"),
+        "{}",
+        stdout(&out)
+    );
+    let out = run(pacto(h.path())
+        .env("PACTO_INSECURE_REGISTRIES", &host)
+        .args(["inspect", &reference]));
+    assert_eq!(code(&out), 2, "anonymous is rejected");
+}
+
+#[test]
+fn set_values_may_contain_commas() {
+    let h = home();
+    let dir = h.path().join("c");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    std::fs::write(
+        dir.join("pacto.yaml"),
+        "pactoVersion: \"2.0\"\nservice:\n  name: svc\n  version: 1.0.0\nmetadata:\n  note: x\n",
+    )
+    .expect("write");
+    let out = run(pacto(h.path())
+        .args(["pack", "--set", "metadata.note=a,b", "-o"])
+        .arg(h.path().join("o.tar.gz"))
+        .arg(&dir));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let bundle = BundleFiles::from_tar_gz(
+        std::fs::read(h.path().join("o.tar.gz"))
+            .expect("read")
+            .as_slice(),
+        &Limits::default(),
+    )
+    .expect("extract");
+    let yaml =
+        pacto_contract::parse::parse_yaml(bundle.contract().expect("contract")).expect("yaml");
+    assert_eq!(yaml["metadata"]["note"], "a,b");
+}
+
+#[test]
+fn digest_pinned_pulls_are_served_from_the_cache() {
+    let registry = Registry::start().expect("registry");
+    let host = registry.host();
+    let h = home();
+    let src = fixture("valid", "minimal");
+    let out = run(pacto(h.path())
+        .args(["--insecure-registry", &host, "push"])
+        .arg(&src)
+        .arg(format!("oci://{host}/cached/svc:1.0.0")));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let pinned = format!(
+        "oci://{host}/cached/svc@{}",
+        stdout(&out).trim().rsplit('@').next().expect("digest")
+    );
+    let pull = |dest: &str, extra: &[&str]| {
+        let mut c = pacto(h.path());
+        c.args(["--insecure-registry", &host, "--timeout", "5"])
+            .args(extra)
+            .args(["pull", &pinned, "-o"])
+            .arg(h.path().join(dest));
+        run(&mut c)
+    };
+    let out = pull("first", &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let entry = h
+        .path()
+        .join(".cache/pacto/oci")
+        .join(pinned.trim_start_matches("oci://").replace(':', "/"));
+    assert!(entry.join("bundle.tar.gz").is_file(), "{}", entry.display());
+    assert!(entry.join("ref.json").is_file());
+
+    drop(registry);
+    let out = pull("second", &[]);
+    assert_eq!(code(&out), 0, "served from cache: {}", stderr(&out));
+    assert!(stderr(&out).contains("using cached"), "{}", stderr(&out));
+    assert_eq!(dir_files(&h.path().join("second")), dir_files(&src));
+
+    let out = pull("third", &["--no-cache"]);
+    assert_eq!(code(&out), 2, "--no-cache needs the registry");
+
+    // A damaged entry is ignored rather than trusted.
+    std::fs::write(entry.join("bundle.tar.gz"), b"garbage").expect("corrupt");
+    let out = pull("fourth", &[]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+}

@@ -1,0 +1,20 @@
+//! OCI registry access for Pacto bundles: push, pull, tags, digests and credentials.
+//!
+//! A bundle artifact (`contract.md` §6.1) is an OCI image manifest with one config blob (an image
+//! config carrying the `io.pacto.*` labels) and exactly one layer
+//! (`application/vnd.pacto.bundle.layer.v1.tar+gzip`) holding the deterministic tar.gz of the
+//! bundle directory. Registries are reached over HTTPS unless their `host[:port]` is in the
+//! plain-HTTP allow-list. Every failure is an [`OciError`] whose [`ErrorClass`] separates
+//! "registry unavailable" from "artifact invalid".
+
+pub mod client;
+pub mod credentials;
+pub mod error;
+pub mod manifest;
+
+pub use client::{
+    BundleMeta, ClientOptions, Inspection, Progress, PulledBundle, PushResult, RegistryClient,
+    Resolved,
+};
+pub use credentials::{Credentials, CredentialsError, DockerConfig, Keychain};
+pub use error::{ErrorClass, OciError};
