@@ -1,0 +1,157 @@
+//! A bounded memo of parsed contracts, keyed by the exact YAML bytes.
+//!
+//! status-writer sends the same effective contract on every reconcile of a Pacto, and parsing the
+//! YAML is the dominant cost of an Evaluate call (see the bench). Parsing is a pure function of the
+//! bytes, so memoising it changes no result. The key is the full document (compared byte for byte
+//! on a hit, so there is no collision risk); errors are never cached. When full, an arbitrary entry
+//! is evicted; capacity 0 disables the cache.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex, PoisonError},
+};
+
+use metrics::counter;
+use pacto_contract::model::Contract;
+use pacto_engine::ContractAssertions;
+use pacto_proto::{
+    common::ContractDocument,
+    convert::{self, FieldError},
+};
+
+/// Cache lookups, by result (`hit`/`miss`).
+pub const CONTRACT_CACHE_TOTAL: &str = "pacto_evaluator_contract_cache_total";
+/// Documents larger than this are parsed but not kept.
+const MAX_CACHED_DOCUMENT_BYTES: usize = 256 * 1024;
+
+/// A contract parsed once: the typed model and the engine's assertions (or why they could not be
+/// derived, reported only by Evaluate).
+#[derive(Debug)]
+pub struct ParsedContract {
+    /// The typed model.
+    pub contract: Contract,
+    /// The engine's view, or the field error that prevents evaluation.
+    pub assertions: Result<ContractAssertions, FieldError>,
+}
+
+impl ParsedContract {
+    /// Parses a required contract document; `field` names it in errors.
+    pub fn parse(document: Option<&ContractDocument>, field: &str) -> Result<Self, FieldError> {
+        let contract = convert::contract_from_proto(document, field)?;
+        let assertions = convert::assertions_from_contract(&contract, field);
+        Ok(Self {
+            contract,
+            assertions,
+        })
+    }
+}
+
+/// The memo.
+#[derive(Debug)]
+pub struct ContractCache {
+    capacity: usize,
+    entries: Mutex<HashMap<Vec<u8>, Arc<ParsedContract>>>,
+}
+
+impl ContractCache {
+    /// A cache keeping at most `capacity` contracts (0 disables it).
+    pub fn new(capacity: usize) -> Self {
+        Self {
+            capacity,
+            entries: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Number of cached contracts.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Whether nothing is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Vec<u8>, Arc<ParsedContract>>> {
+        self.entries.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The parsed contract for `document`, parsing it on a miss.
+    pub fn get_or_parse(
+        &self,
+        document: Option<&ContractDocument>,
+        field: &str,
+    ) -> Result<Arc<ParsedContract>, FieldError> {
+        let cacheable = self.capacity > 0
+            && document.is_some_and(|doc| doc.yaml.len() <= MAX_CACHED_DOCUMENT_BYTES);
+        if cacheable
+            && let Some(doc) = document
+            && let Some(hit) = self.lock().get(&doc.yaml).cloned()
+        {
+            counter!(CONTRACT_CACHE_TOTAL, "result" => "hit").increment(1);
+            return Ok(hit);
+        }
+        counter!(CONTRACT_CACHE_TOTAL, "result" => "miss").increment(1);
+        let parsed = Arc::new(ParsedContract::parse(document, field)?);
+        if cacheable && let Some(doc) = document {
+            let mut entries = self.lock();
+            if entries.len() >= self.capacity
+                && let Some(victim) = entries.keys().next().cloned()
+            {
+                entries.remove(&victim);
+            }
+            entries.insert(doc.yaml.clone(), Arc::clone(&parsed));
+        }
+        Ok(parsed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc(version: u32) -> ContractDocument {
+        convert::contract_document(format!(
+            "pactoVersion: \"2.0\"\nservice:\n  name: s\n  version: 1.0.{version}\n"
+        ))
+    }
+
+    #[test]
+    fn hits_share_the_parsed_contract_and_capacity_is_bounded() {
+        let cache = ContractCache::new(2);
+        let first = cache.get_or_parse(Some(&doc(1)), "contract").unwrap();
+        let again = cache.get_or_parse(Some(&doc(1)), "contract").unwrap();
+        assert!(Arc::ptr_eq(&first, &again));
+        assert_eq!(first.contract.service.version, "1.0.1");
+        cache.get_or_parse(Some(&doc(2)), "contract").unwrap();
+        cache.get_or_parse(Some(&doc(3)), "contract").unwrap();
+        assert_eq!(cache.len(), 2);
+    }
+
+    #[test]
+    fn errors_are_not_cached_and_zero_capacity_disables() {
+        let cache = ContractCache::new(4);
+        let broken = convert::contract_document("service: [");
+        assert_eq!(
+            cache
+                .get_or_parse(Some(&broken), "contract")
+                .unwrap_err()
+                .field,
+            "contract.yaml"
+        );
+        assert_eq!(
+            cache
+                .get_or_parse(None, "contract")
+                .unwrap_err()
+                .to_string(),
+            "contract: required"
+        );
+        assert!(cache.is_empty());
+
+        let disabled = ContractCache::new(0);
+        let first = disabled.get_or_parse(Some(&doc(1)), "contract").unwrap();
+        let again = disabled.get_or_parse(Some(&doc(1)), "contract").unwrap();
+        assert!(!Arc::ptr_eq(&first, &again));
+        assert!(disabled.is_empty());
+    }
+}

@@ -1,0 +1,244 @@
+//! Identity of a peer (the SANs of its client certificate) and per-service authorisation.
+//!
+//! The gRPC server (see [`crate::grpc`]) parses the verified client certificate once per
+//! connection into a [`PeerIdentity`] and attaches a [`PeerInfo`] to every request of that
+//! connection. An [`Authorizer`] — a tonic interceptor installed per gRPC service with
+//! `XxxServer::with_interceptor` — then admits only identities on that service's [`AllowList`].
+
+use std::{fmt, net::SocketAddr, sync::Arc};
+
+use metrics::counter;
+use tonic::{Request, Status, service::Interceptor};
+use x509_parser::{certificate::X509Certificate, extensions::GeneralName, prelude::FromDer};
+
+use crate::metrics::GRPC_UNAUTHORIZED_TOTAL;
+
+/// The client certificate could not be read as X.509.
+#[derive(Debug, thiserror::Error)]
+pub enum IdentityError {
+    /// The DER does not parse.
+    #[error("client certificate is not valid X.509: {0}")]
+    Parse(String),
+    /// The subjectAltName extension is malformed.
+    #[error("client certificate has a malformed subjectAltName: {0}")]
+    SubjectAltName(String),
+}
+
+/// The names a verified peer certificate vouches for.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PeerIdentity {
+    /// DNS SANs, e.g. `status-writer.pacto.svc`.
+    pub dns_names: Vec<String>,
+    /// URI SANs, e.g. `spiffe://pacto/ns/pacto-system/sa/status-writer`.
+    pub uris: Vec<String>,
+}
+
+impl PeerIdentity {
+    /// Reads the DNS and URI SANs of a DER certificate.
+    pub fn from_der(der: &[u8]) -> Result<Self, IdentityError> {
+        let (_, cert) =
+            X509Certificate::from_der(der).map_err(|e| IdentityError::Parse(e.to_string()))?;
+        let mut identity = Self::default();
+        let san = cert
+            .subject_alternative_name()
+            .map_err(|e| IdentityError::SubjectAltName(e.to_string()))?;
+        if let Some(san) = san {
+            for name in &san.value.general_names {
+                match name {
+                    GeneralName::DNSName(dns) => identity.dns_names.push((*dns).to_owned()),
+                    GeneralName::URI(uri) => identity.uris.push((*uri).to_owned()),
+                    _ => {}
+                }
+            }
+        }
+        Ok(identity)
+    }
+
+    /// All names (DNS first, then URIs).
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.dns_names
+            .iter()
+            .chain(self.uris.iter())
+            .map(String::as_str)
+    }
+}
+
+impl fmt::Display for PeerIdentity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<&str> = self.names().collect();
+        if names.is_empty() {
+            f.write_str("<certificate without DNS or URI SANs>")
+        } else {
+            f.write_str(&names.join(","))
+        }
+    }
+}
+
+/// Connection facts attached to every request (as a request extension) by the mTLS server.
+#[derive(Debug, Clone)]
+pub struct PeerInfo {
+    /// The TCP peer address.
+    pub remote_addr: Option<SocketAddr>,
+    /// The verified client certificate's identity (`None` only if it could not be parsed).
+    pub identity: Option<Arc<PeerIdentity>>,
+}
+
+/// An allow-list entry: an exact name, or a prefix when it ends with `*`
+/// (e.g. `spiffe://pacto/ns/pacto-system/sa/*`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Pattern {
+    Exact(String),
+    Prefix(String),
+}
+
+/// Identities allowed to call one gRPC service. A peer is admitted when any of its DNS or URI
+/// SANs matches any entry.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct AllowList(Vec<Pattern>);
+
+impl AllowList {
+    /// Builds the list from entries; empty entries are ignored.
+    pub fn new<I, S>(entries: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        Self(
+            entries
+                .into_iter()
+                .filter_map(|entry| {
+                    let entry = entry.as_ref().trim();
+                    if entry.is_empty() {
+                        None
+                    } else if let Some(prefix) = entry.strip_suffix('*') {
+                        Some(Pattern::Prefix(prefix.to_owned()))
+                    } else {
+                        Some(Pattern::Exact(entry.to_owned()))
+                    }
+                })
+                .collect(),
+        )
+    }
+
+    /// Whether the identity is admitted.
+    pub fn permits(&self, identity: &PeerIdentity) -> bool {
+        identity.names().any(|name| {
+            self.0.iter().any(|pattern| match pattern {
+                Pattern::Exact(exact) => name == exact,
+                Pattern::Prefix(prefix) => name.starts_with(prefix.as_str()),
+            })
+        })
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Policy {
+    AllowList(Arc<AllowList>),
+    Unauthenticated,
+}
+
+/// A tonic interceptor admitting only allow-listed client identities to one gRPC service.
+///
+/// Refusals: `Unauthenticated` when the request carries no verified peer identity (e.g. the
+/// service was served without mTLS by mistake), `PermissionDenied` naming the presented identity
+/// when it is not on the list.
+#[derive(Debug, Clone)]
+pub struct Authorizer {
+    service: &'static str,
+    policy: Policy,
+}
+
+impl Authorizer {
+    /// Admits the identities in `allowed` to `service` (the gRPC service name, for logs/metrics).
+    pub fn new(service: &'static str, allowed: AllowList) -> Self {
+        Self {
+            service,
+            policy: Policy::AllowList(Arc::new(allowed)),
+        }
+    }
+
+    /// Admits everyone: only for the plaintext `--insecure` development mode, where there is no
+    /// certificate to authorise.
+    pub fn insecure(service: &'static str) -> Self {
+        Self {
+            service,
+            policy: Policy::Unauthenticated,
+        }
+    }
+
+    /// Checks one request's peer.
+    pub fn check(&self, peer: Option<&PeerInfo>) -> Result<(), Status> {
+        let allowed = match &self.policy {
+            Policy::Unauthenticated => return Ok(()),
+            Policy::AllowList(allowed) => allowed,
+        };
+        let Some(identity) = peer.and_then(|peer| peer.identity.as_deref()) else {
+            counter!(GRPC_UNAUTHORIZED_TOTAL, "service" => self.service).increment(1);
+            return Err(Status::unauthenticated(
+                "a verified client certificate is required",
+            ));
+        };
+        if allowed.permits(identity) {
+            Ok(())
+        } else {
+            counter!(GRPC_UNAUTHORIZED_TOTAL, "service" => self.service).increment(1);
+            tracing::warn!(service = self.service, %identity, "refused client identity");
+            Err(Status::permission_denied(format!(
+                "client identity {identity} may not call {}",
+                self.service
+            )))
+        }
+    }
+}
+
+impl Interceptor for Authorizer {
+    fn call(&mut self, request: Request<()>) -> Result<Request<()>, Status> {
+        self.check(request.extensions().get::<PeerInfo>())?;
+        Ok(request)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn identity(dns: &[&str], uris: &[&str]) -> PeerIdentity {
+        PeerIdentity {
+            dns_names: dns.iter().map(|s| (*s).to_owned()).collect(),
+            uris: uris.iter().map(|s| (*s).to_owned()).collect(),
+        }
+    }
+
+    #[test]
+    fn allow_list_matches_exact_and_prefix() {
+        let list = AllowList::new(["status-writer.pacto.svc", "spiffe://pacto/sa/*", " "]);
+        assert!(list.permits(&identity(&["status-writer.pacto.svc"], &[])));
+        assert!(list.permits(&identity(&["x"], &["spiffe://pacto/sa/observer"])));
+        assert!(!list.permits(&identity(&["observer.pacto.svc"], &[])));
+        assert!(!list.permits(&identity(&["status-writer.pacto.svc.evil"], &[])));
+        assert!(!list.permits(&PeerIdentity::default()));
+        assert!(!AllowList::new(Vec::<String>::new()).permits(&identity(&["a"], &[])));
+    }
+
+    #[test]
+    fn authorizer_codes() {
+        let auth = Authorizer::new("pacto.evaluator.v1.Evaluator", AllowList::new(["a"]));
+        assert_eq!(
+            auth.check(None).unwrap_err().code(),
+            tonic::Code::Unauthenticated
+        );
+        let denied = PeerInfo {
+            remote_addr: None,
+            identity: Some(Arc::new(identity(&["b"], &[]))),
+        };
+        let status = auth.check(Some(&denied)).unwrap_err();
+        assert_eq!(status.code(), tonic::Code::PermissionDenied);
+        assert!(status.message().contains('b'), "{}", status.message());
+        let ok = PeerInfo {
+            remote_addr: None,
+            identity: Some(Arc::new(identity(&["a"], &[]))),
+        };
+        assert!(auth.check(Some(&ok)).is_ok());
+        assert!(Authorizer::insecure("x").check(None).is_ok());
+    }
+}

@@ -1,0 +1,27 @@
+//! Shared runtime of the Pacto services.
+//!
+//! Everything a Pacto service binary needs besides its own business logic:
+//!
+//! - [`args`]: clap argument groups (flattened into each service's `Args`) with an env var per flag;
+//! - [`telemetry`]: `tracing` initialisation (JSON logs by default);
+//! - [`metrics`]: the process-wide Prometheus recorder and the shared RPC metrics;
+//! - [`admin`]: the admin HTTP server (`/metrics`, `/healthz`, `/readyz`);
+//! - [`tls`]: rustls mTLS server and client configuration from PEM files, reloaded on change;
+//! - [`identity`]: the peer identity (SANs) of a client certificate and per-service allow-lists;
+//! - [`grpc`]: serving a tonic router over mTLS (or plaintext behind `--insecure`) and building
+//!   client channels with timeouts and retries for transient errors;
+//! - [`shutdown`]: SIGTERM/SIGINT handling through a `CancellationToken`.
+
+pub mod admin;
+pub mod args;
+pub mod duration;
+pub mod grpc;
+pub mod identity;
+pub mod metrics;
+pub mod shutdown;
+pub mod telemetry;
+pub mod tls;
+
+pub use tokio_util::sync::CancellationToken;
+#[cfg(any(test, feature = "test-support"))]
+pub mod testing;
