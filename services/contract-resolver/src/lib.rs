@@ -1,0 +1,339 @@
+//! The contract-resolver service: turns a Pacto's `spec.contractRef` into a validated contract,
+//! or into a precisely classified failure (`operator.md` §2.2–§2.6, DESIGN.md §1).
+//!
+//! It is the only service that talks to registries and the only one that reads Secret values
+//! (the pull Secret, with one direct GET per resolve from the Pacto's namespace). The gRPC edge
+//! ([`service`]) validates requests into domain types ([`outcome`]); [`resolve::Resolver`] runs
+//! fetch (Secret, [`registry`], [`cache`]) → validate (pure, `pacto-contract`) → outcome. Only the
+//! identities on `--allowed-identities` (status-writer by default) may call it.
+
+pub mod cache;
+pub mod metrics;
+pub mod outcome;
+pub mod registry;
+pub mod resolve;
+pub mod secrets;
+pub mod service;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+use pacto_oci::ClientOptions;
+use pacto_proto::resolver::contract_resolver_server::ContractResolverServer;
+use pacto_runtime::{
+    CancellationToken,
+    admin::{self, AdminError, Readiness},
+    args::{AdminArgs, ArgsError, LogArgs, TlsArgs},
+    duration::parse_duration,
+    grpc::{self, GrpcError, Transport},
+    identity::{AllowList, Authorizer},
+    metrics::MetricsError,
+    shutdown::ShutdownError,
+    telemetry::TelemetryError,
+};
+use tokio::net::TcpListener;
+
+pub use resolve::{Resolver, ResolverConfig};
+pub use service::ResolverService;
+
+/// The gRPC service name (what the allow-list guards).
+pub const SERVICE_NAME: &str = "pacto.resolver.v1.ContractResolver";
+
+/// Command line of `pacto-contract-resolver`.
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "pacto-contract-resolver",
+    version,
+    about = "Serves the Pacto ContractResolver gRPC API over mTLS."
+)]
+pub struct Args {
+    /// gRPC listen address.
+    #[arg(
+        long = "listen-addr",
+        env = "PACTO_RESOLVER_LISTEN_ADDR",
+        value_name = "ADDR",
+        default_value = "0.0.0.0:8443"
+    )]
+    pub listen_addr: SocketAddr,
+    /// Client certificate identities (DNS or URI SANs; a trailing `*` matches a prefix) allowed
+    /// to call the resolver. Comma-separated.
+    #[arg(
+        long = "allowed-identities",
+        env = "PACTO_RESOLVER_ALLOWED_IDENTITIES",
+        value_name = "SAN,…",
+        value_delimiter = ',',
+        default_value = "status-writer.pacto.svc"
+    )]
+    pub allowed_identities: Vec<String>,
+    /// Registry hosts (`host[:port]`) reached over plain HTTP. Comma-separated.
+    #[arg(
+        long = "insecure-registries",
+        env = "PACTO_INSECURE_REGISTRIES",
+        value_name = "HOST,…",
+        value_delimiter = ','
+    )]
+    pub insecure_registries: Vec<String>,
+    /// TCP connect timeout for registries.
+    #[arg(
+        long = "registry-connect-timeout",
+        env = "PACTO_RESOLVER_REGISTRY_CONNECT_TIMEOUT",
+        value_name = "DURATION",
+        default_value = "5s",
+        value_parser = parse_duration
+    )]
+    pub registry_connect_timeout: Duration,
+    /// Deadline of one registry operation (a HEAD, a tag list, a whole pull).
+    #[arg(
+        long = "registry-timeout",
+        env = "PACTO_RESOLVER_REGISTRY_TIMEOUT",
+        value_name = "DURATION",
+        default_value = "30s",
+        value_parser = parse_duration
+    )]
+    pub registry_timeout: Duration,
+    /// Retries of a registry operation that failed transiently (unreachable, 5xx, 429,
+    /// timeout), with exponential backoff from 200ms up to 2s; 0 disables retries.
+    #[arg(
+        long = "registry-max-retries",
+        env = "PACTO_RESOLVER_REGISTRY_MAX_RETRIES",
+        value_name = "N",
+        default_value_t = 2
+    )]
+    pub registry_max_retries: usize,
+    /// Largest accepted bundle layer (compressed), in bytes.
+    #[arg(
+        long = "max-bundle-bytes",
+        env = "PACTO_RESOLVER_MAX_BUNDLE_BYTES",
+        value_name = "BYTES",
+        default_value_t = 50 * 1024 * 1024
+    )]
+    pub max_bundle_bytes: u64,
+    /// Largest accepted inline contract, in bytes.
+    #[arg(
+        long = "max-inline-bytes",
+        env = "PACTO_RESOLVER_MAX_INLINE_BYTES",
+        value_name = "BYTES",
+        default_value_t = 1024 * 1024
+    )]
+    pub max_inline_bytes: usize,
+    /// How long a tag list is cached (an unversioned reference picks up a new version at most
+    /// this late).
+    #[arg(
+        long = "tags-cache-ttl",
+        env = "PACTO_RESOLVER_TAGS_CACHE_TTL",
+        value_name = "DURATION",
+        default_value = "5m",
+        value_parser = parse_duration
+    )]
+    pub tags_cache_ttl: Duration,
+    /// How long a pulled bundle is cached by manifest digest.
+    #[arg(
+        long = "bundle-cache-ttl",
+        env = "PACTO_RESOLVER_BUNDLE_CACHE_TTL",
+        value_name = "DURATION",
+        default_value = "1h",
+        value_parser = parse_duration
+    )]
+    pub bundle_cache_ttl: Duration,
+    /// Most bundles kept in the cache.
+    #[arg(
+        long = "bundle-cache-size",
+        env = "PACTO_RESOLVER_BUNDLE_CACHE_SIZE",
+        value_name = "N",
+        default_value_t = 512
+    )]
+    pub bundle_cache_size: usize,
+    /// Run without Kubernetes access (development): any pull Secret is then Unavailable.
+    #[arg(
+        long = "no-kubernetes",
+        env = "PACTO_RESOLVER_NO_KUBERNETES",
+        default_value_t = false
+    )]
+    pub no_kubernetes: bool,
+    /// mTLS material.
+    #[command(flatten)]
+    pub tls: TlsArgs,
+    /// Admin port.
+    #[command(flatten)]
+    pub admin: AdminArgs,
+    /// Logging.
+    #[command(flatten)]
+    pub log: LogArgs,
+}
+
+impl Args {
+    /// The resolver configuration the flags describe.
+    pub fn resolver_config(&self) -> ResolverConfig {
+        let defaults = ResolverConfig::default();
+        let client = ClientOptions {
+            insecure_registries: self
+                .insecure_registries
+                .iter()
+                .map(|h| h.trim().to_owned())
+                .filter(|h| !h.is_empty())
+                .collect(),
+            connect_timeout: self.registry_connect_timeout,
+            operation_timeout: self.registry_timeout,
+            max_layer_bytes: self.max_bundle_bytes,
+            ..ClientOptions::default()
+        };
+        ResolverConfig {
+            registry: registry::RegistryOptions {
+                client,
+                max_retries: self.registry_max_retries,
+                ..defaults.registry.clone()
+            },
+            bundle_ttl: self.bundle_cache_ttl,
+            bundle_capacity: self.bundle_cache_size,
+            tags_ttl: self.tags_cache_ttl,
+            max_inline_bytes: self.max_inline_bytes,
+            ..defaults
+        }
+    }
+}
+
+/// The resolver failed to start or to serve.
+#[derive(Debug, thiserror::Error)]
+pub enum ResolverError {
+    /// Invalid flag combination.
+    #[error(transparent)]
+    Args(#[from] ArgsError),
+    /// Logging could not be initialised.
+    #[error(transparent)]
+    Telemetry(#[from] TelemetryError),
+    /// The metrics recorder could not be installed.
+    #[error(transparent)]
+    Metrics(#[from] MetricsError),
+    /// Signal handlers could not be installed.
+    #[error(transparent)]
+    Shutdown(#[from] ShutdownError),
+    /// The admin server failed.
+    #[error(transparent)]
+    Admin(#[from] AdminError),
+    /// The gRPC server failed (including TLS loading).
+    #[error(transparent)]
+    Grpc(#[from] GrpcError),
+    /// The registry client could not be built.
+    #[error(transparent)]
+    Registry(#[from] registry::RegistryError),
+    /// No Kubernetes client configuration was found.
+    #[error(
+        "no Kubernetes client configuration (in-cluster or KUBECONFIG); pass --no-kubernetes to run without pull-secret support"
+    )]
+    Kubernetes(#[source] kube::Error),
+    /// The admin server task panicked.
+    #[error("admin server task failed")]
+    AdminTask(#[source] tokio::task::JoinError),
+}
+
+/// Everything [`serve`] needs, prepared by [`run`] or by a test.
+#[derive(Debug)]
+pub struct ServeConfig {
+    /// Bound gRPC listener.
+    pub grpc: TcpListener,
+    /// Bound admin listener.
+    pub admin: TcpListener,
+    /// mTLS (or `--insecure`) transport.
+    pub transport: Transport,
+    /// Identities allowed to call the service (ignored with `--insecure`).
+    pub allowed: AllowList,
+}
+
+/// Serves gRPC and the admin endpoints until `shutdown` is cancelled, then drains in-flight calls.
+pub async fn serve(
+    config: ServeConfig,
+    service: ResolverService,
+    shutdown: CancellationToken,
+) -> Result<(), ResolverError> {
+    let metrics = pacto_runtime::metrics::install_recorder()?;
+    metrics::describe();
+    let readiness = Readiness::new();
+    let admin_addr = config.admin.local_addr().ok();
+    let admin = tokio::spawn(admin::serve(
+        config.admin,
+        metrics,
+        readiness.clone(),
+        shutdown.clone(),
+    ));
+    let authorizer = if config.transport.is_mtls() {
+        Authorizer::new(SERVICE_NAME, config.allowed)
+    } else {
+        Authorizer::insecure(SERVICE_NAME)
+    };
+    let router = tonic::transport::Server::builder().add_service(
+        ContractResolverServer::with_interceptor(service, authorizer),
+    );
+    let grpc_addr = config.grpc.local_addr().ok();
+    tracing::info!(
+        grpc_addr = ?grpc_addr,
+        admin_addr = ?admin_addr,
+        mtls = config.transport.is_mtls(),
+        "serving ContractResolver"
+    );
+    readiness.set(true);
+    let served = grpc::serve(router, config.grpc, &config.transport, shutdown.clone()).await;
+    readiness.set(false);
+    shutdown.cancel();
+    let admin_result = admin.await.map_err(ResolverError::AdminTask)?;
+    served?;
+    admin_result?;
+    tracing::info!("contract resolver stopped");
+    Ok(())
+}
+
+/// Runs the service as the binary does: logging, signals, TLS with reload, Kubernetes client,
+/// listeners, serve.
+pub async fn run(args: Args) -> Result<(), ResolverError> {
+    pacto_runtime::telemetry::init_tracing(&args.log)?;
+    let mode = args.tls.mode()?;
+    let secrets: Option<Arc<dyn secrets::SecretSource>> = if args.no_kubernetes {
+        tracing::warn!("--no-kubernetes: pull secrets cannot be read");
+        None
+    } else {
+        let client = kube::Client::try_default()
+            .await
+            .map_err(ResolverError::Kubernetes)?;
+        Some(Arc::new(secrets::KubeSecrets::new(client)))
+    };
+    let resolver = Resolver::new(args.resolver_config(), secrets)?;
+    let shutdown = pacto_runtime::shutdown::on_signal()?;
+    let transport = Transport::start(&mode, args.tls.reload_interval, &shutdown)?;
+    let config = ServeConfig {
+        grpc: grpc::bind(args.listen_addr).await?,
+        admin: admin::bind(args.admin.addr).await?,
+        transport,
+        allowed: AllowList::new(&args.allowed_identities),
+    };
+    serve(config, ResolverService::new(Arc::new(resolver)), shutdown).await
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory, Parser};
+
+    use super::*;
+
+    #[test]
+    fn flags_have_defaults_and_env_vars() {
+        Args::command().debug_assert();
+        let args = Args::try_parse_from(["x", "--insecure-registries=127.0.0.1:5000, r.local"])
+            .expect("parses");
+        let config = args.resolver_config();
+        assert_eq!(
+            config.registry.client.insecure_registries,
+            ["127.0.0.1:5000", "r.local"]
+        );
+        assert_eq!(config.tags_ttl, Duration::from_mins(5));
+        assert_eq!(config.registry.max_retries, 2);
+        assert_eq!(args.allowed_identities, ["status-writer.pacto.svc"]);
+        for arg in Args::command().get_arguments() {
+            let id = arg.get_id().as_str();
+            if id == "help" || id == "version" {
+                continue;
+            }
+            assert!(arg.get_env().is_some(), "flag {id} has no env var");
+        }
+    }
+}

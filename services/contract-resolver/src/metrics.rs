@@ -1,0 +1,45 @@
+//! The resolver's own Prometheus metrics (the runtime describes the shared RPC metrics).
+
+use metrics::{Unit, describe_counter, describe_histogram};
+
+/// Resolves, by source (`inline`, `oci`, `none`) and outcome (`resolved`, `invalid`,
+/// `unavailable`).
+pub const RESOLVES_TOTAL: &str = "pacto_resolver_resolves_total";
+/// Time to answer a Resolve, by outcome.
+pub const RESOLVE_SECONDS: &str = "pacto_resolver_resolve_duration_seconds";
+/// Registry operations issued, by kind (`manifest_head`, `tags_list`, `bundle_pull`; a pull is
+/// one operation of several HTTP requests: manifest, layer and config blobs).
+pub const REGISTRY_REQUESTS_TOTAL: &str = "pacto_resolver_registry_requests_total";
+/// Cache lookups, by cache (`bundle`, `tags`) and result (`hit`, `miss`).
+pub const CACHE_LOOKUPS_TOTAL: &str = "pacto_resolver_cache_lookups_total";
+/// Pull-secret reads, by result (`ok`, `error`).
+pub const SECRET_READS_TOTAL: &str = "pacto_resolver_secret_reads_total";
+
+/// Describes every metric of this crate (so `# HELP`/`# TYPE` lines are exported).
+pub fn describe() {
+    describe_counter!(
+        RESOLVES_TOTAL,
+        Unit::Count,
+        "Contract resolutions, by source (inline, oci, none) and outcome (resolved, invalid, unavailable)."
+    );
+    describe_histogram!(
+        RESOLVE_SECONDS,
+        Unit::Seconds,
+        "Time to resolve a contract reference, by outcome."
+    );
+    describe_counter!(
+        REGISTRY_REQUESTS_TOTAL,
+        Unit::Count,
+        "Registry operations issued, by kind (manifest_head, tags_list, bundle_pull)."
+    );
+    describe_counter!(
+        CACHE_LOOKUPS_TOTAL,
+        Unit::Count,
+        "Cache lookups, by cache (bundle, tags) and result (hit, miss)."
+    );
+    describe_counter!(
+        SECRET_READS_TOTAL,
+        Unit::Count,
+        "Pull-secret GETs against the Kubernetes API, by result (ok, error)."
+    );
+}

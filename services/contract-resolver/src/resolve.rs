@@ -1,0 +1,867 @@
+//! Resolving: fetch (Secret, registry, caches) → validate (pure) → outcome.
+//!
+//! OCI flow for one reference (`contract.md` §6.4):
+//!
+//! * digest: the bundle cache is consulted first, so a cached digest costs no request at all;
+//! * tag: one manifest HEAD gives the current digest (a force-pushed tag shows up as a new
+//!   digest); the bundle comes from the cache when that digest was seen before;
+//! * unversioned: the tag list (cached with a TTL) selects the highest semver tag, which is then
+//!   handled like a tag.
+//!
+//! Bundles are always pulled as `<repository>@<digest>`, so content and identity come from one
+//! observation.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use metrics::{counter, histogram};
+use pacto_contract::bundle::{BundleFiles, CONTRACT_FILE};
+use pacto_contract::codes;
+use pacto_contract::model::Contract;
+use pacto_contract::overrides::ConfigurationOverride;
+use pacto_contract::policy::{MAX_POLICY_DEPTH, PolicyResolveError, PolicyResolver};
+use pacto_contract::reference::Reference;
+use pacto_contract::validate::{self, Finding, Layer, ValidateOptions, ValidationReport};
+use pacto_contract::version::{Constraint, SelectError, Version, select_highest_tag};
+use pacto_oci::{Credentials, ErrorClass};
+use sha2::{Digest as _, Sha256};
+
+use crate::cache::{BundleKey, CredentialScope, Salt, TagsKey, TtlCache};
+use crate::metrics::{CACHE_LOOKUPS_TOTAL, RESOLVE_SECONDS, RESOLVES_TOTAL, SECRET_READS_TOTAL};
+use crate::outcome::{
+    Class, ContractSource, ListInput, Outcome, ResolutionPolicy, ResolveError, ResolveInput,
+    ResolvedContract,
+};
+use crate::registry::{RegistryAccess, RegistryError, RegistryOptions};
+use crate::secrets::{SecretData, SecretReadError, SecretSource, credentials_from_secret};
+
+/// Tunables of the resolver.
+#[derive(Debug, Clone)]
+pub struct ResolverConfig {
+    /// Registry access.
+    pub registry: RegistryOptions,
+    /// How long a pulled bundle (keyed by digest) is kept.
+    pub bundle_ttl: Duration,
+    /// Most bundles kept.
+    pub bundle_capacity: usize,
+    /// How long a tag list is kept.
+    pub tags_ttl: Duration,
+    /// Most tag lists kept.
+    pub tags_capacity: usize,
+    /// Largest inline contract, in bytes.
+    pub max_inline_bytes: usize,
+    /// Most policy bundles fetched for one contract (over all nesting levels).
+    pub max_policy_fetches: usize,
+}
+
+impl Default for ResolverConfig {
+    fn default() -> Self {
+        Self {
+            registry: RegistryOptions::default(),
+            bundle_ttl: Duration::from_hours(1),
+            bundle_capacity: 512,
+            tags_ttl: Duration::from_mins(5),
+            tags_capacity: 1024,
+            max_inline_bytes: 1024 * 1024,
+            max_policy_fetches: 16,
+        }
+    }
+}
+
+/// The current state of one tag (ListRevisions).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TagRevision {
+    /// The tag.
+    pub tag: String,
+    /// `repo:tag` without scheme.
+    pub resolved_ref: String,
+    /// Current manifest digest (empty on error).
+    pub digest: String,
+    /// `service.version` at that digest (empty on error).
+    pub version: String,
+    /// SHA-256 hex of its pacto.yaml (empty on error).
+    pub content_hash: String,
+    /// Why the tag could not be resolved (empty on success).
+    pub error: String,
+    /// Whether `error` is transient.
+    pub transient: bool,
+}
+
+/// A pull Secret read for one request: used to derive per-registry credentials, then dropped.
+struct Access<'a> {
+    namespace: &'a str,
+    secret: Option<(&'a str, SecretData)>,
+    salt: Salt,
+}
+
+impl Access<'_> {
+    fn for_registry(&self, registry: &str) -> Result<(CredentialScope, Credentials), ResolveError> {
+        match &self.secret {
+            None => Ok((CredentialScope::Anonymous, Credentials::Anonymous)),
+            Some((name, data)) => {
+                let credentials = credentials_from_secret(data, registry).map_err(|source| {
+                    ResolveError::SecretContent {
+                        name: (*name).to_owned(),
+                        source,
+                    }
+                })?;
+                let scope =
+                    CredentialScope::for_secret(self.namespace, name, &credentials, self.salt);
+                Ok((scope, credentials))
+            }
+        }
+    }
+
+    fn secret_name(&self) -> Option<&str> {
+        self.secret.as_ref().map(|(n, _)| *n)
+    }
+}
+
+/// A fetched bundle and where it came from.
+struct Fetched {
+    reference: Reference,
+    digest: String,
+    files: Arc<BundleFiles>,
+}
+
+/// Policy bundles fetched ahead of validation (the contract crate's resolver is synchronous).
+#[derive(Default)]
+struct PolicyBundles {
+    fetched: HashMap<String, PolicyFetch>,
+    /// (top-level policy index, ref, reason) of refs that could not be resolved from OCI.
+    unresolvable: Vec<(usize, String, String)>,
+}
+
+enum PolicyFetch {
+    Files(Arc<BundleFiles>),
+    /// Not resolvable from OCI with the Pacto's credentials: skipped with a warning.
+    Unresolvable,
+    /// Fetched (or addressed) but unusable: fail closed.
+    Broken(String),
+}
+
+/// A stand-in for an unresolvable policy: an always-true schema, so the contract crate enforces
+/// nothing for it; the resolver reports it as `POLICY_REF_NOT_ENFORCED` instead.
+fn permissive_policy() -> BundleFiles {
+    let mut files = BundleFiles::new();
+    files.insert(
+        pacto_contract::policy::FALLBACK_POLICY_SCHEMA,
+        b"{}".to_vec(),
+    );
+    files
+}
+
+impl PolicyResolver for PolicyBundles {
+    fn resolve(&self, reference: &str) -> Result<BundleFiles, PolicyResolveError> {
+        match self.fetched.get(reference) {
+            Some(PolicyFetch::Files(files)) => Ok((**files).clone()),
+            Some(PolicyFetch::Unresolvable) => Ok(permissive_policy()),
+            Some(PolicyFetch::Broken(reason)) => Err(PolicyResolveError::Fetch {
+                reference: reference.to_owned(),
+                source: reason.clone().into(),
+            }),
+            None => Err(PolicyResolveError::NotFound {
+                reference: reference.to_owned(),
+            }),
+        }
+    }
+}
+
+/// The outcome of the pure validation step.
+struct Validated {
+    report: ValidationReport,
+    effective_yaml: Vec<u8>,
+    schemas: BTreeMap<String, Vec<u8>>,
+}
+
+/// Validates a bundle (pure): overrides on the raw document and the model, the three layers
+/// (with pre-fetched policy bundles for OCI contracts), then the effective YAML and the
+/// configuration schemas.
+fn validate_contract(
+    files: &BundleFiles,
+    inline: bool,
+    overrides: &[ConfigurationOverride],
+    policies: Option<&PolicyBundles>,
+) -> Result<Validated, ResolveError> {
+    let options = ValidateOptions {
+        policy_resolver: policies.map(|p| p as &dyn PolicyResolver),
+        inline,
+    };
+    let outcome = validate::validate_bundle_with_overrides(files, overrides, &options)
+        .map_err(|source| ResolveError::Override { source })?;
+    let mut report = outcome.report;
+    let earlier_errors = report.errors.iter().any(|f| f.layer != Layer::Policy);
+    if let Some(policies) = policies
+        && !earlier_errors
+    {
+        for (index, reference, reason) in &policies.unresolvable {
+            report.push(Finding::new(
+                codes::POLICY_REF_NOT_ENFORCED,
+                format!("policies[{index}].ref"),
+                format!(
+                    "policy ref {reference:?} was not enforced: it could not be resolved from \
+                     OCI with the Pacto's credentials ({reason})"
+                ),
+                Layer::Policy,
+            ));
+        }
+    }
+    if !report.is_valid() {
+        if inline
+            && let Some(parse) = report
+                .errors
+                .iter()
+                .find(|f| f.code == codes::YAML_PARSE_ERROR)
+        {
+            return Err(ResolveError::InlineParse {
+                message: parse.message.clone(),
+                report,
+            });
+        }
+        return Err(ResolveError::validation(report));
+    }
+    let raw = files.contract().unwrap_or_default();
+    let effective_yaml = match (&outcome.raw, overrides.is_empty()) {
+        (Some(value), false) => serde_norway::to_string(value)
+            .map(String::into_bytes)
+            .map_err(|source| ResolveError::Override {
+                source: pacto_contract::overrides::OverrideError::Serialize { source },
+            })?,
+        _ => raw.to_vec(),
+    };
+    let mut schemas = BTreeMap::new();
+    if !inline && let Some(contract) = &outcome.contract {
+        for configuration in &contract.configurations {
+            if let Some(path) = configuration.schema.as_deref()
+                && let Some(bytes) = pacto_contract::rules::read_file(files, path)
+            {
+                schemas.insert(configuration.name.clone(), bytes.to_vec());
+            }
+        }
+    }
+    Ok(Validated {
+        report,
+        effective_yaml,
+        schemas,
+    })
+}
+
+/// SHA-256 hex of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// Sorts tag revisions by semver, highest first; non-semver tags last, by name.
+fn sort_revisions(revisions: &mut [TagRevision]) {
+    revisions.sort_by(
+        |a, b| match (Version::parse(&a.tag).ok(), Version::parse(&b.tag).ok()) {
+            (Some(x), Some(y)) => y.cmp(&x).then_with(|| a.tag.cmp(&b.tag)),
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+            (None, None) => a.tag.cmp(&b.tag),
+        },
+    );
+}
+
+/// The contract resolver: holds the registry edge, the Secret source and the caches.
+pub struct Resolver {
+    config: ResolverConfig,
+    registry: RegistryAccess,
+    secrets: Option<Arc<dyn SecretSource>>,
+    bundles: TtlCache<BundleKey, Arc<BundleFiles>>,
+    tags: TtlCache<TagsKey, Arc<Vec<String>>>,
+    salt: Salt,
+}
+
+impl std::fmt::Debug for Resolver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Resolver")
+            .field("config", &self.config)
+            .field("kubernetes", &self.secrets.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Resolver {
+    /// A resolver reading pull Secrets from `secrets` (`None`: no Kubernetes access, so any
+    /// pull Secret is Unavailable).
+    pub fn new(
+        config: ResolverConfig,
+        secrets: Option<Arc<dyn SecretSource>>,
+    ) -> Result<Self, RegistryError> {
+        Ok(Self {
+            registry: RegistryAccess::new(config.registry.clone())?,
+            bundles: TtlCache::new(config.bundle_ttl, config.bundle_capacity),
+            tags: TtlCache::new(config.tags_ttl, config.tags_capacity),
+            secrets,
+            salt: Salt::random(),
+            config,
+        })
+    }
+
+    async fn access<'a>(
+        &self,
+        namespace: &'a str,
+        pull_secret: Option<&'a str>,
+    ) -> Result<Access<'a>, ResolveError> {
+        let secret = match pull_secret {
+            None => None,
+            Some(name) => {
+                let read = match &self.secrets {
+                    None => Err(SecretReadError::NoKubernetes),
+                    Some(source) => source.get(namespace, name).await,
+                };
+                let result = if read.is_ok() { "ok" } else { "error" };
+                counter!(SECRET_READS_TOTAL, "result" => result).increment(1);
+                let data = read.map_err(|source| ResolveError::SecretRead {
+                    name: name.to_owned(),
+                    source,
+                })?;
+                Some((name, data))
+            }
+        };
+        Ok(Access {
+            namespace,
+            secret,
+            salt: self.salt,
+        })
+    }
+
+    /// Resolves one request. Never fails: every failure is an Invalid or Unavailable outcome.
+    pub async fn resolve(&self, input: &ResolveInput) -> Outcome {
+        let start = Instant::now();
+        let outcome = self.resolve_inner(input).await;
+        let label = outcome.label();
+        counter!(RESOLVES_TOTAL, "source" => input.source.label(), "outcome" => label).increment(1);
+        histogram!(RESOLVE_SECONDS, "outcome" => label).record(start.elapsed().as_secs_f64());
+        match &outcome {
+            Outcome::Resolved(r) => tracing::debug!(
+                namespace = %input.namespace, pacto = %input.pacto_name,
+                resolved_ref = %r.resolved_ref, digest = %r.digest, "contract resolved"
+            ),
+            Outcome::Invalid { message, .. } => tracing::info!(
+                namespace = %input.namespace, pacto = %input.pacto_name, %message, "contract invalid"
+            ),
+            Outcome::Unavailable { reason, .. } => tracing::info!(
+                namespace = %input.namespace, pacto = %input.pacto_name, %reason, "contract unavailable"
+            ),
+        }
+        outcome
+    }
+
+    async fn resolve_inner(&self, input: &ResolveInput) -> Outcome {
+        match &input.source {
+            ContractSource::None => ResolveError::NoSource.into_outcome(ResolutionPolicy::None),
+            ContractSource::Inline(yaml) => match self.resolve_inline(yaml, &input.overrides) {
+                Ok(resolved) => Outcome::Resolved(Box::new(resolved)),
+                Err(e) => e.into_outcome(ResolutionPolicy::None),
+            },
+            ContractSource::Oci(text) => {
+                let reference = match Reference::parse_url_encoded(text) {
+                    Ok(r) => r,
+                    Err(source) => {
+                        return ResolveError::Reference {
+                            input: text.clone(),
+                            source,
+                        }
+                        .into_outcome(ResolutionPolicy::None);
+                    }
+                };
+                let policy = ResolutionPolicy::of(&reference);
+                match self.resolve_oci(input, &reference, policy).await {
+                    Ok(resolved) => Outcome::Resolved(Box::new(resolved)),
+                    Err(e) => e.into_outcome(policy),
+                }
+            }
+        }
+    }
+
+    fn resolve_inline(
+        &self,
+        yaml: &str,
+        overrides: &[ConfigurationOverride],
+    ) -> Result<ResolvedContract, ResolveError> {
+        if yaml.len() > self.config.max_inline_bytes {
+            return Err(ResolveError::InlineTooLarge {
+                size: yaml.len(),
+                limit: self.config.max_inline_bytes,
+            });
+        }
+        let mut files = BundleFiles::new();
+        files.insert(CONTRACT_FILE, yaml.as_bytes().to_vec());
+        let validated = validate_contract(&files, true, overrides, None)?;
+        Ok(ResolvedContract {
+            effective_yaml: validated.effective_yaml,
+            raw_yaml: yaml.as_bytes().to_vec(),
+            content_hash: sha256_hex(yaml.as_bytes()),
+            resolved_ref: String::new(),
+            digest: String::new(),
+            policy: ResolutionPolicy::None,
+            report: validated.report,
+            configuration_schemas: validated.schemas,
+        })
+    }
+
+    async fn resolve_oci(
+        &self,
+        input: &ResolveInput,
+        reference: &Reference,
+        policy: ResolutionPolicy,
+    ) -> Result<ResolvedContract, ResolveError> {
+        let access = self
+            .access(&input.namespace, input.pull_secret.as_deref())
+            .await?;
+        let fetched = self
+            .fetch(&access, reference, input.constraint.as_ref())
+            .await?;
+        let raw = fetched
+            .files
+            .contract()
+            .ok_or_else(|| ResolveError::MissingContract {
+                reference: fetched.reference.to_string(),
+            })?
+            .to_vec();
+        let policies = match pacto_contract::parse::parse_contract(&raw) {
+            Ok((_, contract)) => self.prefetch_policies(&access, &contract).await,
+            // Validation reports the parse error.
+            Err(_) => PolicyBundles::default(),
+        };
+        let validated =
+            validate_contract(&fetched.files, false, &input.overrides, Some(&policies))?;
+        Ok(ResolvedContract {
+            effective_yaml: validated.effective_yaml,
+            content_hash: sha256_hex(&raw),
+            raw_yaml: raw,
+            resolved_ref: fetched.reference.to_string(),
+            digest: fetched.digest,
+            policy,
+            report: validated.report,
+            configuration_schemas: validated.schemas,
+        })
+    }
+
+    /// Resolves a reference to a digest and its bundle, using the caches.
+    async fn fetch(
+        &self,
+        access: &Access<'_>,
+        reference: &Reference,
+        constraint: Option<&Constraint>,
+    ) -> Result<Fetched, ResolveError> {
+        let (scope, credentials) = access.for_registry(reference.registry())?;
+        let secret = access.secret_name();
+        let wrap = |e: RegistryError, r: &Reference| ResolveError::registry(e, r, secret);
+        let (resolved, digest) = if let Some(digest) = reference.digest() {
+            (reference.clone(), digest.to_owned())
+        } else if reference.tag().is_some() {
+            let digest = self
+                .registry
+                .head_digest(&scope, &credentials, reference)
+                .await
+                .map_err(|e| wrap(e, reference))?;
+            (reference.clone(), digest)
+        } else {
+            let tags = self.tags(&scope, &credentials, reference, secret).await?;
+            let tag =
+                select_highest_tag(tags.iter().map(String::as_str), constraint).map_err(|e| {
+                    ResolveError::NoVersion {
+                        repository: reference.repository_url(),
+                        reason: match e {
+                            SelectError::NoSemverTags => "no semver tags found".to_owned(),
+                            other @ SelectError::NoMatchingVersion { .. } => other.to_string(),
+                        },
+                        tags: if tags.is_empty() {
+                            "none".to_owned()
+                        } else {
+                            tags.iter().take(20).cloned().collect::<Vec<_>>().join(", ")
+                        },
+                    }
+                })?;
+            let tagged = reference
+                .with_tag(tag)
+                .map_err(|source| ResolveError::Reference {
+                    input: reference.to_string(),
+                    source,
+                })?;
+            let digest = self
+                .registry
+                .head_digest(&scope, &credentials, &tagged)
+                .await
+                .map_err(|e| wrap(e, &tagged))?;
+            (tagged, digest)
+        };
+        let files = self
+            .bundle(&scope, &credentials, reference, &digest)
+            .await
+            .map_err(|e| wrap(e, &resolved))?;
+        Ok(Fetched {
+            reference: resolved,
+            digest,
+            files,
+        })
+    }
+
+    async fn tags(
+        &self,
+        scope: &CredentialScope,
+        credentials: &Credentials,
+        reference: &Reference,
+        secret: Option<&str>,
+    ) -> Result<Arc<Vec<String>>, ResolveError> {
+        let key = TagsKey {
+            scope: scope.clone(),
+            repository: reference.repository_url(),
+        };
+        if let Some(tags) = self.tags.get(&key, Instant::now()) {
+            counter!(CACHE_LOOKUPS_TOTAL, "cache" => "tags", "result" => "hit").increment(1);
+            return Ok(tags);
+        }
+        counter!(CACHE_LOOKUPS_TOTAL, "cache" => "tags", "result" => "miss").increment(1);
+        let tags = Arc::new(
+            self.registry
+                .list_tags(scope, credentials, reference)
+                .await
+                .map_err(|e| ResolveError::registry(e, &reference.without_version(), secret))?,
+        );
+        self.tags.insert(key, Arc::clone(&tags), Instant::now());
+        Ok(tags)
+    }
+
+    async fn bundle(
+        &self,
+        scope: &CredentialScope,
+        credentials: &Credentials,
+        reference: &Reference,
+        digest: &str,
+    ) -> Result<Arc<BundleFiles>, RegistryError> {
+        let key = BundleKey {
+            scope: scope.clone(),
+            repository: reference.repository_url(),
+            digest: digest.to_owned(),
+        };
+        if let Some(files) = self.bundles.get(&key, Instant::now()) {
+            counter!(CACHE_LOOKUPS_TOTAL, "cache" => "bundle", "result" => "hit").increment(1);
+            return Ok(files);
+        }
+        counter!(CACHE_LOOKUPS_TOTAL, "cache" => "bundle", "result" => "miss").increment(1);
+        let pinned = reference
+            .with_digest(digest)
+            .map_err(|e| RegistryError::Oci(e.into()))?;
+        let pulled = self.registry.pull(scope, credentials, &pinned).await?;
+        let files = Arc::new(pulled.files);
+        self.bundles.insert(key, Arc::clone(&files), Instant::now());
+        Ok(files)
+    }
+
+    /// Fetches the bundles of `ref` policies (recursively, bounded) with the Pacto's credentials.
+    async fn prefetch_policies(&self, access: &Access<'_>, contract: &Contract) -> PolicyBundles {
+        let mut bundles = PolicyBundles::default();
+        let mut queue: VecDeque<(usize, String, usize)> = contract
+            .policies
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.schema.is_none())
+            .filter_map(|(i, p)| p.reference.clone().map(|r| (i, r, 0)))
+            .collect();
+        let mut fetches = 0;
+        while let Some((index, reference, depth)) = queue.pop_front() {
+            if let Some(existing) = bundles.fetched.get(&reference) {
+                if matches!(existing, PolicyFetch::Unresolvable)
+                    && !bundles
+                        .unresolvable
+                        .iter()
+                        .any(|(i, r, _)| *i == index && *r == reference)
+                {
+                    let reason = "see the first report of this ref".to_owned();
+                    bundles.unresolvable.push((index, reference, reason));
+                }
+                continue;
+            }
+            let fetched = if !reference.starts_with(pacto_contract::reference::OCI_SCHEME) {
+                Err((
+                    Class::Unavailable,
+                    "only oci:// policy references can be fetched by the operator".to_owned(),
+                ))
+            } else if fetches >= self.config.max_policy_fetches {
+                Err((
+                    Class::Invalid,
+                    format!(
+                        "more than {} policy bundles",
+                        self.config.max_policy_fetches
+                    ),
+                ))
+            } else {
+                fetches += 1;
+                match Reference::parse_oci(&reference) {
+                    Err(e) => Err((Class::Invalid, e.to_string())),
+                    Ok(r) => self
+                        .fetch(access, &r, None)
+                        .await
+                        .map_err(|e| (e.class(), e.to_string())),
+                }
+            };
+            let entry = match fetched {
+                Ok(fetched) => {
+                    if depth + 1 < MAX_POLICY_DEPTH
+                        && let Some(Ok((_, nested))) = fetched
+                            .files
+                            .contract()
+                            .map(pacto_contract::parse::parse_contract)
+                    {
+                        for policy in nested.policies.iter().filter(|p| p.schema.is_none()) {
+                            if let Some(r) = &policy.reference {
+                                queue.push_back((index, r.clone(), depth + 1));
+                            }
+                        }
+                    }
+                    PolicyFetch::Files(fetched.files)
+                }
+                Err((Class::Unavailable, reason)) => {
+                    bundles
+                        .unresolvable
+                        .push((index, reference.clone(), reason));
+                    PolicyFetch::Unresolvable
+                }
+                Err((Class::Invalid, reason)) => PolicyFetch::Broken(reason),
+            };
+            bundles.fetched.insert(reference, entry);
+        }
+        bundles
+    }
+
+    /// ListRevisions: the current digest, version and content hash of tags of the repository.
+    pub async fn list_revisions(
+        &self,
+        input: &ListInput,
+    ) -> Result<Vec<TagRevision>, ResolveError> {
+        let reference =
+            Reference::parse_url_encoded(&input.oci).map_err(|source| ResolveError::Reference {
+                input: input.oci.clone(),
+                source,
+            })?;
+        let base = reference.without_version();
+        let access = self
+            .access(&input.namespace, input.pull_secret.as_deref())
+            .await?;
+        let (scope, credentials) = access.for_registry(base.registry())?;
+        let secret = access.secret_name();
+        let tags: Vec<String> = if input.tags.is_empty() {
+            self.tags(&scope, &credentials, &base, secret)
+                .await?
+                .iter()
+                .filter(|t| Version::parse(t).is_ok())
+                .cloned()
+                .collect()
+        } else {
+            input.tags.clone()
+        };
+        let mut out = Vec::with_capacity(tags.len());
+        for tag in tags {
+            let mut revision = TagRevision {
+                resolved_ref: format!("{}:{tag}", base.repository_url()),
+                tag: tag.clone(),
+                digest: String::new(),
+                version: String::new(),
+                content_hash: String::new(),
+                error: String::new(),
+                transient: false,
+            };
+            let tagged = match base.with_tag(&tag) {
+                Ok(t) => t,
+                Err(e) => {
+                    revision.error = e.to_string();
+                    out.push(revision);
+                    continue;
+                }
+            };
+            let result = async {
+                let digest = self
+                    .registry
+                    .head_digest(&scope, &credentials, &tagged)
+                    .await?;
+                let files = self.bundle(&scope, &credentials, &base, &digest).await?;
+                Ok::<_, RegistryError>((digest, files))
+            }
+            .await;
+            match result {
+                Ok((digest, files)) => {
+                    let raw = files.contract().unwrap_or_default();
+                    revision.digest = digest;
+                    revision.content_hash = sha256_hex(raw);
+                    revision.version = pacto_contract::parse::parse_contract(raw)
+                        .map(|(_, c)| c.service.version)
+                        .unwrap_or_default();
+                    if raw.is_empty() {
+                        revision.error = format!(
+                            "{tagged}: not a valid Pacto bundle: pacto.yaml missing at the bundle root"
+                        );
+                    }
+                }
+                Err(e) => {
+                    let class = e.class();
+                    let wrapped = ResolveError::registry(e, &tagged, secret);
+                    revision.transient = matches!(wrapped.class(), Class::Unavailable)
+                        && class != ErrorClass::Client;
+                    revision.error = wrapped.to_string();
+                }
+            }
+            out.push(revision);
+        }
+        sort_revisions(&mut out);
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const VALID: &str = "pactoVersion: \"2.0\"\nservice:\n  name: svc\n  version: 1.0.0\n";
+
+    #[test]
+    fn inline_validation_and_overrides() {
+        let mut files = BundleFiles::new();
+        files.insert(CONTRACT_FILE, VALID.as_bytes().to_vec());
+        let ok = validate_contract(&files, true, &[], None).expect("valid");
+        assert_eq!(ok.effective_yaml, VALID.as_bytes());
+        let err = validate_contract(
+            &files,
+            true,
+            &[ConfigurationOverride {
+                name: "db".into(),
+                values: [("a".to_owned(), "b".to_owned())].into(),
+            }],
+            None,
+        )
+        .err()
+        .expect("unknown configuration");
+        assert_eq!(err.class(), Class::Invalid);
+        assert!(err.to_string().starts_with("override error:"), "{err}");
+
+        let mut bad = BundleFiles::new();
+        bad.insert(CONTRACT_FILE, b"service: [unclosed".to_vec());
+        let err = validate_contract(&bad, true, &[], None)
+            .err()
+            .expect("parse error");
+        assert!(
+            err.to_string()
+                .starts_with("failed to parse inline contract:"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn unresolvable_policies_are_skipped_with_a_warning() {
+        let yaml = "pactoVersion: \"2.0\"\nservice:\n  name: svc\n  version: 1.0.0\npolicies:\n  - name: org\n    ref: oci://ghcr.io/acme/policy:1.0.0\n";
+        let mut files = BundleFiles::new();
+        files.insert(CONTRACT_FILE, yaml.as_bytes().to_vec());
+        let mut policies = PolicyBundles::default();
+        policies.fetched.insert(
+            "oci://ghcr.io/acme/policy:1.0.0".into(),
+            PolicyFetch::Unresolvable,
+        );
+        policies.unresolvable.push((
+            0,
+            "oci://ghcr.io/acme/policy:1.0.0".into(),
+            "registry unreachable".into(),
+        ));
+        let ok = validate_contract(&files, false, &[], Some(&policies)).expect("valid");
+        let warning = ok
+            .report
+            .warnings
+            .iter()
+            .find(|w| w.code == codes::POLICY_REF_NOT_ENFORCED)
+            .expect("warning");
+        assert_eq!(warning.path, "policies[0].ref");
+
+        // A resolvable policy is enforced.
+        let mut policy = BundleFiles::new();
+        policy.insert(
+            "policy/schema.json",
+            br#"{"properties":{"service":{"properties":{"name":{"const":"other"}}}}}"#.to_vec(),
+        );
+        let mut enforced = PolicyBundles::default();
+        enforced.fetched.insert(
+            "oci://ghcr.io/acme/policy:1.0.0".into(),
+            PolicyFetch::Files(Arc::new(policy)),
+        );
+        let err = validate_contract(&files, false, &[], Some(&enforced))
+            .err()
+            .expect("violation");
+        let report = err.report().expect("report");
+        assert!(
+            report
+                .errors
+                .iter()
+                .any(|f| f.code == codes::POLICY_VIOLATION),
+            "{report:?}"
+        );
+
+        // A broken policy bundle fails closed.
+        let mut broken = PolicyBundles::default();
+        broken.fetched.insert(
+            "oci://ghcr.io/acme/policy:1.0.0".into(),
+            PolicyFetch::Broken("corrupt".into()),
+        );
+        let err = validate_contract(&files, false, &[], Some(&broken))
+            .err()
+            .expect("unresolved");
+        assert!(
+            err.report()
+                .expect("report")
+                .errors
+                .iter()
+                .any(|f| f.code == codes::POLICY_REF_UNRESOLVED)
+        );
+    }
+
+    #[test]
+    fn configuration_schemas_come_from_the_bundle() {
+        let yaml = "pactoVersion: \"2.0\"\nservice:\n  name: svc\n  version: 1.0.0\nconfigurations:\n  - name: app\n    required: true\n    schema: configuration/schema.json\n    values:\n      port: \"8080\"\n";
+        let schema = br#"{"type":"object","properties":{"port":{"type":"string"}}}"#;
+        let mut files = BundleFiles::new();
+        files.insert(CONTRACT_FILE, yaml.as_bytes().to_vec());
+        files.insert("configuration/schema.json", schema.to_vec());
+        let ok =
+            validate_contract(&files, false, &[], Some(&PolicyBundles::default())).expect("valid");
+        assert_eq!(ok.schemas.get("app").map(Vec::as_slice), Some(&schema[..]));
+        let overridden = validate_contract(
+            &files,
+            false,
+            &[ConfigurationOverride {
+                name: "app".into(),
+                values: [("port".to_owned(), "9090".to_owned())].into(),
+            }],
+            Some(&PolicyBundles::default()),
+        )
+        .expect("valid");
+        let text = String::from_utf8(overridden.effective_yaml).unwrap();
+        assert!(text.contains("9090") && !text.contains("8080"), "{text}");
+    }
+
+    #[test]
+    fn revisions_sort_by_semver() {
+        let rev = |tag: &str| TagRevision {
+            tag: tag.into(),
+            resolved_ref: String::new(),
+            digest: String::new(),
+            version: String::new(),
+            content_hash: String::new(),
+            error: String::new(),
+            transient: false,
+        };
+        let mut list = vec![
+            rev("1.0.0"),
+            rev("latest"),
+            rev("2.0.0-rc.1"),
+            rev("1.10.0"),
+        ];
+        sort_revisions(&mut list);
+        let tags: Vec<_> = list.iter().map(|r| r.tag.as_str()).collect();
+        assert_eq!(tags, ["2.0.0-rc.1", "1.10.0", "1.0.0", "latest"]);
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+}

@@ -1,0 +1,231 @@
+//! Shared harness of the resolver's integration tests: contracts, pushing them to a real
+//! docker-registry with `pacto-oci`, resolvers configured for plain-HTTP loopback registries, and
+//! counting the registry's requests from its own log.
+
+#![allow(dead_code, reason = "each test binary uses a different subset")]
+#![allow(
+    clippy::unwrap_used,
+    reason = "test harness: a failed setup step should fail the test"
+)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use pacto_contract::bundle::{BundleFiles, CONTRACT_FILE};
+use pacto_contract::reference::Reference;
+use pacto_contract_resolver::outcome::{ContractSource, Outcome, ResolveInput, ResolvedContract};
+use pacto_contract_resolver::registry::RegistryOptions;
+use pacto_contract_resolver::secrets::SecretSource;
+use pacto_contract_resolver::{Resolver, ResolverConfig};
+use pacto_oci::{BundleMeta, ClientOptions, Credentials, RegistryClient};
+use pacto_testenv::registry::Registry;
+
+/// A valid 2.0 contract for `name` at `version`, with an extra description to vary content.
+pub fn contract_yaml(name: &str, version: &str, note: &str) -> String {
+    format!(
+        "pactoVersion: \"2.0\"\nservice:\n  name: {name}\n  version: {version}\nmetadata:\n  note: \"{note}\"\n"
+    )
+}
+
+/// A bundle holding only `pacto.yaml`.
+pub fn bundle(yaml: &str) -> BundleFiles {
+    let mut files = BundleFiles::new();
+    files.insert(CONTRACT_FILE, yaml.as_bytes().to_vec());
+    files
+}
+
+/// Client options for a plain-HTTP loopback registry.
+pub fn client_options(registry: &Registry) -> ClientOptions {
+    ClientOptions {
+        insecure_registries: vec![registry.host()],
+        ..ClientOptions::default()
+    }
+}
+
+/// A pushing client (credentials as given).
+pub fn pusher(registry: &Registry, credentials: &Credentials) -> RegistryClient {
+    RegistryClient::new(client_options(registry), credentials).unwrap()
+}
+
+/// The credentials of a basic-auth registry (anonymous otherwise).
+pub fn admin_credentials(registry: &Registry) -> Credentials {
+    match registry.basic_auth() {
+        Some((u, p)) => Credentials::Basic {
+            username: u.to_owned(),
+            password: p.to_owned(),
+        },
+        None => Credentials::Anonymous,
+    }
+}
+
+/// Pushes `files` as `<host>/<repo>:<tag>` (overwriting) and returns the manifest digest.
+pub async fn push(registry: &Registry, repo: &str, tag: &str, files: &BundleFiles) -> String {
+    push_with(registry, &admin_credentials(registry), repo, tag, files).await
+}
+
+/// Like [`push`] with explicit credentials.
+pub async fn push_with(
+    registry: &Registry,
+    credentials: &Credentials,
+    repo: &str,
+    tag: &str,
+    files: &BundleFiles,
+) -> String {
+    let reference = Reference::parse(&format!("{}/{repo}:{tag}", registry.host())).unwrap();
+    let meta = BundleMeta {
+        name: repo.to_owned(),
+        version: tag.to_owned(),
+        pacto_version: "2.0".to_owned(),
+    };
+    pusher(registry, credentials)
+        .push(&reference, files, &meta, true, &|_| {})
+        .await
+        .unwrap()
+        .digest
+}
+
+/// Pushes a contract `name@version` under `tag` and returns (digest, yaml).
+pub async fn push_contract(
+    registry: &Registry,
+    repo: &str,
+    tag: &str,
+    version: &str,
+    note: &str,
+) -> (String, String) {
+    let yaml = contract_yaml("svc", version, note);
+    let digest = push(registry, repo, tag, &bundle(&yaml)).await;
+    (digest, yaml)
+}
+
+/// Resolver options for tests: the given plain-HTTP hosts, quick retries.
+pub fn config(insecure: &[String]) -> ResolverConfig {
+    ResolverConfig {
+        registry: RegistryOptions {
+            client: ClientOptions {
+                insecure_registries: insecure.to_vec(),
+                connect_timeout: Duration::from_secs(2),
+                operation_timeout: Duration::from_secs(20),
+                ..ClientOptions::default()
+            },
+            max_retries: 1,
+            retry_min_delay: Duration::from_millis(20),
+            retry_max_delay: Duration::from_millis(50),
+            ..RegistryOptions::default()
+        },
+        ..ResolverConfig::default()
+    }
+}
+
+/// A resolver for `registry` (anonymous unless `secrets` is given).
+pub fn resolver(registry: &Registry, secrets: Option<Arc<dyn SecretSource>>) -> Resolver {
+    Resolver::new(config(&[registry.host()]), secrets).unwrap()
+}
+
+/// A Resolve input for an OCI reference.
+pub fn oci_input(reference: &str, pull_secret: Option<&str>) -> ResolveInput {
+    ResolveInput {
+        namespace: "team-a".to_owned(),
+        pacto_name: "svc".to_owned(),
+        source: ContractSource::Oci(reference.to_owned()),
+        pull_secret: pull_secret.map(str::to_owned),
+        overrides: Vec::new(),
+        constraint: None,
+    }
+}
+
+/// The resolved contract, or a panic naming the outcome.
+pub fn expect_resolved(outcome: Outcome) -> ResolvedContract {
+    match outcome {
+        Outcome::Resolved(r) => *r,
+        other => panic!("expected Resolved, got {other:?}"),
+    }
+}
+
+/// The Unavailable reason, or a panic naming the outcome.
+pub fn expect_unavailable(outcome: Outcome) -> String {
+    match outcome {
+        Outcome::Unavailable { reason, .. } => reason,
+        other => panic!("expected Unavailable, got {other:?}"),
+    }
+}
+
+/// The Invalid message, or a panic naming the outcome.
+pub fn expect_invalid(outcome: Outcome) -> String {
+    match outcome {
+        Outcome::Invalid { message, .. } => message,
+        other => panic!("expected Invalid, got {other:?}"),
+    }
+}
+
+/// HTTP requests the registry has answered so far, from its own log (one
+/// `msg="response completed…"` line per request).
+pub fn registry_requests(registry: &Registry) -> Vec<String> {
+    registry
+        .log()
+        .lines()
+        .filter(|l| l.contains("msg=\"response completed"))
+        .map(|l| {
+            let field = |name: &str| {
+                l.split_whitespace()
+                    .find_map(|w| w.strip_prefix(name))
+                    .unwrap_or("?")
+                    .to_owned()
+            };
+            format!(
+                "{} {}",
+                field("http.request.method="),
+                field("http.request.uri=")
+            )
+        })
+        .collect()
+}
+
+/// The registry's requests so far, excluding markers, once a fresh marker request (a 404 for
+/// a unique repository) shows up in the log: every request answered before the marker was sent
+/// is then logged too. Waits with a deadline.
+pub async fn registry_requests_settled(registry: &Registry) -> Vec<String> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    static MARKER: AtomicU64 = AtomicU64::new(0);
+    let marker = format!(
+        "marker{}x{}",
+        std::process::id(),
+        MARKER.fetch_add(1, Ordering::Relaxed)
+    );
+    let mut stream = tokio::net::TcpStream::connect(registry.addr())
+        .await
+        .unwrap();
+    stream
+        .write_all(
+            format!(
+                "GET /v2/{marker}/tags/list HTTP/1.0\r\nHost: {}\r\n\r\n",
+                registry.host()
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    let mut sink = Vec::new();
+    stream.read_to_end(&mut sink).await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let requests = registry_requests(registry);
+        if requests.iter().any(|r| r.contains(&marker)) {
+            return requests
+                .into_iter()
+                .filter(|r| !r.contains("/v2/marker"))
+                .collect();
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "marker request never logged"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A loopback port with nothing listening.
+pub fn closed_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}

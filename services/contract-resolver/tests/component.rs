@@ -1,0 +1,438 @@
+//! Component tests: the ContractResolver gRPC service on 127.0.0.1:0 with real mTLS certificates,
+//! resolving from a real docker-registry; refusal of non-status-writer identities, missing and
+//! foreign client certificates and bad arguments; admin endpoints with promtool-clean metrics.
+
+#![allow(clippy::unwrap_used, reason = "tests")]
+
+mod common;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use pacto_contract_resolver::{ResolverService, ServeConfig};
+use pacto_proto::resolver::{
+    ContractRef, ListRevisionsRequest, ResolutionPolicy, ResolveRequest,
+    contract_resolver_client::ContractResolverClient, resolve_response,
+};
+use pacto_runtime::{
+    CancellationToken,
+    grpc::{self, ChannelSpec, Transport},
+    identity::AllowList,
+    testing::{TestCa, write_tls_files},
+    tls::{TlsFiles, TlsStore},
+};
+use pacto_testenv::registry::Registry;
+use rustls::pki_types::pem::PemObject;
+use tonic::Code;
+use tonic::transport::Channel;
+
+const SERVER_NAME: &str = "contract-resolver.pacto.svc";
+const STATUS_WRITER: &str = "status-writer.pacto.svc";
+const DEADLINE: Duration = Duration::from_secs(10);
+
+struct Server {
+    dir: tempfile::TempDir,
+    ca: TestCa,
+    grpc: SocketAddr,
+    admin: SocketAddr,
+    shutdown: CancellationToken,
+    task: tokio::task::JoinHandle<Result<(), pacto_contract_resolver::ResolverError>>,
+}
+
+impl Server {
+    async fn start(registry: &Registry, allowed: &[&str]) -> Self {
+        pacto_testenv::controlplane::ensure_crypto_provider();
+        let dir = tempfile::tempdir().unwrap();
+        let ca = TestCa::new("pacto test CA").unwrap();
+        let cert = ca.issue(&[SERVER_NAME, "127.0.0.1"]).unwrap();
+        let files = write_tls_files(dir.path(), "server", &ca.pem(), &cert).unwrap();
+        let store = TlsStore::load(files).unwrap();
+        let shutdown = CancellationToken::new();
+        let grpc_listener = grpc::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let admin_listener = pacto_runtime::admin::bind("127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap();
+        let grpc = grpc_listener.local_addr().unwrap();
+        let admin = admin_listener.local_addr().unwrap();
+        let config = ServeConfig {
+            grpc: grpc_listener,
+            admin: admin_listener,
+            transport: Transport::Mtls(store),
+            allowed: AllowList::new(allowed),
+        };
+        let service = ResolverService::new(Arc::new(resolver(registry, None)));
+        let task = tokio::spawn(pacto_contract_resolver::serve(
+            config,
+            service,
+            shutdown.clone(),
+        ));
+        Self {
+            dir,
+            ca,
+            grpc,
+            admin,
+            shutdown,
+            task,
+        }
+    }
+
+    fn client_with(&self, files: TlsFiles) -> ContractResolverClient<Channel> {
+        let store = TlsStore::load(files).unwrap();
+        let spec = ChannelSpec {
+            address: self.grpc.to_string(),
+            server_name: Some(SERVER_NAME.to_owned()),
+            connect_timeout: Duration::from_secs(5),
+            request_timeout: Duration::from_secs(30),
+        };
+        ContractResolverClient::new(grpc::channel(&spec, &Transport::Mtls(store)).unwrap())
+    }
+
+    fn client(&self, name: &str, identity: &[&str]) -> ContractResolverClient<Channel> {
+        let cert = self.ca.issue(identity).unwrap();
+        let files = write_tls_files(self.dir.path(), name, &self.ca.pem(), &cert).unwrap();
+        self.client_with(files)
+    }
+
+    async fn stop(self) {
+        self.shutdown.cancel();
+        tokio::time::timeout(DEADLINE, self.task)
+            .await
+            .expect("server drains")
+            .unwrap()
+            .unwrap();
+    }
+}
+
+fn request(oci: &str, inline: &str) -> ResolveRequest {
+    ResolveRequest {
+        namespace: "team-a".into(),
+        pacto_name: "svc".into(),
+        contract_ref: Some(ContractRef {
+            oci: oci.into(),
+            inline: inline.into(),
+            pull_secret_ref: String::new(),
+        }),
+        overrides: Vec::new(),
+    }
+}
+
+async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: admin\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw).await.unwrap();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let code = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (code, body.to_owned())
+}
+
+fn counter_value(text: &str, name: &str, labels: &[&str]) -> f64 {
+    text.lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter(|line| {
+            line.strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
+        })
+        .filter(|line| labels.iter().all(|label| line.contains(label)))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+#[tokio::test]
+async fn status_writer_resolves_over_mtls() {
+    let registry = Registry::start().unwrap();
+    let host = registry.host();
+    let mut files = bundle(
+        "pactoVersion: \"2.0\"\nservice:\n  name: svc\n  version: 1.2.0\nconfigurations:\n  - name: app\n    required: true\n    schema: configuration/schema.json\n",
+    );
+    files.insert(
+        "configuration/schema.json",
+        br#"{"type":"object"}"#.to_vec(),
+    );
+    let digest = push(&registry, "acme/svc", "1.2.0", &files).await;
+    let server = Server::start(&registry, &[STATUS_WRITER]).await;
+    let mut client = server.client("status-writer", &[STATUS_WRITER]);
+
+    let response = client
+        .resolve(request(&format!("oci://{host}/acme/svc"), ""))
+        .await
+        .unwrap()
+        .into_inner();
+    let Some(resolve_response::Result::Resolved(resolved)) = response.result else {
+        panic!("{response:?}");
+    };
+    assert_eq!(resolved.resolved_ref, format!("{host}/acme/svc:1.2.0"));
+    assert_eq!(resolved.digest, digest);
+    assert_eq!(resolved.resolution_policy(), ResolutionPolicy::Latest);
+    assert_eq!(
+        resolved.content_hash,
+        pacto_contract_resolver::resolve::sha256_hex(&resolved.raw_yaml)
+    );
+    assert_eq!(
+        resolved.configuration_schemas.get("app").map(Vec::as_slice),
+        Some(&br#"{"type":"object"}"#[..])
+    );
+    assert!(resolved.validation.unwrap().valid);
+    // The effective contract parses with the shared crate.
+    let contract =
+        pacto_proto::convert::contract_from_proto(resolved.contract.as_ref(), "contract").unwrap();
+    assert_eq!(contract.service.version, "1.2.0");
+
+    // Unavailable and Invalid outcomes are responses, not errors.
+    let response = client
+        .resolve(request(&format!("{host}/acme/svc:9.9.9"), ""))
+        .await
+        .unwrap()
+        .into_inner();
+    match response.result {
+        Some(resolve_response::Result::Unavailable(u)) => {
+            assert!(u.reason.contains("not found"), "{}", u.reason);
+            assert_eq!(u.resolution_policy(), ResolutionPolicy::PinnedTag);
+        }
+        other => panic!("{other:?}"),
+    }
+    let response = client
+        .resolve(request("", "pactoVersion: \"2.0\"\nservice: {}\n"))
+        .await
+        .unwrap()
+        .into_inner();
+    match response.result {
+        Some(resolve_response::Result::Invalid(i)) => {
+            assert!(
+                i.message.starts_with("Contract validation failed:"),
+                "{}",
+                i.message
+            );
+            let validation = i.validation.unwrap();
+            assert!(!validation.valid && !validation.errors.is_empty());
+        }
+        other => panic!("{other:?}"),
+    }
+
+    let revisions = client
+        .list_revisions(ListRevisionsRequest {
+            namespace: "team-a".into(),
+            pacto_name: "svc".into(),
+            oci: format!("{host}/acme/svc"),
+            pull_secret_ref: String::new(),
+            tags: Vec::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .revisions;
+    assert_eq!(revisions.len(), 1);
+    assert_eq!(revisions[0].digest, digest);
+    assert_eq!(revisions[0].version, "1.2.0");
+    assert_eq!(revisions[0].content_hash.len(), 64);
+
+    // A malformed request names the field.
+    let mut bad = request("", "x");
+    bad.namespace.clear();
+    let status = client.resolve(bad).await.unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument);
+    assert!(
+        status.message().contains("namespace"),
+        "{}",
+        status.message()
+    );
+    let status = client
+        .list_revisions(ListRevisionsRequest {
+            namespace: "n".into(),
+            pacto_name: "p".into(),
+            oci: "UPPER/Case".into(),
+            pull_secret_ref: String::new(),
+            tags: Vec::new(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+
+    // Admin endpoints; every series is described (promtool clean).
+    assert_eq!(http_get(server.admin, "/readyz").await.0, 200);
+    let (code, metrics) = http_get(server.admin, "/metrics").await;
+    assert_eq!(code, 200);
+    for (name, labels) in [
+        (
+            "pacto_resolver_resolves_total",
+            &["outcome=\"resolved\"", "source=\"oci\""][..],
+        ),
+        (
+            "pacto_resolver_resolves_total",
+            &["outcome=\"unavailable\""][..],
+        ),
+        (
+            "pacto_resolver_resolves_total",
+            &["outcome=\"invalid\"", "source=\"inline\""][..],
+        ),
+        (
+            "pacto_resolver_registry_requests_total",
+            &["kind=\"manifest_head\""][..],
+        ),
+        (
+            "pacto_resolver_registry_requests_total",
+            &["kind=\"bundle_pull\""][..],
+        ),
+        (
+            "pacto_resolver_registry_requests_total",
+            &["kind=\"tags_list\""][..],
+        ),
+        (
+            "pacto_resolver_cache_lookups_total",
+            &["cache=\"bundle\"", "result=\"miss\""][..],
+        ),
+    ] {
+        assert!(
+            counter_value(&metrics, name, labels) >= 1.0,
+            "{name}{labels:?}:\n{metrics}"
+        );
+    }
+    // ListRevisions hit the bundle pulled by Resolve.
+    assert!(
+        counter_value(
+            &metrics,
+            "pacto_resolver_cache_lookups_total",
+            &["cache=\"bundle\"", "result=\"hit\""]
+        ) >= 1.0,
+        "{metrics}"
+    );
+    promtool_check(&metrics);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn other_identities_and_certificates_are_refused() {
+    let registry = Registry::start().unwrap();
+    let server = Server::start(&registry, &[STATUS_WRITER]).await;
+    let inline = contract_yaml("svc", "1.0.0", "x");
+
+    // A valid certificate from the right CA, but not status-writer.
+    for identity in ["observer.pacto.svc", "evaluator.pacto.svc"] {
+        let mut client = server.client(identity, &[identity]);
+        let status = client.resolve(request("", &inline)).await.unwrap_err();
+        assert_eq!(
+            status.code(),
+            Code::PermissionDenied,
+            "{identity}: {status:?}"
+        );
+        assert!(status.message().contains(identity), "{}", status.message());
+        let status = client
+            .list_revisions(ListRevisionsRequest {
+                namespace: "n".into(),
+                pacto_name: "p".into(),
+                oci: "ghcr.io/a/b".into(),
+                pull_secret_ref: String::new(),
+                tags: Vec::new(),
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(status.code(), Code::PermissionDenied);
+    }
+
+    // status-writer's identity, signed by a CA the server does not trust: refused at the handshake.
+    let rogue = TestCa::new("rogue CA").unwrap();
+    let cert = rogue.issue(&[STATUS_WRITER]).unwrap();
+    let files = write_tls_files(server.dir.path(), "rogue", &server.ca.pem(), &cert).unwrap();
+    let status = server
+        .client_with(files)
+        .resolve(request("", &inline))
+        .await
+        .unwrap_err();
+    assert_ne!(status.code(), Code::Ok);
+    assert_ne!(
+        status.code(),
+        Code::PermissionDenied,
+        "refused before any RPC"
+    );
+
+    // No client certificate at all.
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(rustls::pki_types::CertificateDer::from_pem_slice(server.ca.pem().as_bytes()).unwrap())
+        .unwrap();
+    let mut config =
+        rustls::ClientConfig::builder_with_provider(pacto_runtime::tls::crypto_provider())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let spec = ChannelSpec {
+        address: server.grpc.to_string(),
+        server_name: Some(SERVER_NAME.to_owned()),
+        connect_timeout: Duration::from_secs(5),
+        request_timeout: Duration::from_secs(5),
+    };
+    let mut anonymous = ContractResolverClient::new(
+        grpc::channel_with_tls_config(&spec, Arc::new(config)).unwrap(),
+    );
+    let status = anonymous.resolve(request("", &inline)).await.unwrap_err();
+    assert_ne!(status.code(), Code::Ok);
+
+    // The allowed identity still works on the same server.
+    let mut ok = server.client("status-writer", &[STATUS_WRITER]);
+    let response = ok.resolve(request("", &inline)).await.unwrap().into_inner();
+    assert!(matches!(
+        response.result,
+        Some(resolve_response::Result::Resolved(_))
+    ));
+
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        let (_, metrics) = http_get(server.admin, "/metrics").await;
+        let refused = counter_value(&metrics, "pacto_grpc_server_unauthorized_total", &[]);
+        let handshakes = counter_value(
+            &metrics,
+            "pacto_tls_handshake_failures_total",
+            &["reason=\"no_client_certificate\""],
+        ) + counter_value(
+            &metrics,
+            "pacto_tls_handshake_failures_total",
+            &["reason=\"untrusted_certificate\""],
+        );
+        if refused >= 4.0 && handshakes >= 2.0 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "refusals not counted:\n{metrics}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    server.stop().await;
+}
+
+/// Runs `promtool check metrics` on the exposition text; fails on any problem it reports.
+fn promtool_check(metrics: &str) {
+    use std::io::Write;
+    let mut child = std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("promtool must be installed (Debian package `prometheus`)");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(metrics.as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        output.status.success() && output.stdout.is_empty() && output.stderr.is_empty(),
+        "promtool check metrics failed:\nstdout: {}\nstderr: {}\n--- metrics ---\n{metrics}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
