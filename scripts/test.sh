@@ -14,6 +14,10 @@ step "kubernetes control-plane binaries (built once, cached by version)"
 PACTO_K8S_BIN="$(scripts/k8s-binaries.sh)"
 export PACTO_K8S_BIN
 
+step "chart tools: helm, helmfile, kubectl, kubernetes-validate (cached)"
+PACTO_CHART_TOOLS="$(scripts/chart-tools.sh)"
+export PACTO_CHART_TOOLS
+
 step "cargo fmt --check"
 cargo fmt --all --check
 

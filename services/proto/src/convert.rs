@@ -410,39 +410,8 @@ pub fn assertions_from_contract(
     contract: &Contract,
     field: &str,
 ) -> Result<engine::ContractAssertions, FieldError> {
-    let capabilities = contract
-        .capabilities
-        .iter()
-        .enumerate()
-        .map(|(index, capability)| {
-            engine::CapabilityAssertion::from_type(
-                index,
-                &capability.kind,
-                capability.reference.as_deref(),
-            )
-        })
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|error| FieldError::new(child(field, "yaml"), error.to_string()))?;
-    Ok(engine::ContractAssertions {
-        service_name: contract.service.name.clone(),
-        interfaces: contract.interfaces.iter().map(|i| i.name.clone()).collect(),
-        capabilities,
-        dependencies: contract
-            .dependencies
-            .iter()
-            .map(|d| engine::NamedAssertion::new(d.name.clone(), d.required))
-            .collect(),
-        configurations: contract
-            .configurations
-            .iter()
-            .map(|c| engine::NamedAssertion::new(c.name.clone(), c.required))
-            .collect(),
-        workload: contract.workload.clone().filter(|w| !w.is_empty()),
-        persistent: contract
-            .state
-            .as_ref()
-            .is_some_and(|state| state.persistence.durability == "persistent"),
-    })
+    engine::ContractAssertions::try_from(contract)
+        .map_err(|error| FieldError::new(child(field, "yaml"), error.to_string()))
 }
 
 /// Structural validation warnings as findings (prepended to the runtime findings). Each issue
