@@ -1,0 +1,98 @@
+{{/*
+Shared helpers of the Pacto service charts. This file is identical in every service chart
+(tests/charts checks it); what differs per service lives in _component.tpl.
+*/}}
+
+{{- define "pacto.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "pacto.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "pacto.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "pacto.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: {{ include "pacto.component" . }}
+{{- end }}
+
+{{- define "pacto.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "pacto.selectorLabels" . }}
+app.kubernetes.io/part-of: pacto
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "pacto.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "pacto.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "pacto.image" -}}
+{{- $repository := default (printf "ghcr.io/trianalab/pacto-operator-rs/%s" (include "pacto.component" .)) .Values.image.repository }}
+{{- printf "%s:%s" $repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{/* This service's identity (first DNS SAN of its certificate). */}}
+{{- define "pacto.identity" -}}
+{{- default (printf "%s.pacto.svc" (include "pacto.component" .)) .Values.tls.identity }}
+{{- end }}
+
+{{/* Name of the Secret holding tls.crt, tls.key and ca.crt. */}}
+{{- define "pacto.tlsSecretName" -}}
+{{- if eq .Values.tls.mode "existing-secret" }}
+{{- required "tls.existingSecret is required when tls.mode is existing-secret" .Values.tls.existingSecret }}
+{{- else }}
+{{- printf "%s-tls" (include "pacto.fullname" .) }}
+{{- end }}
+{{- end }}
+
+{{/* Pod selector of another Pacto service, by component (same labels every chart sets). */}}
+{{- define "pacto.peerSelector" -}}
+app.kubernetes.io/part-of: pacto
+app.kubernetes.io/component: {{ . }}
+{{- end }}
+
+{{/* Flags every service shares (services/runtime/src/args.rs). */}}
+{{- define "pacto.commonArgs" -}}
+- --admin-addr=0.0.0.0:{{ .Values.admin.port }}
+- --log-level={{ .Values.logging.level }}
+- --log-format={{ .Values.logging.format }}
+{{- if eq .Values.tls.mode "insecure" }}
+- --insecure
+{{- else }}
+- --tls-ca=/etc/pacto/tls/{{ .Values.tls.keys.ca }}
+- --tls-cert=/etc/pacto/tls/{{ .Values.tls.keys.cert }}
+- --tls-key=/etc/pacto/tls/{{ .Values.tls.keys.key }}
+- --tls-reload-interval={{ .Values.tls.reloadInterval }}
+{{- end }}
+{{- end }}
+
+{{/* DNS names of this service's certificate: its identity first, then the Service names. */}}
+{{- define "pacto.certDnsNames" -}}
+- {{ include "pacto.identity" . | quote }}
+{{- if eq (include "pacto.hasGrpcServer" .) "true" }}
+{{- $fullname := include "pacto.fullname" . }}
+- {{ $fullname }}
+- {{ printf "%s.%s" $fullname .Release.Namespace }}
+- {{ printf "%s.%s.svc" $fullname .Release.Namespace }}
+- {{ printf "%s.%s.svc.%s" $fullname .Release.Namespace .Values.clusterDomain }}
+{{- end }}
+{{- range .Values.tls.extraDnsNames }}
+- {{ . | quote }}
+{{- end }}
+{{- end }}

@@ -1,0 +1,76 @@
+{{/* The status-writer: reconcile hub; a gRPC client of the other three, no gRPC server. */}}
+
+{{- define "pacto.component" -}}status-writer{{- end }}
+
+{{- define "pacto.alertPrefix" -}}PactoStatusWriter{{- end }}
+
+{{- define "pacto.hasGrpcServer" -}}false{{- end }}
+
+{{- define "pacto.needsKubernetes" -}}true{{- end }}
+
+{{- define "pacto.backend" -}}
+{{- $ctx := index . 0 }}{{- $name := index . 1 }}{{- $value := index . 2 }}
+{{- default (printf "pacto-%s.%s.svc:%v" $name $ctx.Release.Namespace $ctx.Values.backends.port) $value }}
+{{- end }}
+
+{{/* Flags of services/status-writer (Args). */}}
+{{- define "pacto.serviceArgs" -}}
+- --resolver-addr={{ include "pacto.backend" (list . "contract-resolver" .Values.backends.resolver) }}
+- --observer-addr={{ include "pacto.backend" (list . "observer" .Values.backends.observer) }}
+- --evaluator-addr={{ include "pacto.backend" (list . "evaluator" .Values.backends.evaluator) }}
+{{- with .Values.controller.watchNamespace }}
+- --watch-namespace={{ . }}
+{{- end }}
+{{- with .Values.controller.stabilizationWindow }}
+- --stabilization-window={{ . }}
+{{- end }}
+- --grpc-connect-timeout={{ .Values.grpcClient.connectTimeout }}
+- --grpc-request-timeout={{ .Values.grpcClient.requestTimeout }}
+- --grpc-max-retries={{ .Values.grpcClient.maxRetries }}
+{{- end }}
+
+{{- define "pacto.grpcIngressFrom" -}}
+{{- end }}
+
+{{/* gRPC to the resolver, the observer and the evaluator (same namespace). */}}
+{{- define "pacto.egressRules" -}}
+- to:
+    {{- range list "contract-resolver" "observer" "evaluator" }}
+    - podSelector:
+        matchLabels:
+          {{- include "pacto.peerSelector" . | nindent 10 }}
+    {{- end }}
+  ports:
+    - port: {{ .Values.backends.port }}
+      protocol: TCP
+{{- end }}
+
+{{/* The Pacto gauges carry their own namespace label: keep it (honorLabels). */}}
+{{- define "pacto.honorLabels" -}}true{{- end }}
+
+{{- define "pacto.alertRules" -}}
+- alert: PactoContractNonCompliant
+  expr: max by (namespace, name) (pacto_contract_status{job="{{ .job }}",status="NonCompliant"}) == 1
+  for: 15m
+  labels:
+    severity: warning
+  annotations:
+    summary: "Pacto {{`{{ $labels.namespace }}/{{ $labels.name }}`}} is NonCompliant."
+    description: "At least one confirmed violation; run kubectl describe pacto {{`{{ $labels.name }}`}} -n {{`{{ $labels.namespace }}`}}."
+- alert: PactoContractInvalid
+  expr: max by (namespace, name) (pacto_contract_status{job="{{ .job }}",status="Invalid"}) == 1
+  for: 15m
+  labels:
+    severity: warning
+  annotations:
+    summary: "Pacto {{`{{ $labels.namespace }}/{{ $labels.name }}`}} has an invalid contract."
+    description: "status.validation names the errors; reproduce it with pacto validate."
+- alert: PactoReadinessGateUnmet
+  expr: max by (namespace, name) (pacto_readiness_gate{job="{{ .job }}"}) == 0
+  for: 30m
+  labels:
+    severity: info
+  annotations:
+    summary: "Pacto {{`{{ $labels.namespace }}/{{ $labels.name }}`}} does not meet its readiness gate."
+    description: "The ReadinessSatisfied condition breaks the score down by claim status."
+{{- end }}

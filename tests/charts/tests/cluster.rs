@@ -1,0 +1,984 @@
+//! Against a real kube-apiserver (pacto-testenv) with the Pacto CRDs and minimal Prometheus
+//! Operator and cert-manager CRD fixtures installed:
+//! - everything `helmfile template` renders, per environment, passes a server-side dry-run apply;
+//! - RBAC: the rendered (Cluster)Roles and bindings are applied for real, then each service's
+//!   ServiceAccount does what its job needs and is refused (403) anything else;
+//! - the node agent's admission policy: a token bound to a pod on node N writes only the Lease and
+//!   NodeRuntimeObservation named N.
+
+use std::{path::PathBuf, time::Duration};
+
+use anyhow::{Context, Result, ensure};
+use k8s_openapi::api::{
+    apps::v1::Deployment,
+    authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec},
+    coordination::v1::Lease,
+    core::v1::{
+        ConfigMap, Container, Event, Namespace, Node, ObjectReference, Pod, PodSpec, Secret,
+        Service, ServiceAccount,
+    },
+    discovery::v1::EndpointSlice,
+};
+use kube::{
+    Api, Client,
+    api::{
+        ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
+    },
+    core::ObjectMeta,
+};
+use pacto_chart_tests::{Tools, documents, repo_root};
+use pacto_testenv::{ControlPlane, ControlPlaneOptions};
+
+const DEADLINE: Duration = Duration::from_secs(20);
+
+fn crd_files() -> Vec<PathBuf> {
+    let root = repo_root();
+    let mut files: Vec<PathBuf> = [
+        "pacto.trianalab.io_pactos.yaml",
+        "pacto.trianalab.io_pactorevisions.yaml",
+        "pacto.trianalab.io_noderuntimeobservations.yaml",
+    ]
+    .iter()
+    .map(|f| root.join("charts/pacto-crds/templates").join(f))
+    .collect();
+    files.push(root.join("tests/charts/fixtures/crds/monitoring.coreos.com.yaml"));
+    files.push(root.join("tests/charts/fixtures/crds/cert-manager.io.yaml"));
+    files
+}
+
+async fn cluster() -> &'static ControlPlane {
+    pacto_testenv::controlplane::ensure_crypto_provider();
+    pacto_testenv::shared(|| {
+        crd_files().into_iter().fold(
+            ControlPlaneOptions::default(),
+            ControlPlaneOptions::with_crd,
+        )
+    })
+    .await
+    .expect("control plane")
+}
+
+async fn ensure_namespace(client: &Client, name: &str) -> Result<()> {
+    let api: Api<Namespace> = Api::all(client.clone());
+    let ns = Namespace {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            ..ObjectMeta::default()
+        },
+        ..Namespace::default()
+    };
+    match api.create(&PostParams::default(), &ns).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(e) => Err(e).context(format!("create namespace {name}")),
+    }
+}
+
+fn kubectl_apply(cp: &ControlPlane, file: &std::path::Path, dry_run: bool) -> Result<String> {
+    let mut cmd = cp.kubectl()?;
+    cmd.args([
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        "--field-manager=pacto-chart-tests",
+        "-f",
+    ])
+    .arg(file);
+    if dry_run {
+        cmd.arg("--dry-run=server");
+    }
+    let out = pacto_chart_tests::run(&mut cmd)?;
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn everything_helmfile_renders_passes_a_server_side_dry_run() -> Result<()> {
+    let cp = cluster().await;
+    let client = cp.client()?;
+    let tools = Tools::new()?;
+    for ns in ["pacto-system", "pacto-node-agent"] {
+        ensure_namespace(&client, ns).await?;
+    }
+    let dir = tempfile::tempdir()?;
+    for env in ["local", "production"] {
+        let text = tools.run(
+            "helmfile",
+            [
+                "--environment",
+                env,
+                "template",
+                "--concurrency",
+                "1",
+                "--skip-deps",
+            ],
+        )?;
+        let count = documents(&text)?.len();
+        let file = dir.path().join(format!("{env}.yaml"));
+        std::fs::write(&file, &text)?;
+        let out = kubectl_apply(cp, &file, true)?;
+        let applied = out
+            .lines()
+            .filter(|l| l.contains("(server dry run)"))
+            .count();
+        ensure!(
+            applied == count,
+            "{env}: {count} objects rendered, {applied} accepted by the dry run:\n{out}"
+        );
+        if env == "production" {
+            for kind in [
+                "servicemonitor",
+                "prometheusrule",
+                "certificate",
+                "issuer",
+                "networkpolicy",
+            ] {
+                ensure!(
+                    out.lines().any(|l| l.starts_with(&format!("{kind}."))),
+                    "production renders no {kind}:\n{out}"
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether a request passed authorisation: success, or a failure that only happens after
+/// authorisation (not found, conflict, invalid).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Want {
+    Allowed,
+    Forbidden,
+}
+
+struct Checks {
+    failures: Vec<String>,
+    done: usize,
+}
+
+impl Checks {
+    fn check<T>(&mut self, who: &str, what: &str, want: Want, result: Result<T, kube::Error>) {
+        self.done += 1;
+        let got = match result.map(drop) {
+            Ok(()) => Ok(Want::Allowed),
+            Err(kube::Error::Api(s)) if s.code == 403 => Ok(Want::Forbidden),
+            Err(kube::Error::Api(s)) if matches!(s.code, 404 | 409 | 422) => Ok(Want::Allowed),
+            Err(e) => Err(e.to_string()),
+        };
+        match got {
+            Ok(got) if got == want => {}
+            Ok(got) => self
+                .failures
+                .push(format!("{who}: {what}: expected {want:?}, got {got:?}")),
+            Err(e) => self
+                .failures
+                .push(format!("{who}: {what}: unexpected error {e}")),
+        }
+    }
+}
+
+fn pacto_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("pacto.trianalab.io", "v1alpha1", "Pacto"),
+        "pactos",
+    )
+}
+
+fn revision_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("pacto.trianalab.io", "v1alpha1", "PactoRevision"),
+        "pactorevisions",
+    )
+}
+
+fn observation_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("pacto.trianalab.io", "v1alpha1", "NodeRuntimeObservation"),
+        "noderuntimeobservations",
+    )
+}
+
+fn service_monitor_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("monitoring.coreos.com", "v1", "ServiceMonitor"),
+        "servicemonitors",
+    )
+}
+
+fn dynamic(resource: &ApiResource, name: &str, body: serde_json::Value) -> Result<DynamicObject> {
+    let mut object: DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": resource.api_version,
+        "kind": resource.kind,
+        "metadata": { "name": name },
+    }))?;
+    object.data = body;
+    Ok(object)
+}
+
+fn meta(name: &str) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.to_owned()),
+        ..ObjectMeta::default()
+    }
+}
+
+/// Waits until the RBAC authoriser has seen the bindings: `probe` stops returning 403.
+async fn wait_authorised<F, Fut, T>(what: &str, probe: F) -> Result<()>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<T, kube::Error>>,
+{
+    let start = std::time::Instant::now();
+    loop {
+        match probe().await {
+            Err(kube::Error::Api(s)) if s.code == 403 => {}
+            _ => return Ok(()),
+        }
+        ensure!(
+            start.elapsed() < DEADLINE,
+            "{what}: still forbidden after {DEADLINE:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_service_account_gets_exactly_its_rights() -> Result<()> {
+    let cp = cluster().await;
+    let admin = cp.client()?;
+    let tools = Tools::new()?;
+    let ns = cp.create_namespace("pacto-rbac").await?;
+    let agents = cp.create_namespace("pacto-agents").await?;
+    let team = cp.create_namespace("team").await?;
+
+    // Render each chart's RBAC into `ns` and apply it for real.
+    let dir = tempfile::tempdir()?;
+    for chart in pacto_chart_tests::SERVICE_CHARTS {
+        let mut args = vec![
+            "template".to_owned(),
+            (*chart).to_owned(),
+            format!("charts/{chart}"),
+            "--namespace".to_owned(),
+            ns.clone(),
+        ];
+        if matches!(*chart, "pacto-observer" | "pacto-status-writer") {
+            args.extend([
+                "--set".to_owned(),
+                "nodeAgent.enabled=true".to_owned(),
+                "--set".to_owned(),
+                format!("nodeAgent.namespace={agents}"),
+            ]);
+        }
+        let text = tools.run("helm", &args)?;
+        let rbac: Vec<serde_json::Value> = documents(&text)?
+            .into_iter()
+            .filter(|d| {
+                matches!(
+                    d["kind"].as_str(),
+                    Some(
+                        "ServiceAccount"
+                            | "Role"
+                            | "ClusterRole"
+                            | "RoleBinding"
+                            | "ClusterRoleBinding"
+                    )
+                )
+            })
+            .collect();
+        let file = dir.path().join(format!("{chart}.yaml"));
+        let yaml: Vec<String> = rbac
+            .iter()
+            .map(serde_norway::to_string)
+            .collect::<Result<_, _>>()?;
+        std::fs::write(&file, yaml.join("---\n"))?;
+        kubectl_apply(cp, &file, false)?;
+    }
+
+    // Fixtures, created by the admin.
+    Api::<Secret>::namespaced(admin.clone(), &team)
+        .create(
+            &PostParams::default(),
+            &Secret {
+                metadata: meta("pull"),
+                string_data: Some([("token".to_owned(), "s3cret".to_owned())].into()),
+                ..Secret::default()
+            },
+        )
+        .await?;
+    let pactos = Api::<DynamicObject>::namespaced_with(admin.clone(), &team, &pacto_resource());
+    pactos
+        .create(
+            &PostParams::default(),
+            &dynamic(
+                &pacto_resource(),
+                "svc",
+                serde_json::json!({
+                    "spec": { "contractRef": { "oci": "ghcr.io/example/svc-pacto" } }
+                }),
+            )?,
+        )
+        .await?;
+    Api::<Lease>::namespaced(admin.clone(), &ns)
+        .create(
+            &PostParams::default(),
+            &Lease {
+                metadata: meta("someone-else"),
+                ..Lease::default()
+            },
+        )
+        .await?;
+
+    let sa = |name: &'static str| {
+        let ns = ns.clone();
+        async move { cp.service_account_client(&ns, name).await }
+    };
+    let observer = sa("pacto-observer").await?;
+    let resolver = sa("pacto-contract-resolver").await?;
+    let evaluator = sa("pacto-evaluator").await?;
+    let writer = sa("pacto-status-writer").await?;
+
+    // Wait for the authoriser to see each binding.
+    wait_authorised("observer", || {
+        let api = Api::<Service>::namespaced(observer.clone(), &team);
+        async move { api.list(&ListParams::default()).await.map(drop) }
+    })
+    .await?;
+    wait_authorised("resolver", || {
+        let api = Api::<Secret>::namespaced(resolver.clone(), &team);
+        async move { api.get("pull").await.map(drop) }
+    })
+    .await?;
+    wait_authorised("status-writer", || {
+        let api = Api::<DynamicObject>::namespaced_with(writer.clone(), &team, &pacto_resource());
+        async move { api.list(&ListParams::default()).await.map(drop) }
+    })
+    .await?;
+    wait_authorised("status-writer lease", || {
+        let api = Api::<Lease>::namespaced(writer.clone(), &ns);
+        async move { api.get("pacto-status-writer").await.map(drop) }
+    })
+    .await?;
+    wait_authorised("observer agents", || {
+        let api = Api::<Lease>::namespaced(observer.clone(), &agents);
+        async move { api.list(&ListParams::default()).await.map(drop) }
+    })
+    .await?;
+
+    let lp = ListParams::default();
+    let pp = PostParams::default();
+    let mut checks = Checks {
+        failures: Vec::new(),
+        done: 0,
+    };
+    let status_patch = serde_json::json!({ "status": { "contractStatus": "Unknown" } });
+    let event = |name: &str| Event {
+        metadata: meta(name),
+        involved_object: ObjectReference {
+            api_version: Some("pacto.trianalab.io/v1alpha1".into()),
+            kind: Some("Pacto".into()),
+            name: Some("svc".into()),
+            namespace: Some(team.clone()),
+            ..ObjectReference::default()
+        },
+        reason: Some("RevisionCreated".into()),
+        message: Some("test".into()),
+        type_: Some("Normal".into()),
+        ..Event::default()
+    };
+
+    // observer: reads what observation needs; no Secrets, no writes.
+    let who = "observer";
+    let o = &observer;
+    checks.check(
+        who,
+        "list services",
+        Want::Allowed,
+        Api::<Service>::namespaced(o.clone(), &team).list(&lp).await,
+    );
+    checks.check(
+        who,
+        "list pods (all namespaces)",
+        Want::Allowed,
+        Api::<Pod>::all(o.clone()).list(&lp).await,
+    );
+    checks.check(
+        who,
+        "list endpointslices",
+        Want::Allowed,
+        Api::<EndpointSlice>::namespaced(o.clone(), &team)
+            .list(&lp)
+            .await,
+    );
+    checks.check(
+        who,
+        "list deployments",
+        Want::Allowed,
+        Api::<Deployment>::namespaced(o.clone(), &team)
+            .list(&lp)
+            .await,
+    );
+    checks.check(
+        who,
+        "get configmap",
+        Want::Allowed,
+        Api::<ConfigMap>::namespaced(o.clone(), &team)
+            .get("absent")
+            .await,
+    );
+    checks.check(
+        who,
+        "list pactos",
+        Want::Allowed,
+        Api::<DynamicObject>::all_with(o.clone(), &pacto_resource())
+            .list(&lp)
+            .await,
+    );
+    checks.check(
+        who,
+        "list noderuntimeobservations (agent ns)",
+        Want::Allowed,
+        Api::<DynamicObject>::namespaced_with(o.clone(), &agents, &observation_resource())
+            .list(&lp)
+            .await,
+    );
+    checks.check(
+        who,
+        "list leases (agent ns)",
+        Want::Allowed,
+        Api::<Lease>::namespaced(o.clone(), &agents).list(&lp).await,
+    );
+    checks.check(
+        who,
+        "get secret",
+        Want::Forbidden,
+        Api::<Secret>::namespaced(o.clone(), &team)
+            .get("pull")
+            .await,
+    );
+    checks.check(
+        who,
+        "get secret metadata",
+        Want::Forbidden,
+        Api::<Secret>::namespaced(o.clone(), &team)
+            .get_metadata("pull")
+            .await,
+    );
+    checks.check(
+        who,
+        "list secrets",
+        Want::Forbidden,
+        Api::<Secret>::namespaced(o.clone(), &team).list(&lp).await,
+    );
+    checks.check(
+        who,
+        "patch pactos/status",
+        Want::Forbidden,
+        Api::<DynamicObject>::namespaced_with(o.clone(), &team, &pacto_resource())
+            .patch_status("svc", &PatchParams::default(), &Patch::Merge(&status_patch))
+            .await,
+    );
+    checks.check(
+        who,
+        "create configmap",
+        Want::Forbidden,
+        Api::<ConfigMap>::namespaced(o.clone(), &team)
+            .create(
+                &pp,
+                &ConfigMap {
+                    metadata: meta("x"),
+                    ..ConfigMap::default()
+                },
+            )
+            .await,
+    );
+    checks.check(
+        who,
+        "create event",
+        Want::Forbidden,
+        Api::<Event>::namespaced(o.clone(), &team)
+            .create(&pp, &event("o"))
+            .await,
+    );
+    checks.check(
+        who,
+        "list leases (own ns)",
+        Want::Forbidden,
+        Api::<Lease>::namespaced(o.clone(), &ns).list(&lp).await,
+    );
+    checks.check(
+        who,
+        "list servicemonitors (metrics observation off)",
+        Want::Forbidden,
+        Api::<DynamicObject>::namespaced_with(o.clone(), &team, &service_monitor_resource())
+            .list(&lp)
+            .await,
+    );
+
+    // resolver: GET the pull Secret only.
+    let who = "contract-resolver";
+    let r = &resolver;
+    checks.check(
+        who,
+        "get secret",
+        Want::Allowed,
+        Api::<Secret>::namespaced(r.clone(), &team)
+            .get("pull")
+            .await,
+    );
+    checks.check(
+        who,
+        "list secrets",
+        Want::Forbidden,
+        Api::<Secret>::namespaced(r.clone(), &team).list(&lp).await,
+    );
+    checks.check(
+        who,
+        "create secret",
+        Want::Forbidden,
+        Api::<Secret>::namespaced(r.clone(), &team)
+            .create(
+                &pp,
+                &Secret {
+                    metadata: meta("x"),
+                    ..Secret::default()
+                },
+            )
+            .await,
+    );
+    checks.check(
+        who,
+        "get configmap",
+        Want::Forbidden,
+        Api::<ConfigMap>::namespaced(r.clone(), &team)
+            .get("absent")
+            .await,
+    );
+    checks.check(
+        who,
+        "list pods",
+        Want::Forbidden,
+        Api::<Pod>::namespaced(r.clone(), &team).list(&lp).await,
+    );
+    checks.check(
+        who,
+        "get pacto",
+        Want::Forbidden,
+        Api::<DynamicObject>::namespaced_with(r.clone(), &team, &pacto_resource())
+            .get("svc")
+            .await,
+    );
+
+    // evaluator: nothing at all.
+    let who = "evaluator";
+    let e = &evaluator;
+    checks.check(
+        who,
+        "get secret",
+        Want::Forbidden,
+        Api::<Secret>::namespaced(e.clone(), &team)
+            .get("pull")
+            .await,
+    );
+    checks.check(
+        who,
+        "list pods",
+        Want::Forbidden,
+        Api::<Pod>::all(e.clone()).list(&lp).await,
+    );
+    checks.check(
+        who,
+        "list services",
+        Want::Forbidden,
+        Api::<Service>::namespaced(e.clone(), &team).list(&lp).await,
+    );
+    checks.check(
+        who,
+        "get configmap",
+        Want::Forbidden,
+        Api::<ConfigMap>::namespaced(e.clone(), &team)
+            .get("absent")
+            .await,
+    );
+    checks.check(
+        who,
+        "list pactos",
+        Want::Forbidden,
+        Api::<DynamicObject>::all_with(e.clone(), &pacto_resource())
+            .list(&lp)
+            .await,
+    );
+    checks.check(
+        who,
+        "create event",
+        Want::Forbidden,
+        Api::<Event>::namespaced(e.clone(), &team)
+            .create(&pp, &event("e"))
+            .await,
+    );
+    checks.check(
+        who,
+        "list leases",
+        Want::Forbidden,
+        Api::<Lease>::namespaced(e.clone(), &ns).list(&lp).await,
+    );
+
+    // status-writer: Pacto status, revisions, events, its Lease, the agent namespace's labels.
+    let who = "status-writer";
+    let w = &writer;
+    let w_pactos = Api::<DynamicObject>::namespaced_with(w.clone(), &team, &pacto_resource());
+    checks.check(who, "list pactos", Want::Allowed, w_pactos.list(&lp).await);
+    checks.check(
+        who,
+        "patch pactos/status",
+        Want::Allowed,
+        w_pactos
+            .patch_status("svc", &PatchParams::default(), &Patch::Merge(&status_patch))
+            .await,
+    );
+    checks.check(who, "create pactorevision", Want::Allowed,
+        Api::<DynamicObject>::namespaced_with(w.clone(), &team, &revision_resource())
+            .create(&pp, &dynamic(&revision_resource(), "svc-1-0-0", serde_json::json!({
+                "spec": { "pactoRef": "svc", "source": { "oci": "ghcr.io/example/svc-pacto" }, "version": "1.0.0" }
+            }))?).await);
+    checks.check(
+        who,
+        "create event",
+        Want::Allowed,
+        Api::<Event>::namespaced(w.clone(), &team)
+            .create(&pp, &event("w"))
+            .await,
+    );
+    let leases = Api::<Lease>::namespaced(w.clone(), &ns);
+    checks.check(
+        who,
+        "create its lease",
+        Want::Allowed,
+        leases
+            .create(
+                &pp,
+                &Lease {
+                    metadata: meta("pacto-status-writer"),
+                    ..Lease::default()
+                },
+            )
+            .await,
+    );
+    checks.check(
+        who,
+        "patch its lease",
+        Want::Allowed,
+        leases
+            .patch(
+                "pacto-status-writer",
+                &PatchParams::default(),
+                &Patch::Merge(serde_json::json!({ "spec": { "holderIdentity": "me" } })),
+            )
+            .await,
+    );
+    checks.check(
+        who,
+        "patch another lease",
+        Want::Forbidden,
+        leases
+            .patch(
+                "someone-else",
+                &PatchParams::default(),
+                &Patch::Merge(serde_json::json!({ "spec": { "holderIdentity": "me" } })),
+            )
+            .await,
+    );
+    let label = serde_json::json!({ "metadata": { "labels": { "pod-security.kubernetes.io/enforce": "privileged" } } });
+    checks.check(
+        who,
+        "label the agent namespace",
+        Want::Allowed,
+        Api::<Namespace>::all(w.clone())
+            .patch(&agents, &PatchParams::default(), &Patch::Merge(&label))
+            .await,
+    );
+    checks.check(
+        who,
+        "label another namespace",
+        Want::Forbidden,
+        Api::<Namespace>::all(w.clone())
+            .patch(&team, &PatchParams::default(), &Patch::Merge(&label))
+            .await,
+    );
+    checks.check(
+        who,
+        "patch pacto spec",
+        Want::Forbidden,
+        w_pactos
+            .patch(
+                "svc",
+                &PatchParams::default(),
+                &Patch::Merge(serde_json::json!({ "spec": { "checkIntervalSeconds": 60 } })),
+            )
+            .await,
+    );
+    checks.check(
+        who,
+        "delete pacto",
+        Want::Forbidden,
+        w_pactos
+            .delete("svc", &kube::api::DeleteParams::default())
+            .await,
+    );
+    checks.check(
+        who,
+        "get secret",
+        Want::Forbidden,
+        Api::<Secret>::namespaced(w.clone(), &team)
+            .get("pull")
+            .await,
+    );
+    checks.check(
+        who,
+        "list pods",
+        Want::Forbidden,
+        Api::<Pod>::namespaced(w.clone(), &team).list(&lp).await,
+    );
+    checks.check(
+        who,
+        "list services",
+        Want::Forbidden,
+        Api::<Service>::namespaced(w.clone(), &team).list(&lp).await,
+    );
+
+    ensure!(
+        checks.failures.is_empty(),
+        "{} of {} RBAC checks failed:\n{}",
+        checks.failures.len(),
+        checks.done,
+        checks.failures.join("\n")
+    );
+    Ok(())
+}
+
+/// Applies the RBAC and admission objects `helm template` renders for `chart` into `namespace`.
+fn apply_rbac(
+    cp: &ControlPlane,
+    tools: &Tools,
+    chart: &str,
+    namespace: &str,
+    sets: &[&str],
+) -> Result<()> {
+    let mut args = vec![
+        "template".to_owned(),
+        chart.to_owned(),
+        format!("charts/{chart}"),
+        "--namespace".to_owned(),
+        namespace.to_owned(),
+    ];
+    for set in sets {
+        args.push("--set".to_owned());
+        args.push((*set).to_owned());
+    }
+    let text = tools.run("helm", &args)?;
+    let docs: Vec<String> = documents(&text)?
+        .iter()
+        .filter(|d| {
+            matches!(
+                d["kind"].as_str(),
+                Some(
+                    "ServiceAccount"
+                        | "Role"
+                        | "ClusterRole"
+                        | "RoleBinding"
+                        | "ClusterRoleBinding"
+                        | "ValidatingAdmissionPolicy"
+                        | "ValidatingAdmissionPolicyBinding"
+                )
+            )
+        })
+        .map(serde_norway::to_string)
+        .collect::<Result<_, _>>()?;
+    let dir = tempfile::tempdir()?;
+    let file = dir.path().join(format!("{chart}.yaml"));
+    std::fs::write(&file, docs.join("---\n"))?;
+    kubectl_apply(cp, &file, false)?;
+    Ok(())
+}
+
+fn forbidden_with<T: std::fmt::Debug>(result: Result<T, kube::Error>, needle: &str) -> Result<()> {
+    match result {
+        Err(kube::Error::Api(s)) if s.code == 403 && s.message.contains(needle) => Ok(()),
+        other => anyhow::bail!("expected 403 containing {needle:?}, got {other:?}"),
+    }
+}
+
+fn lease(name: &str) -> Lease {
+    Lease {
+        metadata: meta(name),
+        ..Lease::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_agent_writes_only_the_objects_named_after_its_node() -> Result<()> {
+    let cp = cluster().await;
+    let admin = cp.client()?;
+    let tools = Tools::new()?;
+    let agents = cp.create_namespace("agents").await?;
+    apply_rbac(cp, &tools, "pacto-node-agent", &agents, &[])?;
+    let sa = "pacto-node-agent";
+
+    // A token without a node name: RBAC lets it reach the admission policy, which refuses.
+    let plain = cp.service_account_client(&agents, sa).await?;
+    let leases = Api::<Lease>::namespaced(plain.clone(), &agents);
+    let start = std::time::Instant::now();
+    loop {
+        match leases
+            .create(&PostParams::default(), &lease("node-x"))
+            .await
+        {
+            Err(kube::Error::Api(s))
+                if s.code == 403 && s.message.contains("carries no node name") =>
+            {
+                break;
+            }
+            other => {
+                ensure!(
+                    start.elapsed() < DEADLINE,
+                    "the admission policy never refused a token without node name: {other:?}"
+                );
+                if other.is_ok() {
+                    Api::<Lease>::namespaced(admin.clone(), &agents)
+                        .delete("node-x", &kube::api::DeleteParams::default())
+                        .await?;
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    forbidden_with(
+        Api::<Secret>::namespaced(plain.clone(), &agents)
+            .list(&ListParams::default())
+            .await,
+        "forbidden",
+    )?;
+    forbidden_with(
+        Api::<Pod>::all(plain.clone())
+            .list(&ListParams::default())
+            .await,
+        "forbidden",
+    )?;
+
+    // A token bound to a pod on node `node`: it may write Lease/<node> and
+    // NodeRuntimeObservation/<node>, and nothing named otherwise.
+    let node = pacto_testenv::controlplane::unique_name("node");
+    Api::<Node>::all(admin.clone())
+        .create(
+            &PostParams::default(),
+            &Node {
+                metadata: meta(&node),
+                ..Node::default()
+            },
+        )
+        .await?;
+    Api::<ServiceAccount>::namespaced(admin.clone(), &agents)
+        .get(sa)
+        .await?;
+    let pod = Api::<Pod>::namespaced(admin.clone(), &agents)
+        .create(
+            &PostParams::default(),
+            &Pod {
+                metadata: meta("agent"),
+                spec: Some(PodSpec {
+                    node_name: Some(node.clone()),
+                    service_account_name: Some(sa.to_owned()),
+                    automount_service_account_token: Some(false),
+                    containers: vec![Container {
+                        name: "agent".into(),
+                        image: Some("example.invalid/agent".into()),
+                        ..Container::default()
+                    }],
+                    ..PodSpec::default()
+                }),
+                ..Pod::default()
+            },
+        )
+        .await?;
+    let token = Api::<ServiceAccount>::namespaced(admin.clone(), &agents)
+        .create_token_request(
+            sa,
+            &PostParams::default(),
+            &TokenRequest {
+                spec: Some(TokenRequestSpec {
+                    expiration_seconds: Some(3600),
+                    bound_object_ref: Some(BoundObjectReference {
+                        api_version: Some("v1".into()),
+                        kind: Some("Pod".into()),
+                        name: pod.metadata.name.clone(),
+                        uid: pod.metadata.uid.clone(),
+                    }),
+                    ..TokenRequestSpec::default()
+                }),
+                ..TokenRequest::default()
+            },
+        )
+        .await?
+        .status
+        .and_then(|s| s.token)
+        .filter(|t| !t.is_empty())
+        .context("no token")?;
+    let mut config = cp.admin_config();
+    config.auth_info = kube::config::AuthInfo {
+        token: Some(token.into()),
+        ..kube::config::AuthInfo::default()
+    };
+    let bound = Client::try_from(config)?;
+    let leases = Api::<Lease>::namespaced(bound.clone(), &agents);
+    leases
+        .create(&PostParams::default(), &lease(&node))
+        .await
+        .context("its own Lease")?;
+    leases
+        .patch(
+            &node,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({ "spec": { "holderIdentity": "agent" } })),
+        )
+        .await
+        .context("renewing its own Lease")?;
+    forbidden_with(
+        leases
+            .create(&PostParams::default(), &lease("another-node"))
+            .await,
+        "may only write the objects named after its node",
+    )?;
+    let observations =
+        Api::<DynamicObject>::namespaced_with(bound.clone(), &agents, &observation_resource());
+    observations
+        .create(
+            &PostParams::default(),
+            &dynamic(
+                &observation_resource(),
+                &node,
+                serde_json::json!({ "spec": { "nodeName": node } }),
+            )?,
+        )
+        .await
+        .context("its own NodeRuntimeObservation")?;
+    observations
+        .patch_status(
+            &node,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({ "status": { "agentVersion": "test" } })),
+        )
+        .await
+        .context("publishing its own observation status")?;
+    forbidden_with(
+        observations
+            .create(
+                &PostParams::default(),
+                &dynamic(
+                    &observation_resource(),
+                    "another-node",
+                    serde_json::json!({ "spec": { "nodeName": "another-node" } }),
+                )?,
+            )
+            .await,
+        "may only write the objects named after its node",
+    )?;
+    Ok(())
+}

@@ -1,0 +1,800 @@
+//! Every chart, with its defaults and with the non-default values under `tests/charts/values/`:
+//! `helm lint --strict`, `helm template`, `kubernetes-validate --strict` of the result, `promtool
+//! check rules` of the alerts, and the properties the charts promise (hardening, probes, least
+//! privilege RBAC matching DESIGN.md §1, the troubleshooting guide's values).
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    path::{Path, PathBuf},
+};
+
+use anyhow::{Context, Result, bail, ensure};
+use pacto_chart_tests::{CHARTS, SERVICE_CHARTS, Tools, documents, object_key, repo_root};
+use serde_json::Value;
+
+const NAMESPACE: &str = "pacto-system";
+
+fn values_file(chart: &str) -> PathBuf {
+    repo_root()
+        .join("tests/charts/values")
+        .join(format!("{chart}.yaml"))
+}
+
+/// `helm template <chart> charts/<chart> -n pacto-system [-f values] [--set …]`.
+fn template(tools: &Tools, chart: &str, values: Option<&Path>, sets: &[&str]) -> Result<String> {
+    let mut args: Vec<String> = vec![
+        "template".into(),
+        chart.into(),
+        format!("charts/{chart}"),
+        "--namespace".into(),
+        NAMESPACE.into(),
+    ];
+    if let Some(values) = values {
+        args.push("--values".into());
+        args.push(values.display().to_string());
+    }
+    for set in sets {
+        args.push("--set".into());
+        args.push((*set).into());
+    }
+    Ok(tools.run("helm", &args)?)
+}
+
+fn render(tools: &Tools, chart: &str, values: Option<&Path>, sets: &[&str]) -> Result<Vec<Value>> {
+    Ok(documents(&template(tools, chart, values, sets)?)?)
+}
+
+fn of_kind<'a>(docs: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    docs.iter().filter(|d| d["kind"] == kind).collect()
+}
+
+fn container(deployment: &Value) -> &Value {
+    &deployment["spec"]["template"]["spec"]["containers"][0]
+}
+
+fn args(deployment: &Value) -> Vec<String> {
+    container(deployment)["args"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `(apiGroup, resource, verb)` for every rule of every Role/ClusterRole in `docs`, with the
+/// resourceNames restriction (if any) appended to the resource as `name=<names>`.
+fn permissions(docs: &[Value]) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for role in docs
+        .iter()
+        .filter(|d| d["kind"] == "Role" || d["kind"] == "ClusterRole")
+    {
+        let scope = if role["kind"] == "Role" {
+            format!(
+                "ns={}",
+                role["metadata"]["namespace"].as_str().unwrap_or("?")
+            )
+        } else {
+            "cluster".to_owned()
+        };
+        for rule in role["rules"].as_array().into_iter().flatten() {
+            let names: Vec<&str> = rule["resourceNames"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
+            for group in rule["apiGroups"].as_array().into_iter().flatten() {
+                for resource in rule["resources"].as_array().into_iter().flatten() {
+                    for verb in rule["verbs"].as_array().into_iter().flatten() {
+                        let mut entry = format!(
+                            "{scope} {}/{} {}",
+                            group.as_str().unwrap_or("?"),
+                            resource.as_str().unwrap_or("?"),
+                            verb.as_str().unwrap_or("?")
+                        );
+                        if !names.is_empty() {
+                            entry.push_str(" name=");
+                            entry.push_str(&names.join(","));
+                        }
+                        out.insert(entry);
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+fn set(items: &[&str]) -> BTreeSet<String> {
+    items.iter().map(|s| (*s).to_owned()).collect()
+}
+
+#[test]
+fn every_chart_lints_strictly_with_default_and_non_default_values() -> Result<()> {
+    let tools = Tools::new()?;
+    for chart in CHARTS {
+        tools.run("helm", ["lint", "--strict", &format!("charts/{chart}")])?;
+        let values = values_file(chart);
+        if values.is_file() {
+            tools.run(
+                "helm",
+                [
+                    "lint",
+                    "--strict",
+                    &format!("charts/{chart}"),
+                    "--values",
+                    &values.display().to_string(),
+                ],
+            )?;
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn non_default_values_exist_for_every_chart_with_values() {
+    for chart in CHARTS {
+        let has_values = repo_root()
+            .join("charts")
+            .join(chart)
+            .join("values.yaml")
+            .is_file();
+        assert_eq!(
+            has_values,
+            values_file(chart).is_file(),
+            "{chart}: every chart with values.yaml needs non-default values in tests/charts/values/"
+        );
+    }
+}
+
+#[test]
+fn rendered_manifests_pass_kubernetes_validate_strict() -> Result<()> {
+    let tools = Tools::new()?;
+    let dir = tempfile::tempdir()?;
+    for chart in CHARTS {
+        let mut variants = vec![("default", None)];
+        let values = values_file(chart);
+        if values.is_file() {
+            variants.push(("non-default", Some(values)));
+        }
+        for (label, values) in variants {
+            let text = template(&tools, chart, values.as_deref(), &[])?;
+            let docs = documents(&text)?;
+            ensure!(!docs.is_empty(), "{chart} ({label}) renders nothing");
+            let file = dir.path().join(format!("{chart}-{label}.yaml"));
+            std::fs::write(&file, &text)?;
+            let out = tools.output(
+                "kubernetes-validate",
+                [
+                    "--strict".as_ref(),
+                    "--quiet".as_ref(),
+                    "--no-warn".as_ref(),
+                    file.as_os_str(),
+                ],
+            )?;
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            ensure!(
+                out.status.success() && !stdout.contains("ERROR") && !stderr.contains("ERROR"),
+                "kubernetes-validate --strict rejected {chart} ({label}):\n{stdout}\n{stderr}"
+            );
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn service_pods_are_hardened_and_probed_on_the_admin_port() -> Result<()> {
+    let tools = Tools::new()?;
+    for chart in SERVICE_CHARTS {
+        for values in [None, Some(values_file(chart))] {
+            let docs = render(&tools, chart, values.as_deref(), &[])?;
+            let deployments = of_kind(&docs, "Deployment");
+            ensure!(deployments.len() == 1, "{chart}: one Deployment expected");
+            let d = deployments[0];
+            let pod = &d["spec"]["template"]["spec"];
+            let c = container(d);
+            let ctx = format!("{chart} ({values:?})");
+            ensure!(
+                pod["securityContext"]["runAsNonRoot"] == true,
+                "{ctx}: runAsNonRoot"
+            );
+            ensure!(
+                pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault",
+                "{ctx}: seccomp"
+            );
+            let sc = &c["securityContext"];
+            ensure!(
+                sc["readOnlyRootFilesystem"] == true,
+                "{ctx}: readOnlyRootFilesystem"
+            );
+            ensure!(
+                sc["allowPrivilegeEscalation"] == false,
+                "{ctx}: allowPrivilegeEscalation"
+            );
+            ensure!(sc["runAsNonRoot"] == true, "{ctx}: container runAsNonRoot");
+            ensure!(
+                sc["capabilities"]["drop"]
+                    .as_array()
+                    .is_some_and(|d| d.iter().any(|c| c == "ALL")),
+                "{ctx}: capabilities.drop ALL"
+            );
+            ensure!(
+                c["resources"]["requests"].is_object(),
+                "{ctx}: resource requests"
+            );
+            ensure!(
+                c["resources"]["limits"].is_object(),
+                "{ctx}: resource limits"
+            );
+            ensure!(
+                c["livenessProbe"]["httpGet"]["path"] == "/healthz",
+                "{ctx}: liveness"
+            );
+            ensure!(
+                c["readinessProbe"]["httpGet"]["path"] == "/readyz",
+                "{ctx}: readiness"
+            );
+            ensure!(
+                c["livenessProbe"]["httpGet"]["port"] == "admin",
+                "{ctx}: liveness port"
+            );
+            let admin_port = c["ports"]
+                .as_array()
+                .and_then(|p| p.iter().find(|p| p["name"] == "admin"))
+                .map(|p| p["containerPort"].clone())
+                .context("admin port")?;
+            let admin_flag = format!("--admin-addr=0.0.0.0:{admin_port}");
+            ensure!(args(d).contains(&admin_flag), "{ctx}: {admin_flag} missing");
+            // The metrics Service targets the admin port.
+            let metrics = docs
+                .iter()
+                .find(|s| {
+                    s["kind"] == "Service"
+                        && s["metadata"]["name"]
+                            .as_str()
+                            .is_some_and(|n| n.ends_with("-metrics"))
+                })
+                .with_context(|| format!("{ctx}: metrics Service"))?;
+            ensure!(
+                metrics["spec"]["ports"][0]["targetPort"] == "admin",
+                "{ctx}: metrics port"
+            );
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn rbac_matches_the_architecture_table() -> Result<()> {
+    let tools = Tools::new()?;
+    let read = ["get", "list", "watch"];
+    let mut observer = BTreeSet::new();
+    for (group, resources) in [
+        ("", &["services", "pods", "configmaps"][..]),
+        ("discovery.k8s.io", &["endpointslices"][..]),
+        (
+            "apps",
+            &["deployments", "statefulsets", "replicasets", "daemonsets"][..],
+        ),
+        ("batch", &["jobs", "cronjobs"][..]),
+        ("pacto.trianalab.io", &["pactos"][..]),
+    ] {
+        for resource in resources {
+            for verb in read {
+                observer.insert(format!("cluster {group}/{resource} {verb}"));
+            }
+        }
+    }
+    let expected: BTreeMap<&str, BTreeSet<String>> = BTreeMap::from([
+        ("pacto-evaluator", BTreeSet::new()),
+        ("pacto-contract-resolver", set(&["cluster /secrets get"])),
+        ("pacto-observer", observer),
+        (
+            "pacto-status-writer",
+            set(&[
+                "cluster pacto.trianalab.io/pactos get",
+                "cluster pacto.trianalab.io/pactos list",
+                "cluster pacto.trianalab.io/pactos watch",
+                "cluster pacto.trianalab.io/pactos/status get",
+                "cluster pacto.trianalab.io/pactos/status patch",
+                "cluster pacto.trianalab.io/pactos/status update",
+                "cluster pacto.trianalab.io/pactorevisions get",
+                "cluster pacto.trianalab.io/pactorevisions list",
+                "cluster pacto.trianalab.io/pactorevisions watch",
+                "cluster pacto.trianalab.io/pactorevisions create",
+                "cluster pacto.trianalab.io/pactorevisions update",
+                "cluster pacto.trianalab.io/pactorevisions patch",
+                "cluster pacto.trianalab.io/pactorevisions delete",
+                "cluster pacto.trianalab.io/pactorevisions/status get",
+                "cluster pacto.trianalab.io/pactorevisions/status patch",
+                "cluster pacto.trianalab.io/pactorevisions/status update",
+                "cluster /events create",
+                "cluster /events patch",
+                "cluster events.k8s.io/events create",
+                "cluster events.k8s.io/events patch",
+                "ns=pacto-system coordination.k8s.io/leases create",
+                "ns=pacto-system coordination.k8s.io/leases get name=pacto-status-writer",
+                "ns=pacto-system coordination.k8s.io/leases update name=pacto-status-writer",
+                "ns=pacto-system coordination.k8s.io/leases patch name=pacto-status-writer",
+            ]),
+        ),
+    ]);
+    for (chart, want) in &expected {
+        let docs = render(&tools, chart, None, &[])?;
+        let got = permissions(&docs);
+        ensure!(
+            &got == want,
+            "{chart}: RBAC differs from DESIGN.md §1\n  extra:   {:?}\n  missing: {:?}",
+            got.difference(want).collect::<Vec<_>>(),
+            want.difference(&got).collect::<Vec<_>>()
+        );
+        // Every binding binds the chart's own ServiceAccount and nothing else.
+        for binding in docs
+            .iter()
+            .filter(|d| d["kind"] == "RoleBinding" || d["kind"] == "ClusterRoleBinding")
+        {
+            let subjects = binding["subjects"].as_array().context("subjects")?;
+            ensure!(subjects.len() == 1, "{chart}: {}", object_key(binding));
+            ensure!(subjects[0]["kind"] == "ServiceAccount" && subjects[0]["name"] == *chart);
+        }
+    }
+    // Only the resolver may read Secrets at all, and only with get.
+    for chart in SERVICE_CHARTS {
+        let docs = render(&tools, chart, None, &[])?;
+        let secret_rights: Vec<String> = permissions(&docs)
+            .into_iter()
+            .filter(|p| p.contains("/secrets "))
+            .collect();
+        if *chart == "pacto-contract-resolver" {
+            ensure!(secret_rights == vec!["cluster /secrets get".to_owned()]);
+        } else {
+            ensure!(
+                secret_rights.is_empty(),
+                "{chart} may read Secrets: {secret_rights:?}"
+            );
+        }
+        // Only the status-writer writes.
+        if *chart != "pacto-status-writer" {
+            let writes: Vec<String> = permissions(&docs)
+                .into_iter()
+                .filter(|p| !(p.ends_with(" get") || p.ends_with(" list") || p.ends_with(" watch")))
+                .collect();
+            ensure!(writes.is_empty(), "{chart} may write: {writes:?}");
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn evaluator_has_no_kubernetes_access_and_no_egress() -> Result<()> {
+    let tools = Tools::new()?;
+    let docs = render(&tools, "pacto-evaluator", None, &[])?;
+    for kind in ["Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"] {
+        ensure!(
+            of_kind(&docs, kind).is_empty(),
+            "the evaluator renders a {kind}"
+        );
+    }
+    let sa = of_kind(&docs, "ServiceAccount");
+    ensure!(sa.len() == 1 && sa[0]["automountServiceAccountToken"] == false);
+    let d = of_kind(&docs, "Deployment")[0];
+    ensure!(d["spec"]["template"]["spec"]["automountServiceAccountToken"] == false);
+    let np = of_kind(&docs, "NetworkPolicy");
+    ensure!(np.len() == 1, "one NetworkPolicy");
+    ensure!(
+        np[0]["spec"]["egress"] == serde_json::json!([]),
+        "evaluator egress must be empty"
+    );
+    ensure!(
+        np[0]["spec"]["policyTypes"] == serde_json::json!(["Ingress", "Egress"]),
+        "both directions are policed"
+    );
+    // gRPC ingress only from the status-writer.
+    let grpc_from = &np[0]["spec"]["ingress"][0]["from"];
+    ensure!(
+        grpc_from[0]["podSelector"]["matchLabels"]["app.kubernetes.io/component"]
+            == "status-writer"
+            && grpc_from.as_array().map(Vec::len) == Some(1),
+        "evaluator gRPC ingress: {grpc_from}"
+    );
+    Ok(())
+}
+
+#[test]
+fn troubleshooting_values_reach_flags_and_rbac() -> Result<()> {
+    let tools = Tools::new()?;
+    let docs = render(&tools, "pacto-observer", None, &[])?;
+    let d = of_kind(&docs, "Deployment")[0];
+    let a = args(d);
+    for flag in [
+        "--enable-probing",
+        "--enable-metrics-observation",
+        "--interface-name-match-discovery",
+    ] {
+        ensure!(!a.iter().any(|x| x == flag), "{flag} on by default");
+    }
+    ensure!(
+        !permissions(&docs)
+            .iter()
+            .any(|p| p.contains("monitoring.coreos.com")),
+        "ServiceMonitor access without controller.enableMetricsObservation"
+    );
+
+    let docs = render(
+        &tools,
+        "pacto-observer",
+        None,
+        &[
+            "controller.enableProbing=true",
+            "controller.enableMetricsObservation=true",
+            "controller.stabilizationWindow=3m",
+            "controller.watchNamespace=",
+            "nodeAgent.enabled=true",
+        ],
+    )?;
+    let a = args(of_kind(&docs, "Deployment")[0]);
+    for flag in [
+        "--enable-probing",
+        "--enable-metrics-observation",
+        "--stabilization-window=3m",
+    ] {
+        ensure!(a.iter().any(|x| x == flag), "{flag} missing from {a:?}");
+    }
+    let perms = permissions(&docs);
+    for p in [
+        "cluster monitoring.coreos.com/servicemonitors get",
+        "cluster monitoring.coreos.com/servicemonitors list",
+        "cluster monitoring.coreos.com/servicemonitors watch",
+        "cluster monitoring.coreos.com/podmonitors get",
+        "cluster monitoring.coreos.com/podmonitors list",
+        "cluster monitoring.coreos.com/podmonitors watch",
+        "ns=pacto-node-agent pacto.trianalab.io/noderuntimeobservations watch",
+        "ns=pacto-node-agent coordination.k8s.io/leases get",
+    ] {
+        ensure!(perms.contains(p), "{p} missing: {perms:?}");
+    }
+    // Node agents may reach the observer's gRPC port from their namespace.
+    let np = of_kind(&docs, "NetworkPolicy")[0];
+    ensure!(
+        np["spec"]["ingress"][0]["from"]
+            .as_array()
+            .is_some_and(|f| f.iter().any(|p| {
+                p["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"]
+                    == "pacto-node-agent"
+            })),
+        "node-agent ingress missing"
+    );
+
+    // Watch namespace: Role in that namespace, not a ClusterRole.
+    for chart in [
+        "pacto-observer",
+        "pacto-contract-resolver",
+        "pacto-status-writer",
+    ] {
+        let docs = render(&tools, chart, None, &["controller.watchNamespace=team-a"])?;
+        let perms = permissions(&docs);
+        ensure!(
+            !perms.iter().any(|p| p.starts_with("cluster ")),
+            "{chart}: cluster-wide rights despite watchNamespace: {perms:?}"
+        );
+        ensure!(
+            perms.iter().any(|p| p.starts_with("ns=team-a ")),
+            "{chart}: {perms:?}"
+        );
+    }
+
+    // Resolver: insecure registries; status-writer: check interval, node agent namespace labels.
+    let docs = render(
+        &tools,
+        "pacto-contract-resolver",
+        None,
+        &["insecureRegistries={a:5000,b}"],
+    )?;
+    ensure!(
+        args(of_kind(&docs, "Deployment")[0])
+            .contains(&"--insecure-registries=a:5000,b".to_owned())
+    );
+    let docs = render(
+        &tools,
+        "pacto-status-writer",
+        None,
+        &[
+            "controller.stabilizationWindow=90s",
+            "nodeAgent.enabled=true",
+            "nodeAgent.namespace=agents",
+        ],
+    )?;
+    let a = args(of_kind(&docs, "Deployment")[0]);
+    ensure!(
+        a.contains(&"--stabilization-window=90s".to_owned()),
+        "{a:?}"
+    );
+    ensure!(
+        permissions(&docs).contains("cluster /namespaces patch name=agents"),
+        "status-writer cannot label the agent namespace"
+    );
+    Ok(())
+}
+
+#[test]
+fn tls_modes_mount_or_issue_the_identity_certificate() -> Result<()> {
+    let tools = Tools::new()?;
+    // cert-manager (default): a Certificate whose first SAN is the identity, plus Service names.
+    let docs = render(&tools, "pacto-evaluator", None, &[])?;
+    let cert = of_kind(&docs, "Certificate");
+    ensure!(cert.len() == 1, "one Certificate");
+    let dns: Vec<&str> = cert[0]["spec"]["dnsNames"]
+        .as_array()
+        .context("dnsNames")?
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    ensure!(
+        dns == [
+            "evaluator.pacto.svc",
+            "pacto-evaluator",
+            "pacto-evaluator.pacto-system",
+            "pacto-evaluator.pacto-system.svc",
+            "pacto-evaluator.pacto-system.svc.cluster.local"
+        ],
+        "{dns:?}"
+    );
+    ensure!(cert[0]["spec"]["issuerRef"]["name"] == "pacto-ca");
+    let d = of_kind(&docs, "Deployment")[0];
+    let a = args(d);
+    ensure!(a.contains(&"--tls-cert=/etc/pacto/tls/tls.crt".to_owned()));
+    ensure!(a.contains(&"--allowed-identities=status-writer.pacto.svc".to_owned()));
+    ensure!(
+        d["spec"]["template"]["spec"]["volumes"]
+            .as_array()
+            .is_some_and(|v| v
+                .iter()
+                .any(|v| v["secret"]["secretName"] == "pacto-evaluator-tls"))
+    );
+    // The status-writer's certificate is a client certificate carrying only its identity.
+    let docs = render(&tools, "pacto-status-writer", None, &[])?;
+    let cert = of_kind(&docs, "Certificate")[0];
+    ensure!(cert["spec"]["dnsNames"] == serde_json::json!(["status-writer.pacto.svc"]));
+    ensure!(
+        !cert["spec"]["usages"]
+            .as_array()
+            .is_some_and(|u| u.iter().any(|u| u == "server auth"))
+    );
+    // existing-secret: no Certificate, the named Secret is mounted.
+    let docs = render(
+        &tools,
+        "pacto-observer",
+        None,
+        &["tls.mode=existing-secret", "tls.existingSecret=mine"],
+    )?;
+    ensure!(of_kind(&docs, "Certificate").is_empty());
+    ensure!(
+        of_kind(&docs, "Deployment")[0]["spec"]["template"]["spec"]["volumes"]
+            .as_array()
+            .is_some_and(|v| v.iter().any(|v| v["secret"]["secretName"] == "mine"))
+    );
+    // insecure: --insecure and no TLS volume.
+    let docs = render(&tools, "pacto-observer", None, &["tls.mode=insecure"])?;
+    let a = args(of_kind(&docs, "Deployment")[0]);
+    ensure!(a.contains(&"--insecure".to_owned()) && !a.iter().any(|x| x.starts_with("--tls-")));
+    Ok(())
+}
+
+#[test]
+fn schemas_reject_unsafe_or_unknown_values() -> Result<()> {
+    let tools = Tools::new()?;
+    for (chart, set, needle) in [
+        (
+            "pacto-evaluator",
+            "securityContext.runAsNonRoot=false",
+            "runAsNonRoot",
+        ),
+        (
+            "pacto-evaluator",
+            "securityContext.readOnlyRootFilesystem=false",
+            "readOnlyRootFilesystem",
+        ),
+        ("pacto-observer", "tls.mode=plain", "mode"),
+        (
+            "pacto-observer",
+            "tls.mode=existing-secret",
+            "existingSecret",
+        ),
+        (
+            "pacto-observer",
+            "controller.enableProbing=yes",
+            "enableProbing",
+        ),
+        (
+            "pacto-observer",
+            "controller.stabilizationWindow=2 minutes",
+            "stabilizationWindow",
+        ),
+        (
+            "pacto-contract-resolver",
+            "insecureRegistries={http://x}",
+            "insecureRegistries",
+        ),
+        (
+            "pacto-status-writer",
+            "controller.stabilizationWindow=five",
+            "stabilizationWindow",
+        ),
+        ("pacto-status-writer", "unknownKey=1", "unknownKey"),
+        ("pacto-pki", "ca.duration=forever", "duration"),
+    ] {
+        let out = tools.output(
+            "helm",
+            ["template", chart, &format!("charts/{chart}"), "--set", set],
+        )?;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        ensure!(!out.status.success(), "{chart} accepted --set {set}");
+        ensure!(
+            stderr.contains(needle),
+            "{chart} --set {set}: error does not name {needle}: {stderr}"
+        );
+    }
+    Ok(())
+}
+
+#[test]
+fn alert_rules_are_valid_promql_over_real_metric_names() -> Result<()> {
+    let tools = Tools::new()?;
+    let promtool = Path::new("/usr/bin/promtool");
+    ensure!(
+        promtool.is_file(),
+        "promtool not found: run scripts/install-deps.sh (apt-get install -y prometheus)"
+    );
+    let known = known_metric_names()?;
+    let dir = tempfile::tempdir()?;
+    for chart in SERVICE_CHARTS {
+        let docs = render(
+            &tools,
+            chart,
+            None,
+            &["metrics.prometheusRule.enabled=true"],
+        )?;
+        let rules = of_kind(&docs, "PrometheusRule");
+        ensure!(rules.len() == 1, "{chart}: one PrometheusRule");
+        let file = dir.path().join(format!("{chart}.rules.yaml"));
+        std::fs::write(&file, serde_json::to_string(&rules[0]["spec"])?)?;
+        let mut cmd = std::process::Command::new(promtool);
+        cmd.args(["check", "rules"]).arg(&file);
+        pacto_chart_tests::run(&mut cmd)?;
+        for rule in rules[0]["spec"]["groups"][0]["rules"]
+            .as_array()
+            .context("rules")?
+        {
+            let expr = rule["expr"].as_str().context("expr")?;
+            for name in metric_names_in(expr) {
+                ensure!(
+                    known.contains(&name),
+                    "{chart}: alert {} uses {name}, which no service defines",
+                    rule["alert"]
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Metric names in a PromQL expression (identifiers starting with `pacto_`, and `up`).
+fn metric_names_in(expr: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let bytes = expr.as_bytes();
+    let mut i = 0;
+    while let Some(pos) = expr[i..].find("pacto_") {
+        let start = i + pos;
+        let boundary =
+            start == 0 || !(bytes[start - 1].is_ascii_alphanumeric() || bytes[start - 1] == b'_');
+        let mut end = start;
+        while end < bytes.len() && (bytes[end].is_ascii_alphanumeric() || bytes[end] == b'_') {
+            end += 1;
+        }
+        if boundary {
+            out.insert(expr[start..end].to_owned());
+        }
+        i = end;
+    }
+    out
+}
+
+/// Metric names the code defines (string literals `"pacto_…"` in services/*/src).
+fn known_metric_names() -> Result<BTreeSet<String>> {
+    let mut names = BTreeSet::new();
+    let services = repo_root().join("services");
+    let mut stack = vec![services];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).with_context(|| dir.display().to_string())? {
+            let path = entry?.path();
+            if path.is_dir() {
+                if !path.ends_with("target") {
+                    stack.push(path);
+                }
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path)?;
+                for piece in text.split('"').skip(1).step_by(2) {
+                    if piece.starts_with("pacto_")
+                        && piece
+                            .bytes()
+                            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+                    {
+                        names.insert(piece.to_owned());
+                    }
+                }
+            }
+        }
+    }
+    if names.len() < 10 {
+        bail!("found only {names:?} in services/: is the tree complete?");
+    }
+    Ok(names)
+}
+
+#[test]
+fn shared_chart_parts_are_in_sync() -> Result<()> {
+    let root = repo_root().join("charts");
+    let shared = root.join(".shared");
+    let marker = "# ==== shared values: edit charts/.shared/values-common.yaml, then run charts/.shared/sync.sh ====";
+    let common_values = std::fs::read_to_string(shared.join("values-common.yaml"))?;
+    let common_schema: Value =
+        serde_json::from_str(&std::fs::read_to_string(shared.join("schema-common.json"))?)?;
+    let hint = "run charts/.shared/sync.sh";
+    for chart in SERVICE_CHARTS {
+        for entry in std::fs::read_dir(shared.join("templates"))? {
+            let path = entry?.path();
+            let name = path.file_name().context("file name")?;
+            let copy = root.join(chart).join("templates").join(name);
+            ensure!(
+                std::fs::read(&path)? == std::fs::read(&copy).unwrap_or_default(),
+                "{} differs from charts/.shared: {hint}",
+                copy.display()
+            );
+        }
+        let values = std::fs::read_to_string(root.join(chart).join("values.yaml"))?;
+        let (_, tail) = values.split_once(&format!("{marker}\n")).with_context(|| {
+            format!("{chart}/values.yaml lacks the shared-values marker: {hint}")
+        })?;
+        ensure!(
+            tail == common_values,
+            "{chart}/values.yaml shared part drifted: {hint}"
+        );
+        let part: Value = serde_json::from_str(&std::fs::read_to_string(
+            shared.join(format!("schema-{chart}.json")),
+        )?)?;
+        let mut want = common_schema.clone();
+        merge(&mut want, &part);
+        let got: Value = serde_json::from_str(&std::fs::read_to_string(
+            root.join(chart).join("values.schema.json"),
+        )?)?;
+        ensure!(got == want, "{chart}/values.schema.json drifted: {hint}");
+    }
+    Ok(())
+}
+
+/// jq's `*`: objects merge recursively, anything else is replaced.
+fn merge(base: &mut Value, overlay: &Value) {
+    match (base, overlay) {
+        (Value::Object(b), Value::Object(o)) => {
+            for (k, v) in o {
+                match b.get_mut(k) {
+                    Some(existing) if existing.is_object() && v.is_object() => merge(existing, v),
+                    _ => {
+                        b.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+        }
+        (b, o) => *b = o.clone(),
+    }
+}
+
+#[test]
+fn metric_name_extraction_respects_identifier_boundaries() {
+    let names = metric_names_in("sum(rate(pacto_a_total{x=\"pacto_b\"}[5m])) / xpacto_c + pacto_d");
+    assert_eq!(names, set(&["pacto_a_total", "pacto_b", "pacto_d"]));
+}
