@@ -1,0 +1,155 @@
+//! The fetch edge: direct, uncached reads from the Kubernetes API. NotFound is `Ok(None)`; any
+//! other error is an [`ApiFailure`] naming the query. Secrets are read as metadata only.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::batch::v1::{CronJob, Job};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::Client;
+use kube::api::{Api, ListParams};
+use pacto_api::{Pacto, WorkloadKind};
+
+use crate::verdict::{ApiFailure, Fetched};
+use crate::workload::WorkloadObject;
+
+/// The label that ties an EndpointSlice to its Service.
+pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+
+fn failure(query: &str, error: &kube::Error) -> ApiFailure {
+    ApiFailure::new(format!("{query}: {error}"))
+}
+
+/// Read-only access to the cluster.
+#[derive(Clone)]
+pub struct KubeCluster {
+    client: Client,
+    watch_namespace: Option<String>,
+}
+
+impl std::fmt::Debug for KubeCluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KubeCluster")
+            .field("watch_namespace", &self.watch_namespace)
+            .finish_non_exhaustive()
+    }
+}
+
+impl KubeCluster {
+    /// Reads through `client`; sibling Pactos are listed cluster-wide, or only in
+    /// `watch_namespace` when set.
+    pub fn new(client: Client, watch_namespace: Option<String>) -> Self {
+        Self {
+            client,
+            watch_namespace,
+        }
+    }
+
+    /// The client.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    async fn get<K>(&self, namespace: &str, name: &str, what: &str) -> Fetched<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+        K::DynamicType: Default,
+    {
+        let api: Api<K> = Api::namespaced(self.client.clone(), namespace);
+        api.get_opt(name)
+            .await
+            .map_err(|e| failure(&format!("get {what} {namespace}/{name}"), &e))
+    }
+
+    /// GET a Service.
+    pub async fn service(&self, namespace: &str, name: &str) -> Fetched<Service> {
+        self.get(namespace, name, "services").await
+    }
+
+    /// LIST the EndpointSlices of a Service (by the `kubernetes.io/service-name` label).
+    pub async fn endpoint_slices(
+        &self,
+        namespace: &str,
+        service: &str,
+    ) -> Fetched<Vec<EndpointSlice>> {
+        let api: Api<EndpointSlice> = Api::namespaced(self.client.clone(), namespace);
+        let params = ListParams::default().labels(&format!("{SERVICE_NAME_LABEL}={service}"));
+        api.list(&params)
+            .await
+            .map(|list| Some(list.items))
+            .map_err(|e| {
+                failure(
+                    &format!("list endpointslices {namespace} for service {service}"),
+                    &e,
+                )
+            })
+    }
+
+    /// GET a workload of any supported kind.
+    pub async fn workload(
+        &self,
+        namespace: &str,
+        name: &str,
+        kind: WorkloadKind,
+    ) -> Fetched<WorkloadObject> {
+        Ok(match kind {
+            WorkloadKind::Deployment => self
+                .get::<Deployment>(namespace, name, "deployments")
+                .await?
+                .map(WorkloadObject::from),
+            WorkloadKind::StatefulSet => self
+                .get::<StatefulSet>(namespace, name, "statefulsets")
+                .await?
+                .map(WorkloadObject::from),
+            WorkloadKind::ReplicaSet => self
+                .get::<ReplicaSet>(namespace, name, "replicasets")
+                .await?
+                .map(WorkloadObject::from),
+            WorkloadKind::Job => self
+                .get::<Job>(namespace, name, "jobs")
+                .await?
+                .map(WorkloadObject::from),
+            WorkloadKind::CronJob => self
+                .get::<CronJob>(namespace, name, "cronjobs")
+                .await?
+                .map(WorkloadObject::from),
+        })
+    }
+
+    /// GET a ConfigMap's `data` (binary data is not read).
+    pub async fn config_map_data(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Fetched<BTreeMap<String, String>> {
+        Ok(self
+            .get::<ConfigMap>(namespace, name, "configmaps")
+            .await?
+            .map(|cm| cm.data.unwrap_or_default()))
+    }
+
+    /// GET a Secret's **metadata only** (`PartialObjectMetadata`); its values are never read.
+    pub async fn secret_exists(&self, namespace: &str, name: &str) -> Fetched<()> {
+        let api: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
+        api.get_metadata_opt(name)
+            .await
+            .map(|m| m.map(|_| ()))
+            .map_err(|e| failure(&format!("get secrets {namespace}/{name} (metadata)"), &e))
+    }
+
+    /// LIST the Pactos visible to the observer (cluster-wide or the watch namespace).
+    pub async fn pactos(&self) -> Result<Vec<Pacto>, ApiFailure> {
+        let api: Api<Pacto> = match &self.watch_namespace {
+            Some(ns) => Api::namespaced(self.client.clone(), ns),
+            None => Api::all(self.client.clone()),
+        };
+        api.list(&ListParams::default())
+            .await
+            .map(|list| list.items)
+            .map_err(|e| failure("list pactos", &e))
+    }
+}

@@ -1,0 +1,293 @@
+//! The observer service: turns cluster state into an EvidenceSet the engine can judge — one
+//! observation per declared assertion, each with an honest outcome and provenance
+//! (operator.md §2.7–§2.11). A confirmed contradiction is a violation; an inability to observe
+//! is never one.
+//!
+//! Layout (effects at the edges, pure middle):
+//!
+//! - [`wire`]: the Observe request into domain types (`InvalidArgument` naming the field) and
+//!   the response back;
+//! - [`fetch`]: direct, uncached reads (Secrets by metadata only);
+//! - pure per-dimension decisions: [`workload`] (workload + persistence + snapshot),
+//!   [`interfaces`], [`configuration`], [`dependency`], [`health`], [`metrics_capability`] —
+//!   each returns a [`verdict::Verdict`];
+//! - [`window`]: the stabilization function and the persisted windows;
+//! - [`observe`]: the orchestration of one Observe call;
+//! - [`probe`]: SSRF-safe HTTP probing and scraping;
+//! - [`watch`]: the WatchTargets index, watchers and coalesced notifications;
+//! - [`service`]: the gRPC service; this module: flags, serving and `run`.
+
+pub mod configuration;
+pub mod dependency;
+pub mod fetch;
+pub mod health;
+pub mod interfaces;
+pub mod metrics;
+pub mod metrics_capability;
+pub mod observe;
+pub mod probe;
+pub mod service;
+pub mod verdict;
+pub mod watch;
+pub mod window;
+pub mod wire;
+pub mod workload;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::Parser;
+use pacto_proto::observer::observer_server::ObserverServer;
+use pacto_runtime::{
+    CancellationToken,
+    admin::{self, AdminError, Readiness},
+    args::{AdminArgs, ArgsError, LogArgs, TlsArgs},
+    grpc::{self, GrpcError, Transport},
+    identity::{AllowList, Authorizer},
+    metrics::MetricsError,
+    shutdown::ShutdownError,
+    telemetry::TelemetryError,
+};
+use tokio::net::TcpListener;
+
+pub use observe::{ObserveInput, ObserveOutput, Observer, Options, Target};
+pub use service::ObserverService;
+
+/// The gRPC service name (what the allow-list guards).
+pub const SERVICE_NAME: &str = "pacto.observer.v1.Observer";
+
+/// Command line of `pacto-observer`.
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "pacto-observer",
+    version,
+    about = "Serves the Pacto Observer gRPC API over mTLS: Kubernetes evidence for contracts."
+)]
+pub struct Args {
+    /// gRPC listen address.
+    #[arg(
+        long = "listen-addr",
+        env = "PACTO_OBSERVER_LISTEN_ADDR",
+        value_name = "ADDR",
+        default_value = "0.0.0.0:8443"
+    )]
+    pub listen_addr: SocketAddr,
+    /// Client certificate identities (DNS or URI SANs; a trailing `*` matches a prefix) allowed
+    /// to call Observe and WatchTargets. Comma-separated.
+    #[arg(
+        long = "allowed-identities",
+        env = "PACTO_OBSERVER_ALLOWED_IDENTITIES",
+        value_name = "SAN,…",
+        value_delimiter = ',',
+        default_value = "status-writer.pacto.svc"
+    )]
+    pub allowed_identities: Vec<String>,
+    /// How long an absence must persist before it is reported as a violation (Go duration).
+    #[arg(
+        long = "stabilization-window",
+        env = "PACTO_OBSERVER_STABILIZATION_WINDOW",
+        value_name = "DURATION",
+        default_value = "2m",
+        value_parser = pacto_runtime::duration::parse_duration
+    )]
+    pub stabilization_window: Duration,
+    /// Probe the health capability over HTTP (otherwise only the passive fallback runs).
+    #[arg(long = "enable-probing", env = "PACTO_OBSERVER_ENABLE_PROBING")]
+    pub enable_probing: bool,
+    /// Observe the metrics capability (discovery and one scrape); off means Unsupported.
+    #[arg(
+        long = "enable-metrics-observation",
+        env = "PACTO_OBSERVER_ENABLE_METRICS_OBSERVATION"
+    )]
+    pub enable_metrics_observation: bool,
+    /// Without an interfaceBinding, count a Service port named like the interface.
+    #[arg(
+        long = "interface-name-match-discovery",
+        env = "PACTO_OBSERVER_INTERFACE_NAME_MATCH_DISCOVERY"
+    )]
+    pub interface_name_match_discovery: bool,
+    /// Watch and list only this namespace (sibling Pactos included); empty = cluster-wide.
+    #[arg(
+        long = "watch-namespace",
+        env = "PACTO_OBSERVER_WATCH_NAMESPACE",
+        value_name = "NS"
+    )]
+    pub watch_namespace: Option<String>,
+    /// mTLS material.
+    #[command(flatten)]
+    pub tls: TlsArgs,
+    /// Admin port.
+    #[command(flatten)]
+    pub admin: AdminArgs,
+    /// Logging.
+    #[command(flatten)]
+    pub log: LogArgs,
+}
+
+impl Args {
+    /// The observation options the flags select.
+    pub fn options(&self) -> Options {
+        Options {
+            name_match_discovery: self.interface_name_match_discovery,
+            enable_probing: self.enable_probing,
+            enable_metrics: self.enable_metrics_observation,
+            stabilization_window: self.stabilization_window,
+        }
+    }
+}
+
+/// The observer failed to start or to serve.
+#[derive(Debug, thiserror::Error)]
+pub enum ObserverError {
+    /// Invalid flag combination.
+    #[error(transparent)]
+    Args(#[from] ArgsError),
+    /// Logging could not be initialised.
+    #[error(transparent)]
+    Telemetry(#[from] TelemetryError),
+    /// The metrics recorder could not be installed.
+    #[error(transparent)]
+    Metrics(#[from] MetricsError),
+    /// Signal handlers could not be installed.
+    #[error(transparent)]
+    Shutdown(#[from] ShutdownError),
+    /// The admin server failed.
+    #[error(transparent)]
+    Admin(#[from] AdminError),
+    /// The gRPC server failed (including TLS loading).
+    #[error(transparent)]
+    Grpc(#[from] GrpcError),
+    /// No Kubernetes client could be configured.
+    #[error("kubernetes client configuration failed")]
+    Kube(#[source] kube::Error),
+    /// The HTTP prober could not be built.
+    #[error(transparent)]
+    Probe(#[from] probe::ProbeError),
+    /// The admin server task panicked.
+    #[error("admin server task failed")]
+    AdminTask(#[source] tokio::task::JoinError),
+}
+
+/// Everything [`serve`] needs, prepared by [`run`] or by a test.
+#[derive(Debug)]
+pub struct ServeConfig {
+    /// Bound gRPC listener.
+    pub grpc: TcpListener,
+    /// Bound admin listener.
+    pub admin: TcpListener,
+    /// mTLS (or `--insecure`) transport.
+    pub transport: Transport,
+    /// Identities allowed to call the service (ignored with `--insecure`).
+    pub allowed: AllowList,
+}
+
+/// Serves gRPC and the admin endpoints until `shutdown` is cancelled, then drains in-flight
+/// calls (WatchTargets streams end with OK).
+pub async fn serve(
+    config: ServeConfig,
+    service: ObserverService,
+    shutdown: CancellationToken,
+) -> Result<(), ObserverError> {
+    let metrics_handle = pacto_runtime::metrics::install_recorder()?;
+    metrics::describe();
+    let readiness = Readiness::new();
+    let admin_addr = config.admin.local_addr().ok();
+    let admin = tokio::spawn(admin::serve(
+        config.admin,
+        metrics_handle,
+        readiness.clone(),
+        shutdown.clone(),
+    ));
+    let authorizer = if config.transport.is_mtls() {
+        Authorizer::new(SERVICE_NAME, config.allowed)
+    } else {
+        Authorizer::insecure(SERVICE_NAME)
+    };
+    let router = tonic::transport::Server::builder()
+        .add_service(ObserverServer::with_interceptor(service, authorizer));
+    tracing::info!(
+        grpc_addr = ?config.grpc.local_addr().ok(),
+        admin_addr = ?admin_addr,
+        mtls = config.transport.is_mtls(),
+        "serving Observer"
+    );
+    readiness.set(true);
+    let served = grpc::serve(router, config.grpc, &config.transport, shutdown.clone()).await;
+    readiness.set(false);
+    shutdown.cancel();
+    let admin_result = admin.await.map_err(ObserverError::AdminTask)?;
+    served?;
+    admin_result?;
+    tracing::info!("observer stopped");
+    Ok(())
+}
+
+/// Runs the service as the binary does: logging, signals, TLS with reload, the in-cluster (or
+/// kubeconfig) client, watches, listeners, serve.
+pub async fn run(args: Args) -> Result<(), ObserverError> {
+    pacto_runtime::telemetry::init_tracing(&args.log)?;
+    let mode = args.tls.mode()?;
+    let shutdown = pacto_runtime::shutdown::on_signal()?;
+    let transport = Transport::start(&mode, args.tls.reload_interval, &shutdown)?;
+    let client = kube::Client::try_default()
+        .await
+        .map_err(ObserverError::Kube)?;
+    let namespace = args.watch_namespace.clone().filter(|n| !n.is_empty());
+    let hub = watch::TargetHub::new();
+    watch::spawn_watchers(&client, namespace.as_deref(), &hub, &shutdown);
+    let observer = Observer::new(
+        fetch::KubeCluster::new(client, namespace),
+        probe::Prober::new()?,
+        args.options(),
+    );
+    let config = ServeConfig {
+        grpc: grpc::bind(args.listen_addr).await?,
+        admin: admin::bind(args.admin.addr).await?,
+        transport,
+        allowed: AllowList::new(&args.allowed_identities),
+    };
+    serve(
+        config,
+        ObserverService::new(observer, hub, shutdown.clone()),
+        shutdown,
+    )
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn command_line_defaults_and_flags() {
+        Args::command().debug_assert();
+        let args = Args::try_parse_from(["pacto-observer", "--insecure"]).unwrap();
+        assert_eq!(
+            args.stabilization_window,
+            window::DEFAULT_STABILIZATION_WINDOW
+        );
+        assert_eq!(args.stabilization_window, Duration::from_mins(2));
+        let options = args.options();
+        assert!(
+            !options.enable_probing && !options.enable_metrics && !options.name_match_discovery
+        );
+        assert_eq!(args.allowed_identities, ["status-writer.pacto.svc"]);
+        let args = Args::try_parse_from([
+            "pacto-observer",
+            "--insecure",
+            "--stabilization-window=90s",
+            "--enable-probing",
+            "--enable-metrics-observation",
+            "--interface-name-match-discovery",
+            "--watch-namespace=team",
+        ])
+        .unwrap();
+        let options = args.options();
+        assert_eq!(options.stabilization_window, Duration::from_secs(90));
+        assert!(options.enable_probing && options.enable_metrics && options.name_match_discovery);
+        assert_eq!(args.watch_namespace.as_deref(), Some("team"));
+        assert!(Args::try_parse_from(["pacto-observer", "--stabilization-window=soon"]).is_err());
+    }
+}

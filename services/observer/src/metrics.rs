@@ -1,0 +1,39 @@
+//! The observer's Prometheus metrics (the shared RPC metrics come from `pacto-runtime`).
+
+use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
+
+/// Observations emitted, by dimension and outcome.
+pub const OBSERVATIONS_TOTAL: &str = "pacto_observer_observations_total";
+/// Kubernetes API queries that failed while observing.
+pub const API_ERRORS_TOTAL: &str = "pacto_observer_api_errors_total";
+/// Observe latency.
+pub const OBSERVE_SECONDS: &str = "pacto_observer_observe_duration_seconds";
+/// Objects known to the WatchTargets index, by kind.
+pub const WATCH_INDEX_OBJECTS: &str = "pacto_observer_watch_index_objects";
+/// WatchTargets notifications sent.
+pub const TARGET_CHANGES_TOTAL: &str = "pacto_observer_target_changes_total";
+
+/// Describes the observer's own metrics.
+pub fn describe() {
+    describe_counter!(
+        OBSERVATIONS_TOTAL,
+        Unit::Count,
+        "Observations emitted, by dimension and outcome."
+    );
+    describe_counter!(
+        API_ERRORS_TOTAL,
+        Unit::Count,
+        "Kubernetes API queries that failed while observing."
+    );
+    describe_histogram!(OBSERVE_SECONDS, Unit::Seconds, "Observe latency.");
+    describe_gauge!(
+        WATCH_INDEX_OBJECTS,
+        Unit::Count,
+        "Pactos and dependency edges in the WatchTargets index, by kind."
+    );
+    describe_counter!(
+        TARGET_CHANGES_TOTAL,
+        Unit::Count,
+        "WatchTargets notifications sent."
+    );
+}

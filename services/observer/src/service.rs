@@ -1,0 +1,115 @@
+//! The Observer gRPC service: Observe and WatchTargets.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures::{Stream, StreamExt};
+use pacto_engine::Timestamp;
+use pacto_proto::observer::{
+    ObserveRequest, ObserveResponse, TargetChange, WatchTargetsRequest, observer_server,
+};
+use pacto_runtime::CancellationToken;
+use pacto_runtime::metrics::RpcTimer;
+use tonic::{Request, Response, Status};
+
+use crate::observe::Observer;
+use crate::watch::TargetHub;
+use crate::{SERVICE_NAME, wire};
+
+/// The clock Observe judges windows with (injectable for tests).
+pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
+
+/// The Observer gRPC service.
+#[derive(Clone)]
+pub struct ObserverService {
+    observer: Arc<Observer>,
+    hub: TargetHub,
+    shutdown: CancellationToken,
+    clock: Clock,
+}
+
+impl std::fmt::Debug for ObserverService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ObserverService")
+            .field("observer", &self.observer)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ObserverService {
+    /// A service using the system clock. WatchTargets streams end when `shutdown` is cancelled.
+    pub fn new(observer: Observer, hub: TargetHub, shutdown: CancellationToken) -> Self {
+        Self::with_clock(observer, hub, shutdown, Arc::new(Timestamp::now))
+    }
+
+    /// A service reading the time from `clock`.
+    pub fn with_clock(
+        observer: Observer,
+        hub: TargetHub,
+        shutdown: CancellationToken,
+        clock: Clock,
+    ) -> Self {
+        Self {
+            observer: Arc::new(observer),
+            hub,
+            shutdown,
+            clock,
+        }
+    }
+}
+
+type ChangeStream = Pin<Box<dyn Stream<Item = Result<TargetChange, Status>> + Send + 'static>>;
+
+#[tonic::async_trait]
+impl observer_server::Observer for ObserverService {
+    async fn observe(
+        &self,
+        request: Request<ObserveRequest>,
+    ) -> Result<Response<ObserveResponse>, Status> {
+        let timer = RpcTimer::start(SERVICE_NAME, "Observe");
+        let input = match wire::observe_input_from_proto(request.get_ref()) {
+            Ok(input) => input,
+            Err(error) => {
+                tracing::info!(%error, "rejected Observe request");
+                return timer.finish(Err(Status::from(error)));
+            }
+        };
+        let key = (
+            input.target.namespace.clone(),
+            input.target.pacto_name.clone(),
+        );
+        let started = Instant::now();
+        let output = self.observer.observe(input, (self.clock)()).await;
+        metrics::histogram!(crate::metrics::OBSERVE_SECONDS)
+            .record(started.elapsed().as_secs_f64());
+        self.hub
+            .set_dependencies(key, output.dependency_edges.clone());
+        timer
+            .finish(Ok(wire::observe_output_to_proto(&output)))
+            .map(Response::new)
+    }
+
+    type WatchTargetsStream = ChangeStream;
+
+    async fn watch_targets(
+        &self,
+        request: Request<WatchTargetsRequest>,
+    ) -> Result<Response<Self::WatchTargetsStream>, Status> {
+        let namespace = request.into_inner().namespace;
+        let stream = self
+            .hub
+            .subscribe(namespace, self.shutdown.clone())
+            .flat_map(|batch| {
+                futures::stream::iter(batch.into_iter().map(|change| {
+                    metrics::counter!(crate::metrics::TARGET_CHANGES_TOTAL).increment(1);
+                    Ok(TargetChange {
+                        namespace: change.pacto.0,
+                        pacto_name: change.pacto.1,
+                        reason: change.reason,
+                    })
+                }))
+            });
+        Ok(Response::new(Box::pin(stream)))
+    }
+}

@@ -1,0 +1,1297 @@
+//! Cluster tests of the observer against a real kube-apiserver + etcd + kube-controller-manager
+//! (pacto-testenv), with Pods made Ready by the workload simulator and EndpointSlices written by
+//! the real EndpointSlice controller. Binaries: `scripts/k8s-binaries.sh`.
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "tests: a failed setup step should fail the test"
+)]
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
+use kube::Client;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use pacto_api::{Pacto, TargetRef};
+use pacto_engine::{
+    CapabilityValue, ConfigurationValue, DependencyValue, InterfaceValue, Observation,
+    ObservationKind, Outcome, PersistenceValue, Timestamp, Value, WorkloadValue,
+};
+use pacto_observer::fetch::KubeCluster;
+use pacto_observer::probe::Prober;
+use pacto_observer::window::Window;
+use pacto_observer::{ObserveInput, ObserveOutput, Observer, Options, Target};
+use pacto_testenv::{ControlPlane, ControlPlaneOptions, Simulator, SimulatorOptions};
+use serde_json::json;
+
+async fn cluster() -> &'static ControlPlane {
+    // The simulator outlives every test's runtime: it runs on its own thread and runtime.
+    static SIM: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    pacto_testenv::controlplane::ensure_crypto_provider();
+    let cp = pacto_testenv::shared(|| {
+        let dir = pacto_api::crdgen::default_output_dir();
+        let mut options = ControlPlaneOptions::default().with_controller_manager();
+        for (file, _) in pacto_api::crdgen::render().unwrap() {
+            options = options.with_crd(dir.join(file));
+        }
+        options
+    })
+    .await
+    .expect("start etcd + kube-apiserver + kube-controller-manager (scripts/k8s-binaries.sh)");
+    SIM.get_or_init(|| {
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async {
+                let client = cp.client().unwrap();
+                if let Err(error) = Simulator::run(client, SimulatorOptions::default()).await {
+                    eprintln!("simulator stopped: {error}");
+                }
+            });
+        });
+    });
+    cp
+}
+
+fn observer(client: &Client, options: Options, overrides: &[(String, SocketAddr)]) -> Observer {
+    Observer::new(
+        KubeCluster::new(client.clone(), None),
+        Prober::with_overrides(overrides).unwrap(),
+        options,
+    )
+}
+
+fn target(ns: &str, spec: serde_json::Value) -> Target {
+    Target {
+        namespace: ns.to_owned(),
+        pacto_name: "under-test".to_owned(),
+        spec: serde_json::from_value::<TargetRef>(spec).unwrap(),
+    }
+}
+
+fn input(target: Target, contract: &str, windows: Vec<Window>) -> ObserveInput {
+    ObserveInput {
+        target,
+        contract: pacto_contract::parse::parse_contract(contract.as_bytes())
+            .unwrap()
+            .1,
+        schemas: BTreeMap::new(),
+        contract_ref: "oci://registry.example/acme/under-test:1.0.0".to_owned(),
+        windows,
+        stabilization_window: None,
+    }
+}
+
+fn find(out: &ObserveOutput, kind: ObservationKind, name: &str) -> Option<Observation> {
+    out.evidence
+        .observations()
+        .iter()
+        .find(|o| o.kind == kind && o.subject.name == name)
+        .cloned()
+}
+
+fn outcome(out: &ObserveOutput, kind: ObservationKind, name: &str) -> Option<Outcome> {
+    find(out, kind, name).map(|o| o.outcome)
+}
+
+fn later(now: Timestamp, seconds: i64) -> Timestamp {
+    let (s, n) = now.unix_parts();
+    Timestamp::from_unix(s + seconds, n).unwrap()
+}
+
+async fn apply<K>(client: &Client, ns: &str, value: serde_json::Value) -> K
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    let object: K = serde_json::from_value(value).unwrap();
+    let api: Api<K> = Api::namespaced(client.clone(), ns);
+    api.create(&PostParams::default(), &object).await.unwrap()
+}
+
+fn deployment(name: &str, port: i32, ready: bool) -> serde_json::Value {
+    json!({
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {
+                    "labels": {"app": name},
+                    "annotations": {pacto_testenv::simulator::READY_ANNOTATION: ready.to_string()}
+                },
+                "spec": {"containers": [{
+                    "name": "app",
+                    "image": "registry.example/app:1",
+                    "ports": [{"name": "web", "containerPort": port}],
+                    "readinessProbe": {"httpGet": {"path": "/healthz", "port": port}}
+                }]}
+            }
+        }
+    })
+}
+
+fn service(name: &str, selector: &str, ports: &serde_json::Value) -> serde_json::Value {
+    json!({
+        "metadata": {"name": name},
+        "spec": {"selector": {"app": selector}, "ports": ports}
+    })
+}
+
+async fn eventually<T, F, Fut>(deadline: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let start = tokio::time::Instant::now();
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(
+            start.elapsed() < deadline,
+            "timed out after {deadline:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+const WEB_CONTRACT: &str = r#"
+pactoVersion: "2.0"
+service:
+  name: web
+  version: 1.0.0
+workload: service
+interfaces:
+  - name: api
+    type: openapi
+    ref: interfaces/openapi.yaml
+capabilities:
+  - type: health
+    binding:
+      type: http
+      interface: api
+      path: /healthz
+state:
+  type: stateful
+  persistence:
+    scope: local
+    durability: persistent
+"#;
+
+fn present(interface_type: &str, present: bool) -> Outcome {
+    Outcome::Observed(Value::Interface(InterfaceValue {
+        interface_type: interface_type.to_owned(),
+        present,
+    }))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deployments_and_statefulsets_through_the_simulator() {
+    let cp = cluster().await;
+    let ns = cp.create_namespace("obs-wl").await.unwrap();
+    let client = cp.client().unwrap();
+    apply::<Deployment>(&client, &ns, deployment("web", 8080, true)).await;
+    // named Service port, port != targetPort
+    apply::<Service>(
+        &client,
+        &ns,
+        service(
+            "web",
+            "web",
+            &json!([{"name": "http", "port": 80, "targetPort": 8080}]),
+        ),
+    )
+    .await;
+    // unnamed Service port, port != targetPort, bound by number
+    apply::<Service>(
+        &client,
+        &ns,
+        service(
+            "web-unnamed",
+            "web",
+            &json!([{"port": 80, "targetPort": 8080}]),
+        ),
+    )
+    .await;
+    let observer = observer(&client, Options::default(), &[]);
+
+    let named = target(
+        &ns,
+        json!({"serviceName": "web", "interfaceBindings": [{"interface": "api", "servicePort": "http"}]}),
+    );
+    let out = eventually(
+        Duration::from_mins(1),
+        "web to have a Ready endpoint",
+        || {
+            let observer = observer.clone();
+            let named = named.clone();
+            async move {
+                let out = observer
+                    .observe(input(named, WEB_CONTRACT, vec![]), Timestamp::now())
+                    .await;
+                (outcome(&out, ObservationKind::InterfaceObserved, "api")
+                    == Some(present("openapi", true)))
+                .then_some(out)
+            }
+        },
+    )
+    .await;
+    assert!(out.api_errors.is_empty(), "{:?}", out.api_errors);
+    assert!(out.windows.is_empty());
+    assert_eq!(
+        outcome(&out, ObservationKind::WorkloadObserved, "web"),
+        Some(Outcome::Observed(Value::Workload(WorkloadValue {
+            workload_type: "service".into()
+        })))
+    );
+    // a Deployment without volumes is ephemeral: a mismatch, immediately
+    assert_eq!(
+        outcome(&out, ObservationKind::PersistenceObserved, "web"),
+        Some(Outcome::Observed(Value::Persistence(PersistenceValue {
+            durable: false
+        })))
+    );
+    // passive health: an httpGet readiness probe on the bound port with the declared path + Ready
+    assert_eq!(
+        outcome(&out, ObservationKind::CapabilityObserved, "health"),
+        Some(Outcome::Observed(Value::Capability(CapabilityValue {
+            present: true
+        })))
+    );
+    let provenance = &find(&out, ObservationKind::InterfaceObserved, "api")
+        .unwrap()
+        .provenance;
+    assert_eq!(provenance.collector, "k8s-observer");
+    assert_eq!(out.evidence.source, "k8s");
+    assert_eq!(out.evidence.subject.name, format!("{ns}/web"));
+    let snapshot = &out.snapshot;
+    assert!(snapshot.service.as_ref().unwrap().exists);
+    assert!(snapshot.workload.as_ref().unwrap().exists);
+    let runtime = snapshot.observed_runtime.as_ref().unwrap();
+    assert_eq!(runtime.workload_kind, "Deployment");
+    assert_eq!(runtime.container_images, ["registry.example/app:1"]);
+
+    // the unnamed port is matched by its resolved targetPort, never by the Service port number
+    let unnamed = target(
+        &ns,
+        json!({"serviceName": "web-unnamed", "workloadRef": {"name": "web"},
+               "interfaceBindings": [{"interface": "api", "servicePort": 80}]}),
+    );
+    let out = observer
+        .observe(input(unnamed, WEB_CONTRACT, vec![]), Timestamp::now())
+        .await;
+    assert_eq!(
+        outcome(&out, ObservationKind::InterfaceObserved, "api"),
+        Some(present("openapi", true))
+    );
+
+    // a StatefulSet with volumeClaimTemplates is durable; its pods become Ready through the simulator
+    apply::<StatefulSet>(
+        &client,
+        &ns,
+        json!({
+            "metadata": {"name": "db"},
+            "spec": {
+                "serviceName": "db",
+                "replicas": 1,
+                "selector": {"matchLabels": {"app": "db"}},
+                "template": {
+                    "metadata": {"labels": {"app": "db"}},
+                    "spec": {"containers": [{"name": "db", "image": "registry.example/db:1",
+                                             "ports": [{"name": "pg", "containerPort": 5432}]}]}
+                },
+                "volumeClaimTemplates": [{
+                    "metadata": {"name": "data"},
+                    "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+                }]
+            }
+        }),
+    )
+    .await;
+    apply::<Service>(
+        &client,
+        &ns,
+        service("db", "db", &json!([{"name": "pg", "port": 5432}])),
+    )
+    .await;
+    let db = target(
+        &ns,
+        json!({"serviceName": "db", "workloadRef": {"name": "db", "kind": "StatefulSet"},
+               "interfaceBindings": [{"interface": "api", "servicePort": "pg"}]}),
+    );
+    let contract = WEB_CONTRACT
+        .replace("name: web", "name: db")
+        .replace("workload: service", "workload: job");
+    let out = eventually(
+        Duration::from_mins(1),
+        "db to have a Ready endpoint",
+        || {
+            let observer = observer.clone();
+            let db = db.clone();
+            let contract = contract.clone();
+            async move {
+                let out = observer
+                    .observe(input(db, &contract, vec![]), Timestamp::now())
+                    .await;
+                (outcome(&out, ObservationKind::InterfaceObserved, "api")
+                    == Some(present("openapi", true)))
+                .then_some(out)
+            }
+        },
+    )
+    .await;
+    assert_eq!(
+        outcome(&out, ObservationKind::PersistenceObserved, "db"),
+        Some(Outcome::Observed(Value::Persistence(PersistenceValue {
+            durable: true
+        })))
+    );
+    // explicit kind: the type mismatch is a confirmed observation (WORKLOAD_MISMATCH downstream)
+    assert_eq!(
+        outcome(&out, ObservationKind::WorkloadObserved, "db"),
+        Some(Outcome::Observed(Value::Workload(WorkloadValue {
+            workload_type: "service".into()
+        })))
+    );
+    // the same mismatch with an implicit kind is only Insufficient
+    let implicit = target(&ns, json!({"workloadRef": {"name": "web"}}));
+    let out = observer
+        .observe(
+            input(
+                implicit,
+                &WEB_CONTRACT.replace("workload: service", "workload: job"),
+                vec![],
+            ),
+            Timestamp::now(),
+        )
+        .await;
+    assert_eq!(
+        outcome(&out, ObservationKind::WorkloadObserved, "web"),
+        Some(Outcome::Insufficient)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn absent_interfaces_are_windowed_and_external_names_insufficient() {
+    let cp = cluster().await;
+    let ns = cp.create_namespace("obs-if").await.unwrap();
+    let client = cp.client().unwrap();
+    // pods exist but are not Ready
+    apply::<Deployment>(&client, &ns, deployment("web", 8080, false)).await;
+    apply::<Service>(
+        &client,
+        &ns,
+        service(
+            "web",
+            "web",
+            &json!([{"name": "http", "port": 80, "targetPort": 8080}]),
+        ),
+    )
+    .await;
+    apply::<Service>(
+        &client,
+        &ns,
+        json!({"metadata": {"name": "ext"}, "spec": {"type": "ExternalName", "externalName": "db.example.com"}}),
+    )
+    .await;
+    let observer = observer(&client, Options::default(), &[]);
+    let web = target(
+        &ns,
+        json!({"serviceName": "web", "interfaceBindings": [{"interface": "api", "servicePort": "http"}]}),
+    );
+    let t0 = Timestamp::now();
+    let first = observer
+        .observe(input(web.clone(), WEB_CONTRACT, vec![]), t0)
+        .await;
+    assert_eq!(
+        outcome(&first, ObservationKind::InterfaceObserved, "api"),
+        Some(Outcome::Insufficient),
+        "zero Ready endpoints inside the window"
+    );
+    assert_eq!(first.windows.len(), 1);
+    assert_eq!(first.windows[0].key.to_string(), "interface/api");
+    assert_eq!(first.windows[0].first_observed_negative_at, t0);
+    // passive health never contradicts: has probe, no Ready endpoint -> Insufficient
+    assert_eq!(
+        outcome(&first, ObservationKind::CapabilityObserved, "health"),
+        Some(Outcome::Insufficient)
+    );
+    let confirmed = observer
+        .observe(
+            input(web, WEB_CONTRACT, first.windows.clone()),
+            later(t0, 121),
+        )
+        .await;
+    assert_eq!(
+        outcome(&confirmed, ObservationKind::InterfaceObserved, "api"),
+        Some(present("openapi", false)),
+        "beyond the window the absence is confirmed"
+    );
+    assert_eq!(confirmed.windows, first.windows, "the streak start is kept");
+
+    let ext = target(
+        &ns,
+        json!({"serviceName": "ext", "interfaceBindings": [{"interface": "api", "servicePort": 80}]}),
+    );
+    let out = observer.observe(input(ext, WEB_CONTRACT, vec![]), t0).await;
+    assert_eq!(
+        outcome(&out, ObservationKind::InterfaceObserved, "api"),
+        Some(Outcome::Insufficient)
+    );
+    // a missing Service gives no observation at all (EVIDENCE_MISSING downstream)
+    let missing = target(
+        &ns,
+        json!({"serviceName": "nope", "interfaceBindings": [{"interface": "api", "servicePort": 80}]}),
+    );
+    let out = observer
+        .observe(input(missing, WEB_CONTRACT, vec![]), t0)
+        .await;
+    assert_eq!(
+        outcome(&out, ObservationKind::InterfaceObserved, "api"),
+        None
+    );
+    assert!(!out.snapshot.service.as_ref().unwrap().exists);
+}
+
+const CONFIG_CONTRACT: &str = r#"
+pactoVersion: "2.0"
+service:
+  name: cfg
+  version: 1.0.0
+configurations:
+  - name: good
+    required: true
+    schema: configuration/schema.json
+  - name: bad
+    required: true
+    schema: configuration/schema.json
+  - name: missing-map
+    required: true
+    schema: configuration/schema.json
+  - name: token
+    required: true
+  - name: missing-token
+    required: true
+  - name: unbound
+    required: true
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bound_configmaps_and_secrets() {
+    let cp = cluster().await;
+    let ns = cp.create_namespace("obs-cfg").await.unwrap();
+    let client = cp.client().unwrap();
+    apply::<ConfigMap>(
+        &client,
+        &ns,
+        json!({"metadata": {"name": "good"}, "data": {"app.yaml": "port: 8080\n"}}),
+    )
+    .await;
+    apply::<ConfigMap>(
+        &client,
+        &ns,
+        json!({"metadata": {"name": "bad"}, "data": {"app.json": "{\"port\": \"eighty\"}"}}),
+    )
+    .await;
+    apply::<Secret>(
+        &client,
+        &ns,
+        json!({"metadata": {"name": "token"}, "stringData": {"token": "s3cr3t"}}),
+    )
+    .await;
+    let observer = observer(&client, Options::default(), &[]);
+    let t = target(
+        &ns,
+        json!({"configBindings": [
+            {"configuration": "good", "kind": "ConfigMap", "name": "good", "key": "app.yaml", "format": "yaml"},
+            {"configuration": "bad", "kind": "ConfigMap", "name": "bad", "key": "app.json", "format": "json"},
+            {"configuration": "missing-map", "kind": "ConfigMap", "name": "nope", "key": "x", "format": "json"},
+            {"configuration": "token", "kind": "Secret", "name": "token"},
+            {"configuration": "missing-token", "kind": "Secret", "name": "no-such-secret"}
+        ]}),
+    );
+    let schema =
+        br#"{"type":"object","required":["port"],"properties":{"port":{"type":"integer"}}}"#;
+    let mut request = input(t.clone(), CONFIG_CONTRACT, vec![]);
+    for name in ["good", "bad", "missing-map"] {
+        request.schemas.insert(name.to_owned(), schema.to_vec());
+    }
+    let t0 = Timestamp::now();
+    let out = observer.observe(request.clone(), t0).await;
+    assert!(out.api_errors.is_empty(), "{:?}", out.api_errors);
+    let cfg = |present, conformant| {
+        Some(Outcome::Observed(Value::Configuration(
+            ConfigurationValue {
+                present,
+                conformant,
+            },
+        )))
+    };
+    let get = |out: &ObserveOutput, n: &str| outcome(out, ObservationKind::ConfigurationPresent, n);
+    assert_eq!(get(&out, "good"), cfg(true, true));
+    assert_eq!(
+        get(&out, "bad"),
+        cfg(true, false),
+        "a mismatch is immediate"
+    );
+    assert_eq!(get(&out, "missing-map"), Some(Outcome::Insufficient));
+    assert_eq!(
+        get(&out, "token"),
+        Some(Outcome::Insufficient),
+        "Secrets: existence only"
+    );
+    assert_eq!(get(&out, "missing-token"), Some(Outcome::Insufficient));
+    assert_eq!(get(&out, "unbound"), Some(Outcome::Unsupported));
+    let keys: Vec<String> = out.windows.iter().map(|w| w.key.to_string()).collect();
+    assert_eq!(
+        keys,
+        ["configuration/missing-map", "configuration/missing-token"]
+    );
+
+    request.windows = out.windows.clone();
+    let out = observer.observe(request.clone(), later(t0, 120)).await;
+    assert_eq!(get(&out, "missing-map"), cfg(false, false));
+    assert_eq!(get(&out, "missing-token"), cfg(false, false));
+
+    // the Secret appears: the window is cleared
+    apply::<Secret>(
+        &client,
+        &ns,
+        json!({"metadata": {"name": "no-such-secret"}, "stringData": {"k": "v"}}),
+    )
+    .await;
+    request.windows = out.windows.clone();
+    let out = observer.observe(request, later(t0, 130)).await;
+    assert_eq!(get(&out, "missing-token"), Some(Outcome::Insufficient));
+    let keys: Vec<String> = out.windows.iter().map(|w| w.key.to_string()).collect();
+    assert_eq!(keys, ["configuration/missing-map"]);
+}
+
+async fn sibling(client: &Client, ns: &str, name: &str, service: Option<&str>, resolved: &str) {
+    let pactos: Api<Pacto> = Api::namespaced(client.clone(), ns);
+    let mut spec = json!({"contractRef": {"oci": resolved}});
+    if let Some(s) = service {
+        spec["target"] = json!({"serviceName": s});
+    }
+    let pacto: Pacto = serde_json::from_value(
+        json!({"apiVersion": "pacto.trianalab.io/v1alpha1", "kind": "Pacto",
+                                      "metadata": {"name": name}, "spec": spec}),
+    )
+    .unwrap();
+    pactos.create(&PostParams::default(), &pacto).await.unwrap();
+    let version = resolved.rsplit(':').next().unwrap();
+    pactos
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"contract": {"serviceName": name, "version": version, "resolvedRef": resolved}}})),
+        )
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dependencies_resolve_through_sibling_pactos() {
+    let cp = cluster().await;
+    let ns = cp.create_namespace("obs-dep").await.unwrap();
+    let other = cp.create_namespace("obs-dep2").await.unwrap();
+    let client = cp.client().unwrap();
+    // unique repositories per test run: Pactos are listed cluster-wide
+    let repo = |n: &str| format!("registry.example/{ns}/{n}");
+    apply::<Deployment>(&client, &ns, deployment("cache", 6379, true)).await;
+    apply::<Service>(
+        &client,
+        &ns,
+        service("cache", "cache", &json!([{"port": 6379}])),
+    )
+    .await;
+    sibling(
+        &client,
+        &ns,
+        "cache",
+        Some("cache"),
+        &format!("{}:1.2.0", repo("cache")),
+    )
+    .await;
+    apply::<Service>(
+        &client,
+        &ns,
+        json!({"metadata": {"name": "pg"}, "spec": {"type": "ExternalName", "externalName": "pg.example.com"}}),
+    )
+    .await;
+    sibling(
+        &client,
+        &ns,
+        "pg",
+        Some("pg"),
+        &format!("{}:16.0.0", repo("pg")),
+    )
+    .await;
+    sibling(
+        &client,
+        &ns,
+        "blue",
+        Some("q"),
+        &format!("{}:1.0.0", repo("queue")),
+    )
+    .await;
+    sibling(
+        &client,
+        &other,
+        "green",
+        Some("q"),
+        &format!("{}:1.0.0", repo("queue")),
+    )
+    .await;
+    sibling(&client, &ns, "lib", None, &format!("{}:1.0.0", repo("lib"))).await;
+    sibling(
+        &client,
+        &ns,
+        "gone",
+        Some("gone"),
+        &format!("{}:1.0.0", repo("gone")),
+    )
+    .await;
+    let contract = format!(
+        r#"
+pactoVersion: "2.0"
+service:
+  name: app
+  version: 1.0.0
+dependencies:
+  - name: cache
+    ref: oci://{cache}:1.0.0
+    required: true
+    compatibility: ^1.0.0
+  - name: cache-v2
+    ref: oci://{cache}:2.0.0
+    required: false
+    compatibility: ^2.0.0
+  - name: pg
+    ref: oci://{pg}:16.0.0
+    required: true
+  - name: queue
+    ref: oci://{queue}:1.0.0
+    required: true
+  - name: lib
+    ref: oci://{lib}:1.0.0
+    required: true
+  - name: gone
+    ref: oci://{gone}:1.0.0
+    required: true
+"#,
+        cache = repo("cache"),
+        pg = repo("pg"),
+        queue = repo("queue"),
+        lib = repo("lib"),
+        gone = repo("gone"),
+    );
+    let observer = observer(&client, Options::default(), &[]);
+    let t = target(&ns, json!({"serviceName": "app"}));
+    let t0 = Timestamp::now();
+    let out = eventually(Duration::from_mins(1), "cache to be reachable", || {
+        let observer = observer.clone();
+        let request = input(t.clone(), &contract, vec![]);
+        async move {
+            let out = observer.observe(request, t0).await;
+            (outcome(&out, ObservationKind::DependencyReachable, "cache")
+                == Some(Outcome::Observed(Value::Dependency(DependencyValue {
+                    reachable: true,
+                }))))
+            .then_some(out)
+        }
+    })
+    .await;
+    let get = |n: &str| outcome(&out, ObservationKind::DependencyReachable, n);
+    assert_eq!(
+        get("cache-v2"),
+        Some(Outcome::Unsupported),
+        "no compatible sibling"
+    );
+    assert_eq!(get("pg"), Some(Outcome::Unsupported), "ExternalName");
+    assert_eq!(get("queue"), Some(Outcome::Insufficient), "ambiguous");
+    assert_eq!(
+        get("lib"),
+        Some(Outcome::Insufficient),
+        "reference-only sibling"
+    );
+    assert_eq!(
+        get("gone"),
+        Some(Outcome::Insufficient),
+        "Service missing: windowed"
+    );
+    let keys: Vec<String> = out.windows.iter().map(|w| w.key.to_string()).collect();
+    assert_eq!(keys, ["dependency/gone"]);
+    assert_eq!(
+        out.dependency_edges.services.len(),
+        3,
+        "{:?}",
+        out.dependency_edges
+    );
+}
+
+/// A real local HTTP server: `/ok` → 200, `/missing` → 404, anything else → 500.
+async fn http_server() -> SocketAddr {
+    http_server_on(std::net::Ipv4Addr::LOCALHOST.into()).await
+}
+
+/// This host's non-loopback IPv4 address (EndpointSlices refuse loopback addresses): the source
+/// address of a route to a private address (a UDP connect sends nothing).
+fn host_ip() -> std::net::IpAddr {
+    let socket = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+    socket.connect("10.255.255.255:9").unwrap();
+    let ip = socket.local_addr().unwrap().ip();
+    assert!(
+        !ip.is_loopback(),
+        "this test needs a non-loopback IPv4 address, found {ip}"
+    );
+    ip
+}
+
+async fn http_server_on(ip: std::net::IpAddr) -> SocketAddr {
+    use http_body_util::Full;
+    use hyper::server::conn::http1;
+    use hyper::service::service_fn;
+    use hyper_util::rt::TokioIo;
+    let listener = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let service = service_fn(|req: hyper::Request<hyper::body::Incoming>| async move {
+                    let (status, body): (u16, &'static [u8]) = match req.uri().path() {
+                        "/ok" => (200, b"ok"),
+                        "/metrics" => (200, b"# TYPE up gauge\nup 1\n"),
+                        "/missing" => (404, b"not found"),
+                        _ => (500, b"boom"),
+                    };
+                    hyper::Response::builder()
+                        .status(status)
+                        .header("content-type", "text/plain; version=0.0.4")
+                        .body(Full::new(body))
+                });
+                let _ = http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    addr
+}
+
+fn health_contract(path: &str) -> String {
+    format!(
+        r#"
+pactoVersion: "2.0"
+service:
+  name: probe
+  version: 1.0.0
+interfaces:
+  - name: api
+    type: openapi
+    ref: interfaces/openapi.yaml
+capabilities:
+  - type: health
+    binding:
+      type: http
+      interface: api
+      path: {path}
+  - type: metrics
+    binding:
+      type: http
+      interface: api
+      path: /metrics
+"#
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn active_health_probe_against_a_real_http_server() {
+    let cp = cluster().await;
+    let ns = cp.create_namespace("obs-probe").await.unwrap();
+    let client = cp.client().unwrap();
+    let server = http_server().await;
+    apply::<Service>(
+        &client,
+        &ns,
+        service(
+            "probe",
+            "probe",
+            &json!([{"name": "http", "port": server.port()}]),
+        ),
+    )
+    .await;
+    let overrides = [(format!("probe.{ns}.svc"), server)];
+    let options = Options {
+        enable_probing: true,
+        enable_metrics: true,
+        ..Options::default()
+    };
+    let observer = observer(&client, options, &overrides);
+    let t = target(
+        &ns,
+        json!({"serviceName": "probe", "interfaceBindings": [{"interface": "api", "servicePort": "http"}]}),
+    );
+    let t0 = Timestamp::now();
+    let health = |out: &ObserveOutput| outcome(out, ObservationKind::CapabilityObserved, "health");
+    let capability = |present| {
+        Some(Outcome::Observed(Value::Capability(CapabilityValue {
+            present,
+        })))
+    };
+
+    let out = observer
+        .observe(input(t.clone(), &health_contract("/ok"), vec![]), t0)
+        .await;
+    assert_eq!(health(&out), capability(true), "200");
+    // metrics: no monitors (CRDs not installed), no annotations, no named port → the contract
+    // path on the bound port is scraped and parses
+    assert_eq!(
+        outcome(&out, ObservationKind::CapabilityObserved, "metrics"),
+        capability(true)
+    );
+    assert!(
+        out.api_errors.is_empty(),
+        "monitor discovery never fails the observation: {:?}",
+        out.api_errors
+    );
+
+    let out = observer
+        .observe(input(t.clone(), &health_contract("/boom"), vec![]), t0)
+        .await;
+    assert_eq!(health(&out), Some(Outcome::Insufficient), "500");
+    assert!(
+        !out.windows
+            .iter()
+            .any(|w| w.key.to_string() == "capability/health"),
+        "a 500 is not an absence"
+    );
+
+    let out = observer
+        .observe(input(t.clone(), &health_contract("missing"), vec![]), t0)
+        .await;
+    assert_eq!(
+        health(&out),
+        Some(Outcome::Insufficient),
+        "404 inside the window"
+    );
+    assert!(
+        out.windows
+            .iter()
+            .any(|w| w.key.to_string() == "capability/health")
+    );
+    let out = observer
+        .observe(
+            input(t.clone(), &health_contract("/missing"), out.windows.clone()),
+            later(t0, 120),
+        )
+        .await;
+    assert_eq!(health(&out), capability(false), "404 beyond the window");
+
+    // metrics observation off → Unsupported, with probing still on
+    let observer = self::observer(
+        &client,
+        Options {
+            enable_probing: true,
+            ..Options::default()
+        },
+        &overrides,
+    );
+    let out = observer
+        .observe(input(t, &health_contract("/ok"), vec![]), t0)
+        .await;
+    assert_eq!(
+        outcome(&out, ObservationKind::CapabilityObserved, "metrics"),
+        Some(Outcome::Unsupported)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_targets_notifies_relevant_changes_within_a_second() {
+    use futures::StreamExt;
+    use pacto_observer::watch::{TargetHub, spawn_watchers};
+    let cp = cluster().await;
+    let ns = cp.create_namespace("obs-watch").await.unwrap();
+    let client = cp.client().unwrap();
+    let hub = TargetHub::new();
+    let shutdown = pacto_runtime::CancellationToken::new();
+    let _guard = shutdown.clone().drop_guard();
+    let mut ready = spawn_watchers(&client, None, &hub, &shutdown);
+    ready.wait().await;
+    let pactos: Api<Pacto> = Api::namespaced(client.clone(), &ns);
+    let pacto: Pacto = serde_json::from_value(json!({
+        "apiVersion": "pacto.trianalab.io/v1alpha1", "kind": "Pacto",
+        "metadata": {"name": "watched"},
+        "spec": {"contractRef": {"inline": "pactoVersion: \"2.0\"\n"},
+                 "target": {"serviceName": "watched-svc",
+                            "configBindings": [{"configuration": "c", "kind": "ConfigMap", "name": "watched-cm"}]}}
+    }))
+    .unwrap();
+    pactos.create(&PostParams::default(), &pacto).await.unwrap();
+    let key = (ns.clone(), "watched".to_owned());
+    eventually(Duration::from_secs(10), "the Pacto to be indexed", || {
+        let known = hub.knows(&key);
+        async move { known.then_some(()) }
+    })
+    .await;
+    let mut stream = Box::pin(hub.subscribe(ns.clone(), shutdown.clone()));
+    let svc: Api<Service> = Api::namespaced(client.clone(), &ns);
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+
+    // relevant: the target Service is created
+    let started = tokio::time::Instant::now();
+    apply::<Service>(
+        &client,
+        &ns,
+        service("watched-svc", "none", &json!([{"port": 80}])),
+    )
+    .await;
+    let batch = tokio::time::timeout(Duration::from_secs(5), stream.next())
+        .await
+        .expect("a notification for the target Service")
+        .unwrap();
+    assert!(
+        batch
+            .iter()
+            .any(|c| c.pacto == (ns.clone(), "watched".to_owned())),
+        "{batch:?}"
+    );
+    eprintln!("first notification after {:?}", started.elapsed());
+
+    // drain anything else the creation caused (its EndpointSlice)
+    while let Ok(Some(_)) = tokio::time::timeout(Duration::from_millis(700), stream.next()).await {}
+
+    // relevant: a label change on the Service → within one second
+    let started = tokio::time::Instant::now();
+    svc.patch(
+        "watched-svc",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"touched": "yes"}}})),
+    )
+    .await
+    .unwrap();
+    let batch = tokio::time::timeout(Duration::from_secs(1), stream.next())
+        .await
+        .expect("notified within one second")
+        .unwrap();
+    assert_eq!(batch[0].pacto, (ns.clone(), "watched".to_owned()));
+    assert!(started.elapsed() < Duration::from_secs(1));
+
+    // unrelated churn: another ConfigMap, another Service, the Pacto's own status write
+    cms.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": "unrelated"}, "data": {"a": "b"}}))
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    apply::<Service>(
+        &client,
+        &ns,
+        service("other-svc", "none", &json!([{"port": 80}])),
+    )
+    .await;
+    pactos
+        .patch_status(
+            "watched",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"contractVersion": "9.9.9"}})),
+        )
+        .await
+        .unwrap();
+    assert!(
+        tokio::time::timeout(Duration::from_millis(1500), stream.next())
+            .await
+            .is_err(),
+        "no notification for unrelated changes"
+    );
+
+    // relevant: the bound ConfigMap appears
+    let started = tokio::time::Instant::now();
+    cms.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": "watched-cm"}})).unwrap(),
+    )
+    .await
+    .unwrap();
+    let batch = tokio::time::timeout(Duration::from_secs(1), stream.next())
+        .await
+        .expect("bound ConfigMap notified within one second")
+        .unwrap();
+    assert!(batch[0].reason.contains("ConfigMap"), "{batch:?}");
+    assert!(started.elapsed() < Duration::from_secs(1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn observe_and_watch_targets_over_mtls() {
+    use futures::StreamExt;
+    use pacto_proto::observer as pb;
+    use pacto_proto::observer::observer_client::ObserverClient;
+    use pacto_runtime::CancellationToken;
+    use pacto_runtime::grpc::{self, ChannelSpec, Transport};
+    use pacto_runtime::identity::AllowList;
+    use pacto_runtime::testing::{TestCa, write_tls_files};
+    use pacto_runtime::tls::TlsStore;
+
+    const SERVER_NAME: &str = "observer.pacto.svc";
+    let cp = cluster().await;
+    let ns = cp.create_namespace("obs-grpc").await.unwrap();
+    let client = cp.client().unwrap();
+    apply::<Service>(
+        &client,
+        &ns,
+        service("web", "web", &json!([{"name": "http", "port": 80}])),
+    )
+    .await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new("observer test CA").unwrap();
+    let server_cert = ca.issue(&[SERVER_NAME]).unwrap();
+    let server_files = write_tls_files(dir.path(), "server", &ca.pem(), &server_cert).unwrap();
+    let store = TlsStore::load(server_files).unwrap();
+    let shutdown = CancellationToken::new();
+    let grpc_listener = grpc::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let admin_listener = pacto_runtime::admin::bind("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let addr = grpc_listener.local_addr().unwrap();
+    let hub = pacto_observer::watch::TargetHub::new();
+    let service = pacto_observer::ObserverService::new(
+        observer(&client, Options::default(), &[]),
+        hub.clone(),
+        shutdown.clone(),
+    );
+    let task = tokio::spawn(pacto_observer::serve(
+        pacto_observer::ServeConfig {
+            grpc: grpc_listener,
+            admin: admin_listener,
+            transport: Transport::Mtls(store),
+            allowed: AllowList::new(["status-writer.pacto.svc"]),
+        },
+        service,
+        shutdown.clone(),
+    ));
+    let connect = |name: &str, identity: &str| {
+        let cert = ca.issue(&[identity]).unwrap();
+        let files = write_tls_files(dir.path(), name, &ca.pem(), &cert).unwrap();
+        let spec = ChannelSpec {
+            address: addr.to_string(),
+            server_name: Some(SERVER_NAME.to_owned()),
+            connect_timeout: Duration::from_secs(5),
+            request_timeout: Duration::from_secs(30),
+        };
+        ObserverClient::new(
+            grpc::channel(&spec, &Transport::Mtls(TlsStore::load(files).unwrap())).unwrap(),
+        )
+    };
+    let request = pb::ObserveRequest {
+        target: Some(pb::Target {
+            namespace: ns.clone(),
+            pacto_name: "web".into(),
+            service_name: "web".into(),
+            workload_ref: None,
+            interface_bindings: vec![pb::InterfaceBinding {
+                interface: "api".into(),
+                service_port: Some(pb::interface_binding::ServicePort::PortName("http".into())),
+            }],
+            config_bindings: vec![],
+        }),
+        contract: Some(pacto_proto::convert::contract_document(WEB_CONTRACT)),
+        configuration_schemas: std::collections::HashMap::default(),
+        contract_ref: "oci://registry.example/acme/web:1.0.0".into(),
+        windows: vec![],
+        stabilization_window: Some(pacto_proto::prost_types::Duration {
+            seconds: 0,
+            nanos: 0,
+        }),
+    };
+
+    let mut allowed = connect("status-writer", "status-writer.pacto.svc");
+    let response = allowed.observe(request.clone()).await.unwrap().into_inner();
+    let evidence = response.evidence.unwrap();
+    assert_eq!(evidence.source, "k8s");
+    assert_eq!(evidence.subject.unwrap().name, format!("{ns}/web"));
+    assert_eq!(
+        response.windows.len(),
+        1,
+        "the no-endpoint interface starts a streak"
+    );
+    assert_eq!(response.windows[0].kind, "interface");
+    assert!(response.api_errors.is_empty());
+    let snapshot = response.snapshot.unwrap();
+    assert!(snapshot.service.unwrap().exists);
+    assert!(!snapshot.workload.unwrap().exists);
+
+    // a zero stabilization window confirms the streak on the next call
+    let mut again = request.clone();
+    again.windows = response.windows.clone();
+    let response = allowed.observe(again).await.unwrap().into_inner();
+    let observation = response
+        .evidence
+        .unwrap()
+        .observations
+        .into_iter()
+        .find(|o| o.subject.as_ref().is_some_and(|s| s.name == "api"))
+        .unwrap();
+    assert_eq!(
+        observation.outcome(),
+        pacto_proto::common::Outcome::Observed
+    );
+
+    // bad argument → InvalidArgument naming the field
+    let mut bad = request.clone();
+    bad.target.as_mut().unwrap().namespace.clear();
+    let status = allowed.observe(bad).await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::InvalidArgument);
+    assert_eq!(status.message(), "target.namespace: required");
+
+    // wrong identity → PermissionDenied
+    let mut intruder = connect("intruder", "node-agent.pacto.svc");
+    let status = intruder.observe(request).await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::PermissionDenied);
+
+    // WatchTargets: a stream that ends with OK at shutdown
+    let mut stream = allowed
+        .watch_targets(pb::WatchTargetsRequest {
+            namespace: ns.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    shutdown.cancel();
+    let end = tokio::time::timeout(Duration::from_secs(10), stream.next())
+        .await
+        .expect("the stream ends at shutdown");
+    assert!(end.as_ref().is_none_or(Result::is_ok), "{end:?}");
+    tokio::time::timeout(Duration::from_secs(10), task)
+        .await
+        .expect("server drains")
+        .unwrap()
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_discovery_with_and_without_the_servicemonitor_crd() {
+    use k8s_openapi::api::discovery::v1::EndpointSlice;
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams};
+
+    let cp = cluster().await;
+    let ns = cp.create_namespace("obs-metrics").await.unwrap();
+    let client = cp.client().unwrap();
+    let server = http_server_on(host_ip()).await;
+    // a selector-less Service whose endpoint is the local server (written as the endpoint
+    // controller would for a pod)
+    apply::<Service>(
+        &client,
+        &ns,
+        json!({"metadata": {"name": "mon", "labels": {"team": "obs"}},
+               "spec": {"ports": [{"name": "http", "port": server.port()}]}}),
+    )
+    .await;
+    apply::<EndpointSlice>(
+        &client,
+        &ns,
+        json!({"metadata": {"name": "mon-1", "labels": {"kubernetes.io/service-name": "mon"}},
+               "addressType": "IPv4",
+               "endpoints": [{"addresses": [server.ip().to_string()], "conditions": {"ready": true}}],
+               "ports": [{"name": "http", "port": server.port()}]}),
+    )
+    .await;
+    let overrides = [(format!("mon.{ns}.svc"), server)];
+    let options = Options {
+        enable_metrics: true,
+        ..Options::default()
+    };
+    let observer = observer(&client, options, &overrides);
+    let t = target(
+        &ns,
+        json!({"serviceName": "mon", "interfaceBindings": [{"interface": "api", "servicePort": "http"}]}),
+    );
+    // the contract path answers 500: only monitor discovery can make the capability present
+    let contract = health_contract("/ok").replace("path: /metrics", "path: /boom");
+    let metrics =
+        |out: &ObserveOutput| outcome(out, ObservationKind::CapabilityObserved, "metrics");
+
+    // CRD not installed: the monitor lookups fall through silently to the contract path
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let installed = crds
+        .get_opt("servicemonitors.monitoring.coreos.com")
+        .await
+        .unwrap()
+        .is_some();
+    if !installed {
+        let out = observer
+            .observe(input(t.clone(), &contract, vec![]), Timestamp::now())
+            .await;
+        assert_eq!(
+            metrics(&out),
+            Some(Outcome::Insufficient),
+            "500 on the contract path"
+        );
+        assert!(out.api_errors.is_empty(), "{:?}", out.api_errors);
+        let crd: CustomResourceDefinition = serde_json::from_value(json!({
+            "metadata": {"name": "servicemonitors.monitoring.coreos.com"},
+            "spec": {
+                "group": "monitoring.coreos.com",
+                "scope": "Namespaced",
+                "names": {"plural": "servicemonitors", "singular": "servicemonitor",
+                          "kind": "ServiceMonitor", "listKind": "ServiceMonitorList"},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                              "schema": {"openAPIV3Schema": {"type": "object",
+                                         "x-kubernetes-preserve-unknown-fields": true}}}]
+            }
+        }))
+        .unwrap();
+        crds.create(&PostParams::default(), &crd).await.unwrap();
+    }
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("monitoring.coreos.com", "v1", "ServiceMonitor"),
+        "servicemonitors",
+    );
+    let monitors: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &resource);
+    eventually(
+        Duration::from_secs(30),
+        "the ServiceMonitor CRD to be served",
+        || {
+            let monitors = monitors.clone();
+            async move { monitors.list(&ListParams::default()).await.ok().map(|_| ()) }
+        },
+    )
+    .await;
+    let monitor: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor",
+        "metadata": {"name": "mon"},
+        "spec": {"selector": {"matchLabels": {"team": "obs"}},
+                 "endpoints": [{"port": "http", "path": "/metrics"}]}
+    }))
+    .unwrap();
+    monitors
+        .create(&PostParams::default(), &monitor)
+        .await
+        .unwrap();
+    let out = observer
+        .observe(input(t, &contract, vec![]), Timestamp::now())
+        .await;
+    assert_eq!(
+        metrics(&out),
+        Some(Outcome::Observed(Value::Capability(CapabilityValue {
+            present: true
+        }))),
+        "ServiceMonitor → named port resolved → pod IP scraped"
+    );
+    assert!(out.api_errors.is_empty(), "{:?}", out.api_errors);
+}
