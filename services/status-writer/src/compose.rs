@@ -1,0 +1,470 @@
+//! The pure middle of a reconcile (operator.md §2.1, §2.13–§2.15): from the Pacto (spec,
+//! generation, persisted status), what the backends answered and the clock, compose the new
+//! status, the conditions and the transition-gated events, and decide whether anything changed.
+//!
+//! Nothing here performs I/O; [`crate::controller`] gathers the inputs and applies the result.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use pacto_api::conditions::{
+    self, CONTRACT_VALID, ConditionStatus, NewCondition, READINESS_SATISFIED, RUNTIME_OBSERVED,
+    reason,
+};
+use pacto_api::labels::event_reason;
+use pacto_api::{
+    ContractStatus, PactoSpec, PactoStatus, ReadinessStatus, ResolutionPolicy, Summary,
+    ValidationResult, sort_observation_windows,
+};
+
+use crate::derive::apply_contract;
+use crate::model::{BackendFailure, EnsuredRevision, Resolution, Runtime};
+use crate::revision::revision_created_message;
+
+/// Event severity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EventKind {
+    /// `Normal`.
+    Normal,
+    /// `Warning`.
+    Warning,
+}
+
+/// One event to publish on the Pacto.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventSpec {
+    /// Normal or Warning.
+    pub kind: EventKind,
+    /// One of the eight reasons of [`event_reason::ALL`].
+    pub reason: &'static str,
+    /// The message.
+    pub message: String,
+}
+
+impl EventSpec {
+    fn warning(reason: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            kind: EventKind::Warning,
+            reason,
+            message: message.into(),
+        }
+    }
+
+    fn normal(reason: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            kind: EventKind::Normal,
+            reason,
+            message: message.into(),
+        }
+    }
+}
+
+/// Everything one pass knows.
+#[derive(Debug, Clone)]
+pub struct Pass<'a> {
+    /// The Pacto's spec.
+    pub spec: &'a PactoSpec,
+    /// `metadata.generation`.
+    pub generation: Option<i64>,
+    /// The persisted status (`None` = never reconciled).
+    pub previous: Option<&'a PactoStatus>,
+    /// The instant of this pass.
+    pub now: Time,
+    /// How the contract resolved.
+    pub resolution: &'a Resolution,
+    /// The runtime stage; only meaningful when the contract resolved.
+    pub runtime: Option<&'a Runtime>,
+    /// The revision ensured for the resolved contract (`None`: not resolved, or the revision
+    /// could not be ensured; `currentRevision` is then kept).
+    pub revision: Option<&'a EnsuredRevision>,
+}
+
+/// The result of a pass.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Composed {
+    /// The status to persist.
+    pub status: PactoStatus,
+    /// Whether it differs from the persisted one (no write otherwise).
+    pub changed: bool,
+    /// Events to publish, in order.
+    pub events: Vec<EventSpec>,
+}
+
+/// `ContractStatus: <status>, <errors> errors, <warnings> warnings`.
+pub fn counts_message(status: ContractStatus, summary: Option<&Summary>) -> String {
+    let summary = summary.copied().unwrap_or_default();
+    format!(
+        "ContractStatus: {}, {} errors, {} warnings",
+        status.as_str(),
+        summary.error_count,
+        summary.warning_count
+    )
+}
+
+/// Degraded ≡ set and not Compliant/Reference.
+pub fn is_degraded(status: Option<ContractStatus>) -> bool {
+    status.is_some_and(|s| !matches!(s, ContractStatus::Compliant | ContractStatus::Reference))
+}
+
+/// Composes the status of one pass.
+pub fn compose(pass: &Pass<'_>) -> Composed {
+    let previous = pass.previous.cloned().unwrap_or_default();
+    let prev_status = previous.contract_status;
+    let prev_readiness = conditions::find_condition(&previous.conditions, READINESS_SATISFIED)
+        .and_then(|c| ConditionStatus::parse(&c.status));
+
+    // Step 3: reset the derived status, keeping conditions, currentRevision, windows,
+    // lastReconciledAt and observedGeneration.
+    let mut status = PactoStatus {
+        conditions: previous.conditions.clone(),
+        current_revision: previous.current_revision.clone(),
+        observation_windows: previous.observation_windows.clone(),
+        last_reconciled_at: previous.last_reconciled_at.clone(),
+        observed_generation: previous.observed_generation,
+        ..PactoStatus::default()
+    };
+    let mut writer = Writer {
+        status: &mut status,
+        generation: pass.generation,
+        now: &pass.now,
+        events: Vec::new(),
+    };
+
+    match pass.resolution {
+        Resolution::Invalid {
+            message,
+            validation,
+            policy,
+        } => writer.fail(
+            ContractStatus::Invalid,
+            message,
+            validation.clone(),
+            *policy,
+            prev_status,
+        ),
+        Resolution::Unavailable { message, policy } => {
+            writer.fail(ContractStatus::Unknown, message, None, *policy, prev_status);
+        }
+        Resolution::Failed(failure) => writer.fail(
+            ContractStatus::Unknown,
+            &failure.message(),
+            None,
+            derive_policy(pass.spec),
+            prev_status,
+        ),
+        Resolution::Resolved(resolved) => {
+            let contract = &resolved.contract;
+            writer.status.resolution_policy = resolved.policy;
+            apply_contract(writer.status, resolved, pass.spec);
+            writer.status.validation = Some(resolved.validation.clone());
+            writer.set(
+                CONTRACT_VALID,
+                ConditionStatus::True,
+                reason::PARSED,
+                format!(
+                    "Contract {} v{} is valid",
+                    contract.service.name, contract.service.version
+                ),
+            );
+
+            if let Some(revision) = pass.revision {
+                writer.status.current_revision = Some(revision.name.clone());
+                if revision.created {
+                    writer.events.push(EventSpec::normal(
+                        event_reason::REVISION_CREATED,
+                        revision_created_message(&revision.name, &revision.version),
+                    ));
+                }
+            }
+
+            // Readiness: absent declaration removes the condition; an unanswered evaluator
+            // leaves the previous assessment and condition in place.
+            let readiness = match pass.runtime {
+                Some(Runtime::Reference(Ok(r))) => Ok(r.clone()),
+                Some(Runtime::Observed {
+                    evaluated: Ok(e), ..
+                }) => Ok(e.readiness.clone()),
+                _ => Err(()),
+            };
+            if contract.readiness.is_none() {
+                conditions::remove_condition(&mut writer.status.conditions, READINESS_SATISFIED);
+            } else {
+                match readiness {
+                    Ok(Some(assessment)) => writer.readiness(assessment, prev_readiness),
+                    Ok(None) => {
+                        conditions::remove_condition(
+                            &mut writer.status.conditions,
+                            READINESS_SATISFIED,
+                        );
+                    }
+                    Err(()) => writer.status.readiness.clone_from(&previous.readiness),
+                }
+            }
+
+            let final_status = writer.runtime(pass, &previous, contract);
+            writer.loaded_events(final_status, prev_status);
+        }
+    }
+
+    let events = writer.events;
+    status.observed_generation = pass.generation;
+    let changed = status != previous;
+    if changed {
+        status.last_reconciled_at = Some(pass.now.clone());
+    }
+    Composed {
+        status,
+        changed,
+        events,
+    }
+}
+
+/// `resolutionPolicy` from the shape of `spec.contractRef` (inline wins; `@` ⇒ PinnedDigest;
+/// a tag after the last `/` ⇒ PinnedTag; otherwise Latest), for paths where the resolver did
+/// not answer.
+pub fn derive_policy(spec: &PactoSpec) -> Option<ResolutionPolicy> {
+    let reference = &spec.contract_ref;
+    if reference.inline.as_deref().is_some_and(|i| !i.is_empty()) {
+        return None;
+    }
+    let oci = reference.oci.as_deref().filter(|o| !o.is_empty())?;
+    let oci = oci.trim_start_matches("oci://");
+    if oci.contains('@') {
+        Some(ResolutionPolicy::PinnedDigest)
+    } else if oci
+        .rsplit('/')
+        .next()
+        .is_some_and(|last| last.contains(':'))
+    {
+        Some(ResolutionPolicy::PinnedTag)
+    } else {
+        Some(ResolutionPolicy::Latest)
+    }
+}
+
+struct Writer<'s> {
+    status: &'s mut PactoStatus,
+    generation: Option<i64>,
+    now: &'s Time,
+    events: Vec<EventSpec>,
+}
+
+impl Writer<'_> {
+    fn set(&mut self, type_: &str, status: ConditionStatus, reason: &str, message: String) {
+        conditions::set_condition(
+            &mut self.status.conditions,
+            NewCondition {
+                type_,
+                status,
+                reason,
+                message,
+                observed_generation: self.generation,
+            },
+            self.now,
+        );
+    }
+
+    /// `failReconciliation`: Invalid or Unknown at ContractValid.
+    fn fail(
+        &mut self,
+        verdict: ContractStatus,
+        message: &str,
+        validation: Option<ValidationResult>,
+        policy: Option<ResolutionPolicy>,
+        prev: Option<ContractStatus>,
+    ) {
+        let (condition, reason, summary, event) = if verdict == ContractStatus::Invalid {
+            (
+                ConditionStatus::False,
+                reason::INVALID,
+                Summary {
+                    error_count: 1,
+                    ..Summary::default()
+                },
+                event_reason::CONTRACT_INVALID,
+            )
+        } else {
+            (
+                ConditionStatus::Unknown,
+                reason::UNAVAILABLE,
+                Summary {
+                    unknown_count: 1,
+                    ..Summary::default()
+                },
+                event_reason::CONTRACT_UNAVAILABLE,
+            )
+        };
+        self.set(CONTRACT_VALID, condition, reason, message.to_owned());
+        conditions::remove_condition(&mut self.status.conditions, RUNTIME_OBSERVED);
+        self.status.contract_status = Some(verdict);
+        self.status.summary = Some(summary);
+        self.status.resolution_policy = policy;
+        self.status.validation = if verdict == ContractStatus::Invalid {
+            validation
+        } else {
+            None
+        };
+        if prev != Some(verdict) {
+            self.events.push(EventSpec::warning(event, message));
+        }
+    }
+
+    /// Sets `status.readiness`, the ReadinessSatisfied condition and the readiness pair.
+    fn readiness(&mut self, assessment: ReadinessStatus, prev: Option<ConditionStatus>) {
+        let (condition, reason, message) = readiness_condition(&assessment);
+        self.set(READINESS_SATISFIED, condition, reason, message.clone());
+        match condition {
+            ConditionStatus::False if prev != Some(ConditionStatus::False) => self.events.push(
+                EventSpec::warning(event_reason::READINESS_GATE_UNMET, message),
+            ),
+            ConditionStatus::True if prev == Some(ConditionStatus::False) => self.events.push(
+                EventSpec::normal(event_reason::READINESS_RECOVERED, message),
+            ),
+            _ => {}
+        }
+        self.status.readiness = Some(assessment);
+    }
+
+    /// Steps 12–16: reference-only, or observe + evaluate. Returns the contract status.
+    fn runtime(
+        &mut self,
+        pass: &Pass<'_>,
+        previous: &PactoStatus,
+        contract: &pacto_contract::model::Contract,
+    ) -> ContractStatus {
+        let reference = pass.spec.is_reference();
+        match pass.runtime {
+            _ if reference => {
+                self.set(
+                    CONTRACT_VALID,
+                    ConditionStatus::True,
+                    reason::REFERENCE_ONLY,
+                    format!(
+                        "Reference contract {} v{} is valid",
+                        contract.service.name, contract.service.version
+                    ),
+                );
+                conditions::remove_condition(&mut self.status.conditions, RUNTIME_OBSERVED);
+                self.status.summary = Some(Summary::default());
+                ContractStatus::Reference
+            }
+            Some(Runtime::Observed {
+                observed,
+                evaluated,
+            }) => {
+                let mut windows = observed.windows.clone();
+                sort_observation_windows(&mut windows);
+                self.status.observation_windows = windows;
+                self.status.resources.clone_from(&observed.resources);
+                self.status
+                    .observed_runtime
+                    .clone_from(&observed.observed_runtime);
+                match evaluated {
+                    Ok(evaluation) => {
+                        match observed.api_errors.first() {
+                            Some(error) => self.set(
+                                RUNTIME_OBSERVED,
+                                ConditionStatus::False,
+                                reason::OBSERVATION_FAILED,
+                                format!("Runtime observation failed: {error}"),
+                            ),
+                            None => self.set(
+                                RUNTIME_OBSERVED,
+                                ConditionStatus::True,
+                                reason::FOUND,
+                                "Runtime evidence collected successfully".to_owned(),
+                            ),
+                        }
+                        self.status.findings.clone_from(&evaluation.findings);
+                        self.status.evaluation_coverage = Some(evaluation.coverage);
+                        self.status.summary = Some(evaluation.summary);
+                        evaluation.status
+                    }
+                    Err(failure) => self.backend_unknown(failure),
+                }
+            }
+            Some(Runtime::ObserveFailed(failure) | Runtime::Reference(Err(failure))) => {
+                self.status
+                    .observation_windows
+                    .clone_from(&previous.observation_windows);
+                self.backend_unknown(failure)
+            }
+            Some(Runtime::Reference(Ok(_))) | None => {
+                // A targeted Pacto without a runtime answer: treat as the observer not
+                // answering (the controller always supplies one; defensive).
+                self.backend_unknown(&BackendFailure::new(
+                    crate::model::Backend::Observer,
+                    "no observation was made",
+                ))
+            }
+        }
+    }
+
+    /// A backend of the runtime stage did not answer: RuntimeObserved Unknown naming it.
+    fn backend_unknown(&mut self, failure: &BackendFailure) -> ContractStatus {
+        self.set(
+            RUNTIME_OBSERVED,
+            ConditionStatus::Unknown,
+            reason::UNAVAILABLE,
+            failure.message(),
+        );
+        self.status.summary = Some(Summary {
+            unknown_count: 1,
+            ..Summary::default()
+        });
+        ContractStatus::Unknown
+    }
+
+    /// The finish-path events (the contract loaded and validated).
+    fn loaded_events(&mut self, status: ContractStatus, prev: Option<ContractStatus>) {
+        self.status.contract_status = Some(status);
+        let message = counts_message(status, self.status.summary.as_ref());
+        match status {
+            ContractStatus::Warning | ContractStatus::NonCompliant | ContractStatus::Unknown
+                if prev != Some(status) =>
+            {
+                self.events
+                    .push(EventSpec::warning(event_reason::VALIDATION_FAILED, message));
+            }
+            ContractStatus::Compliant | ContractStatus::Reference if is_degraded(prev) => {
+                self.events
+                    .push(EventSpec::normal(event_reason::CONTRACT_RECOVERED, message));
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The ReadinessSatisfied condition of an assessment: status, reason and message
+/// (operator.md §2.14, §8 item 7).
+pub fn readiness_condition(r: &ReadinessStatus) -> (ConditionStatus, &'static str, String) {
+    let breakdown = format!(
+        "({} done, {} partial, {} not-done, {} deferred)",
+        r.done_count, r.partial_count, r.not_done_count, r.deferred_count
+    );
+    if r.passing {
+        (
+            ConditionStatus::True,
+            reason::SATISFIED,
+            format!("readiness score {} meets minScore {}", r.score, r.min_score),
+        )
+    } else if r.expired {
+        (
+            ConditionStatus::False,
+            reason::EXPIRED,
+            format!(
+                "readiness assessment expired (expires {}); score {} below minScore {} {breakdown}",
+                r.expires.as_deref().unwrap_or_default(),
+                r.score,
+                r.min_score
+            ),
+        )
+    } else {
+        (
+            ConditionStatus::False,
+            reason::BELOW_MIN_SCORE,
+            format!(
+                "readiness score {} below minScore {} {breakdown}",
+                r.score, r.min_score
+            ),
+        )
+    }
+}

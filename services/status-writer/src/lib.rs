@@ -1,0 +1,383 @@
+//! The status-writer service: the reconcile hub over `Pacto` (DESIGN.md §1). It resolves the
+//! contract (contract-resolver), observes the target (observer), evaluates (evaluator), and is
+//! the only writer of Pacto status, conditions, events, PactoRevisions and the contract gauges.
+//!
+//! Layout (effects at the edges, pure middle):
+//!
+//! - [`model`]: the domain inputs of a pass; [`wire`]: gRPC answers into them;
+//! - [`compose`]: the pure status/conditions/events composition;
+//! - [`derive`]: the contract-derived status fields; [`revision`]: PactoRevision naming;
+//! - [`gauges`]: the per-Pacto Prometheus gauges (removable series);
+//! - [`controller`]: the kube-runtime controller, backend clients, status apply, events;
+//! - [`mirror`]: the revision mirror (TagOverwritten); [`leader`]: Lease leader election;
+//! - [`admin`]: `/metrics` (process metrics + contract gauges), `/healthz`, `/readyz`.
+//!
+//! Known gap: `status.policies[].title/description/properties` need the bundled policy schema
+//! files, which `Resolve` does not return (only configuration schemas travel).
+
+pub mod admin;
+pub mod compose;
+pub mod controller;
+pub mod derive;
+pub mod gauges;
+pub mod leader;
+pub mod mirror;
+pub mod model;
+pub mod revision;
+pub mod wire;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+use pacto_proto::evaluator::evaluator_client::EvaluatorClient;
+use pacto_proto::observer::observer_client::ObserverClient;
+use pacto_proto::resolver::contract_resolver_client::ContractResolverClient;
+use pacto_runtime::CancellationToken;
+use pacto_runtime::admin::{AdminError, Readiness};
+use pacto_runtime::args::{AdminArgs, ArgsError, GrpcClientArgs, LogArgs, TlsArgs};
+use pacto_runtime::duration::parse_duration;
+use pacto_runtime::grpc::{self, ChannelSpec, GrpcError, RetryPolicy, Transport};
+use pacto_runtime::metrics::MetricsError;
+use pacto_runtime::shutdown::ShutdownError;
+use pacto_runtime::telemetry::TelemetryError;
+use tokio::net::TcpListener;
+
+/// Command line of `pacto-status-writer`.
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "pacto-status-writer",
+    version,
+    about = "Reconciles Pactos: resolves, observes and evaluates them and writes their status."
+)]
+pub struct Args {
+    /// Address of the contract-resolver gRPC service (`host:port`).
+    #[arg(
+        long = "resolver-addr",
+        env = "PACTO_STATUS_WRITER_RESOLVER_ADDR",
+        value_name = "ADDR",
+        default_value = "contract-resolver.pacto.svc:8443"
+    )]
+    pub resolver_addr: String,
+    /// Name the contract-resolver's certificate must carry (default: the address's host).
+    #[arg(
+        long = "resolver-server-name",
+        env = "PACTO_STATUS_WRITER_RESOLVER_SERVER_NAME"
+    )]
+    pub resolver_server_name: Option<String>,
+    /// Address of the observer gRPC service.
+    #[arg(
+        long = "observer-addr",
+        env = "PACTO_STATUS_WRITER_OBSERVER_ADDR",
+        value_name = "ADDR",
+        default_value = "observer.pacto.svc:8443"
+    )]
+    pub observer_addr: String,
+    /// Name the observer's certificate must carry (default: the address's host).
+    #[arg(
+        long = "observer-server-name",
+        env = "PACTO_STATUS_WRITER_OBSERVER_SERVER_NAME"
+    )]
+    pub observer_server_name: Option<String>,
+    /// Address of the evaluator gRPC service.
+    #[arg(
+        long = "evaluator-addr",
+        env = "PACTO_STATUS_WRITER_EVALUATOR_ADDR",
+        value_name = "ADDR",
+        default_value = "evaluator.pacto.svc:8443"
+    )]
+    pub evaluator_addr: String,
+    /// Name the evaluator's certificate must carry (default: the address's host).
+    #[arg(
+        long = "evaluator-server-name",
+        env = "PACTO_STATUS_WRITER_EVALUATOR_SERVER_NAME"
+    )]
+    pub evaluator_server_name: Option<String>,
+    /// Reconcile only Pactos of this namespace (default: all namespaces).
+    #[arg(
+        long = "watch-namespace",
+        env = "PACTO_WATCH_NAMESPACE",
+        value_name = "NAMESPACE"
+    )]
+    pub watch_namespace: Option<String>,
+    /// Stabilization window for absences, passed to Observe (default: the observer's own
+    /// `--stabilization-window`). Go duration syntax.
+    #[arg(
+        long = "stabilization-window",
+        env = "PACTO_STABILIZATION_WINDOW",
+        value_name = "DURATION",
+        value_parser = parse_duration
+    )]
+    pub stabilization_window: Option<Duration>,
+    /// How often the revision mirror re-checks the digests of tags that have revisions
+    /// (TagOverwritten). Go duration syntax.
+    #[arg(
+        long = "revision-mirror-interval",
+        env = "PACTO_REVISION_MIRROR_INTERVAL",
+        value_name = "DURATION",
+        default_value = "5m",
+        value_parser = parse_duration
+    )]
+    pub revision_mirror_interval: Duration,
+    /// Reconcile only while holding the Lease `--leader-election-id` in
+    /// `--leader-election-namespace` (run several replicas safely).
+    #[arg(
+        long = "leader-elect",
+        env = "PACTO_LEADER_ELECT",
+        default_value_t = false
+    )]
+    pub leader_elect: bool,
+    /// Name of the leader-election Lease.
+    #[arg(
+        long = "leader-election-id",
+        env = "PACTO_LEADER_ELECTION_ID",
+        value_name = "NAME",
+        default_value = "pacto-status-writer"
+    )]
+    pub leader_election_id: String,
+    /// Namespace of the leader-election Lease (required with --leader-elect).
+    #[arg(
+        long = "leader-election-namespace",
+        env = "POD_NAMESPACE",
+        value_name = "NAMESPACE"
+    )]
+    pub leader_election_namespace: Option<String>,
+    /// How long the Lease is valid without renewal (renewed every third of it).
+    #[arg(
+        long = "leader-election-lease-duration",
+        env = "PACTO_LEADER_ELECTION_LEASE_DURATION",
+        value_name = "DURATION",
+        default_value = "15s",
+        value_parser = parse_duration
+    )]
+    pub lease_duration: Duration,
+    /// The reporting instance of events (the pod name).
+    #[arg(long = "pod-name", env = "POD_NAME", value_name = "NAME")]
+    pub pod_name: Option<String>,
+    /// mTLS material (also the client certificate presented to the backends).
+    #[command(flatten)]
+    pub tls: TlsArgs,
+    /// Timeouts and retries of the backend calls.
+    #[command(flatten)]
+    pub client: GrpcClientArgs,
+    /// Admin port.
+    #[command(flatten)]
+    pub admin: AdminArgs,
+    /// Logging.
+    #[command(flatten)]
+    pub log: LogArgs,
+}
+
+/// status-writer failed to start or to run.
+#[derive(Debug, thiserror::Error)]
+pub enum StatusWriterError {
+    /// Invalid flag combination.
+    #[error(transparent)]
+    Args(#[from] ArgsError),
+    /// Logging could not be initialised.
+    #[error(transparent)]
+    Telemetry(#[from] TelemetryError),
+    /// The metrics recorder could not be installed.
+    #[error(transparent)]
+    Metrics(#[from] MetricsError),
+    /// Signal handlers could not be installed.
+    #[error(transparent)]
+    Shutdown(#[from] ShutdownError),
+    /// The admin server failed.
+    #[error(transparent)]
+    Admin(#[from] AdminError),
+    /// A backend channel could not be built (including TLS loading).
+    #[error(transparent)]
+    Grpc(#[from] GrpcError),
+    /// No Kubernetes client configuration.
+    #[error("no Kubernetes client configuration (in-cluster or KUBECONFIG)")]
+    Kubernetes(#[source] kube::Error),
+    /// The admin server task panicked.
+    #[error("admin server task failed")]
+    AdminTask(#[source] tokio::task::JoinError),
+    /// `--leader-elect` without a namespace for the Lease.
+    #[error("--leader-elect needs --leader-election-namespace (or POD_NAMESPACE)")]
+    LeaseNamespace,
+}
+
+fn spec(address: &str, server_name: Option<&String>, args: &GrpcClientArgs) -> ChannelSpec {
+    let mut spec = ChannelSpec::new(address, args);
+    spec.server_name = server_name.cloned();
+    spec
+}
+
+/// The backend clients of `args` over `transport`.
+pub fn backends(args: &Args, transport: &Transport) -> Result<controller::Backends, GrpcError> {
+    Ok(controller::Backends {
+        resolver: ContractResolverClient::new(grpc::channel(
+            &spec(
+                &args.resolver_addr,
+                args.resolver_server_name.as_ref(),
+                &args.client,
+            ),
+            transport,
+        )?),
+        observer: ObserverClient::new(grpc::channel(
+            &spec(
+                &args.observer_addr,
+                args.observer_server_name.as_ref(),
+                &args.client,
+            ),
+            transport,
+        )?),
+        evaluator: EvaluatorClient::new(grpc::channel(
+            &spec(
+                &args.evaluator_addr,
+                args.evaluator_server_name.as_ref(),
+                &args.client,
+            ),
+            transport,
+        )?),
+        retry: RetryPolicy::from_args(&args.client),
+    })
+}
+
+/// Runs the controller and the admin server until `shutdown`.
+pub async fn serve(
+    ctx: Arc<controller::Context>,
+    namespace: Option<String>,
+    admin_listener: TcpListener,
+    shutdown: CancellationToken,
+) -> Result<(), StatusWriterError> {
+    serve_elected(
+        ctx,
+        namespace,
+        None,
+        Duration::from_mins(5),
+        admin_listener,
+        shutdown,
+    )
+    .await
+}
+
+/// The leader's work: the controller and the revision mirror, until `token`.
+pub async fn work(
+    ctx: Arc<controller::Context>,
+    namespace: Option<String>,
+    mirror_interval: Duration,
+    token: CancellationToken,
+) {
+    let mirror = tokio::spawn(mirror::run(
+        Arc::clone(&ctx),
+        namespace.clone(),
+        mirror_interval,
+        token.clone(),
+    ));
+    controller::run(ctx, namespace, token.clone()).await;
+    token.cancel();
+    if let Err(error) = mirror.await {
+        tracing::warn!(%error, "revision mirror task failed");
+    }
+}
+
+/// [`serve`], reconciling only while holding `lease` (when given), with the revision mirror
+/// every `mirror_interval`.
+pub async fn serve_elected(
+    ctx: Arc<controller::Context>,
+    namespace: Option<String>,
+    lease: Option<leader::LeaseConfig>,
+    mirror_interval: Duration,
+    admin_listener: TcpListener,
+    shutdown: CancellationToken,
+) -> Result<(), StatusWriterError> {
+    let metrics = pacto_runtime::metrics::install_recorder()?;
+    controller::describe_metrics();
+    let readiness = Readiness::new();
+    let admin = tokio::spawn(admin::serve(
+        admin_listener,
+        metrics,
+        ctx.gauges.clone(),
+        readiness.clone(),
+        shutdown.clone(),
+    ));
+    readiness.set(true);
+    tracing::info!(namespace = ?namespace, "status-writer reconciling Pactos");
+    match lease {
+        None => work(ctx, namespace, mirror_interval, shutdown.clone()).await,
+        Some(lease) => {
+            let client = ctx.client.clone();
+            leader::run_elected(client, lease, shutdown.clone(), move |token| {
+                work(Arc::clone(&ctx), namespace.clone(), mirror_interval, token)
+            })
+            .await;
+        }
+    }
+    readiness.set(false);
+    shutdown.cancel();
+    admin.await.map_err(StatusWriterError::AdminTask)??;
+    tracing::info!("status-writer stopped");
+    Ok(())
+}
+
+/// The binary: flags → clients → controller.
+pub async fn run(args: Args) -> Result<(), StatusWriterError> {
+    pacto_runtime::telemetry::init_tracing(&args.log)?;
+    let mode = args.tls.mode()?;
+    let shutdown = pacto_runtime::shutdown::on_signal()?;
+    let transport = Transport::start(&mode, args.tls.reload_interval, &shutdown)?;
+    let client = kube::Client::try_default()
+        .await
+        .map_err(StatusWriterError::Kubernetes)?;
+    let ctx = Arc::new(controller::Context::new(
+        client,
+        backends(&args, &transport)?,
+        gauges::Gauges::new(),
+        args.stabilization_window,
+        args.pod_name.clone(),
+    ));
+    let lease = if args.leader_elect {
+        Some(leader::LeaseConfig {
+            name: args.leader_election_id.clone(),
+            namespace: args
+                .leader_election_namespace
+                .clone()
+                .ok_or(StatusWriterError::LeaseNamespace)?,
+            identity: args
+                .pod_name
+                .clone()
+                .unwrap_or_else(|| format!("status-writer-{}", std::process::id())),
+            lease_duration: args.lease_duration,
+            renew_interval: args.lease_duration / 3,
+        })
+    } else {
+        None
+    };
+    let admin_listener = pacto_runtime::admin::bind(args.admin.addr).await?;
+    serve_elected(
+        ctx,
+        args.watch_namespace.clone(),
+        lease,
+        args.revision_mirror_interval,
+        admin_listener,
+        shutdown,
+    )
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory, Parser};
+
+    use super::*;
+
+    #[test]
+    fn flags_have_defaults_and_env_vars() {
+        Args::command().debug_assert();
+        let args = Args::try_parse_from(["x", "--insecure", "--stabilization-window=30s"])
+            .expect("parses");
+        assert_eq!(args.stabilization_window, Some(Duration::from_secs(30)));
+        assert_eq!(args.evaluator_addr, "evaluator.pacto.svc:8443");
+        for arg in Args::command().get_arguments() {
+            let id = arg.get_id().as_str();
+            if id == "help" || id == "version" {
+                continue;
+            }
+            assert!(arg.get_env().is_some(), "flag {id} has no env var");
+        }
+    }
+}

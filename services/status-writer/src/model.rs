@@ -1,0 +1,167 @@
+//! Domain types of one reconcile pass: what the edges gathered (resolve, observe, evaluate,
+//! revision) in the shape the pure middle ([`crate::compose`]) consumes. No prost types here:
+//! [`crate::wire`] converts the gRPC answers into these first.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use pacto_api::{
+    ContractStatus, EvaluationCoverage, FindingStatus, ObservationWindow, ObservedRuntime,
+    ReadinessStatus, ResolutionPolicy, ResourcesStatus, Summary, ValidationResult,
+};
+use pacto_contract::model::Contract;
+
+/// The services status-writer calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Backend {
+    /// `pacto.resolver.v1.ContractResolver`.
+    ContractResolver,
+    /// `pacto.observer.v1.Observer`.
+    Observer,
+    /// `pacto.evaluator.v1.Evaluator`.
+    Evaluator,
+}
+
+impl Backend {
+    /// The service name users see in messages and metric labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ContractResolver => "contract-resolver",
+            Self::Observer => "observer",
+            Self::Evaluator => "evaluator",
+        }
+    }
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A backend call that did not produce an answer (down, slow, refused, or a malformed
+/// response). Never a verdict: it is recorded as Unknown naming the service.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackendFailure {
+    /// Which service failed.
+    pub backend: Backend,
+    /// What happened (gRPC status text or the malformed field).
+    pub detail: String,
+}
+
+impl BackendFailure {
+    /// A failure of `backend`.
+    pub fn new(backend: Backend, detail: impl Into<String>) -> Self {
+        Self {
+            backend,
+            detail: detail.into(),
+        }
+    }
+
+    /// The condition message: `<service> unavailable: <detail>`.
+    pub fn message(&self) -> String {
+        format!("{} unavailable: {}", self.backend, self.detail)
+    }
+}
+
+/// A contract that was obtained, parsed and validated without errors.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResolvedContract {
+    /// The effective contract (overrides applied), parsed.
+    pub contract: Contract,
+    /// The effective contract YAML (sent to the observer and evaluator).
+    pub effective_yaml: Vec<u8>,
+    /// The resolved OCI reference without `oci://`; `None` for inline contracts.
+    pub resolved_ref: Option<String>,
+    /// The manifest digest at resolution; `None` for inline contracts or when unknown.
+    pub digest: Option<String>,
+    /// The resolution policy; `None` for inline contracts.
+    pub policy: Option<ResolutionPolicy>,
+    /// The validation result (valid, possibly with warnings).
+    pub validation: ValidationResult,
+    /// JSON Schemas of the locally resolvable configurations, by configuration name.
+    pub configuration_schemas: BTreeMap<String, Vec<u8>>,
+    /// Full lowercase SHA-256 hex of the original (pre-override) contract bytes.
+    pub content_hash: String,
+}
+
+/// The outcome of resolving `spec.contractRef`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Resolution {
+    /// Obtained and valid.
+    Resolved(Box<ResolvedContract>),
+    /// Obtained but invalid, or malformed (ContractValid False/Invalid).
+    Invalid {
+        /// The condition message.
+        message: String,
+        /// The validation result when validation ran.
+        validation: Option<ValidationResult>,
+        /// The reference's resolution policy, if derivable.
+        policy: Option<ResolutionPolicy>,
+    },
+    /// Not obtainable right now (ContractValid Unknown/Unavailable).
+    Unavailable {
+        /// The condition message.
+        message: String,
+        /// The reference's resolution policy, if derivable.
+        policy: Option<ResolutionPolicy>,
+    },
+    /// The contract-resolver itself could not be reached (ContractValid Unknown/Unavailable,
+    /// message naming the service).
+    Failed(BackendFailure),
+}
+
+/// What the observer returned for a targeted Pacto.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Observed {
+    /// The windows to persist (sorted by kind, subject).
+    pub windows: Vec<ObservationWindow>,
+    /// Kubernetes API errors met while observing, first one first.
+    pub api_errors: Vec<String>,
+    /// Legacy existence flags.
+    pub resources: Option<ResourcesStatus>,
+    /// Observed runtime facts; `None` when the workload does not exist.
+    pub observed_runtime: Option<ObservedRuntime>,
+}
+
+/// What the evaluator returned.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Evaluated {
+    /// Structural warnings first, then runtime findings.
+    pub findings: Vec<FindingStatus>,
+    /// Coverage of required assertions.
+    pub coverage: EvaluationCoverage,
+    /// Counts by severity.
+    pub summary: Summary,
+    /// The derived contract status (Compliant, Warning, NonCompliant or Unknown).
+    pub status: ContractStatus,
+    /// The readiness assessment; `None` without `readiness:`.
+    pub readiness: Option<ReadinessStatus>,
+}
+
+/// The runtime stage of a pass whose contract resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Runtime {
+    /// No target: only readiness is assessed (the evaluator may have failed).
+    Reference(Result<Option<ReadinessStatus>, BackendFailure>),
+    /// The observer answered; the evaluator may have failed.
+    Observed {
+        /// The observation.
+        observed: Box<Observed>,
+        /// The evaluation.
+        evaluated: Result<Evaluated, BackendFailure>,
+    },
+    /// The observer could not be reached.
+    ObserveFailed(BackendFailure),
+}
+
+/// The PactoRevision ensured for the resolved contract.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnsuredRevision {
+    /// Its name (`status.currentRevision`).
+    pub name: String,
+    /// Whether this pass created it (emits RevisionCreated).
+    pub created: bool,
+    /// The contract version it records (for the RevisionCreated message).
+    pub version: String,
+}

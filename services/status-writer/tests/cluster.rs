@@ -1,0 +1,581 @@
+//! Cluster tier: the status-writer controller against a real kube-apiserver + etcd (CRDs from
+//! the chart), with the real evaluator and contract-resolver served in-process over mTLS with
+//! certificates generated for the run, and a real docker-registry for the revision mirror. The
+//! observer is not started here: targeted Pactos show how a down backend reads (Unknown naming
+//! the service).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
+
+mod common;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use kube::ResourceExt;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use pacto_api::conditions::{
+    CONTRACT_VALID, READINESS_SATISFIED, RUNTIME_OBSERVED, find_condition,
+};
+use pacto_api::labels::{LABEL_PACTO, LABEL_VERSION};
+use pacto_api::*;
+use pacto_runtime::CancellationToken;
+
+#[tokio::test]
+async fn inline_reference_only_pacto_is_reference_with_a_revision() {
+    let h = start(true).await;
+    let api: Api<Pacto> = Api::namespaced(h.client.clone(), &h.namespace);
+    api.create(&PostParams::default(), &pacto("orders", VALID, None))
+        .await
+        .unwrap();
+    let (p, s) = wait_status(&api, "orders", ContractStatus::Reference).await;
+
+    let valid = find_condition(&s.conditions, CONTRACT_VALID).unwrap();
+    assert_eq!(
+        (
+            valid.status.as_str(),
+            valid.reason.as_str(),
+            valid.message.as_str()
+        ),
+        (
+            "True",
+            "ReferenceOnly",
+            "Reference contract orders v1.2.0 is valid"
+        )
+    );
+    assert_eq!(valid.observed_generation, p.metadata.generation);
+    assert!(find_condition(&s.conditions, RUNTIME_OBSERVED).is_none());
+    assert!(find_condition(&s.conditions, READINESS_SATISFIED).is_none());
+    assert_eq!(s.summary, Some(Summary::default()));
+    assert_eq!(s.contract_version.as_deref(), Some("1.2.0"));
+    assert_eq!(s.resolution_policy, None, "inline");
+    assert_eq!(s.observed_generation, p.metadata.generation);
+
+    // The PactoRevision: name, labels, owner, hash, inline source.
+    let revision_name = s.current_revision.clone().expect("currentRevision");
+    assert!(
+        revision_name.starts_with("orders-1-2-0-"),
+        "{revision_name}"
+    );
+    let revisions: Api<PactoRevision> = Api::namespaced(h.client.clone(), &h.namespace);
+    let rev = revisions.get(&revision_name).await.unwrap();
+    assert_eq!(rev.labels()[LABEL_PACTO], "orders");
+    assert_eq!(rev.labels()[LABEL_VERSION], "1.2.0");
+    let owner = &rev.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.uid.as_str()),
+        ("Pacto", p.uid().unwrap().as_str())
+    );
+    assert_eq!(rev.spec.source.inline, Some(true));
+    let rs = rev.status.clone().unwrap();
+    assert!(rs.resolved);
+    let hash = rs.contract_hash.unwrap();
+    assert_eq!(hash.len(), 64);
+    assert!(revision_name.ends_with(&hash[..7]));
+
+    let (kind, message) = wait_event(&h.client, &h.namespace, "orders", "RevisionCreated").await;
+    assert_eq!(kind, "Normal");
+    assert_eq!(
+        message,
+        format!("Created revision {revision_name} for contract v1.2.0")
+    );
+
+    // Gauges: one-hot Reference.
+    let text = h.gauges.render();
+    assert!(text.contains(&format!(
+        "pacto_contract_status{{name=\"orders\",namespace=\"{}\",status=\"Reference\"}} 1",
+        h.namespace
+    )));
+
+    // The admin port serves the gauges next to the process metrics, promtool-clean.
+    let (code, metrics) = http_get(h.admin, "/metrics").await;
+    assert_eq!(code, 200);
+    assert!(
+        metrics.contains("pacto_status_writer_reconciles_total"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("pacto_contract_status{name=\"orders\""),
+        "{metrics}"
+    );
+    promtool_check(&metrics);
+    assert_eq!(http_get(h.admin, "/readyz").await.0, 200);
+
+    // The annotate nudge re-reconciles; nothing changed, so the status is not rewritten.
+    let before = api.get("orders").await.unwrap();
+    let (reconciles, writes) = (h.ctx.reconciles(), h.ctx.status_writes());
+    let nudged = api
+        .patch(
+            "orders",
+            &PatchParams::default(),
+            &Patch::Merge(
+                serde_json::json!({"metadata": {"annotations": {"reconcile-requested-at": "now"}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    eventually(
+        "the nudge to be reconciled",
+        Duration::from_secs(20),
+        || async { (h.ctx.reconciles() > reconciles).then_some(()) },
+    )
+    .await;
+    assert_eq!(
+        h.ctx.status_writes(),
+        writes,
+        "no status write when nothing changed"
+    );
+    let after = api.get("orders").await.unwrap();
+    assert_eq!(
+        after.resource_version(),
+        nudged.resource_version(),
+        "no status write"
+    );
+    assert_eq!(after.status, before.status);
+
+    // Deleting the Pacto removes its series.
+    api.delete("orders", &kube::api::DeleteParams::default())
+        .await
+        .unwrap();
+    eventually(
+        "gauges of the deleted Pacto removed",
+        Duration::from_secs(20),
+        || async { (!h.gauges.render().contains("name=\"orders\"")).then_some(()) },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn invalid_inline_contract_is_invalid_with_contract_invalid_event() {
+    let h = start(true).await;
+    let api: Api<Pacto> = Api::namespaced(h.client.clone(), &h.namespace);
+    let bad = "pactoVersion: \"2.0\"\nservice:\n  name: orders\n  version: not-a-version\n";
+    api.create(
+        &PostParams::default(),
+        &pacto("broken", bad, Some("orders")),
+    )
+    .await
+    .unwrap();
+    let (_, s) = wait_status(&api, "broken", ContractStatus::Invalid).await;
+    let valid = find_condition(&s.conditions, CONTRACT_VALID).unwrap();
+    assert_eq!(
+        (valid.status.as_str(), valid.reason.as_str()),
+        ("False", "Invalid")
+    );
+    assert!(find_condition(&s.conditions, RUNTIME_OBSERVED).is_none());
+    assert_eq!(s.summary.unwrap().error_count, 1);
+    let (kind, message) = wait_event(&h.client, &h.namespace, "broken", "ContractInvalid").await;
+    assert_eq!(kind, "Warning");
+    assert_eq!(message, valid.message);
+}
+
+#[tokio::test]
+async fn resolver_down_is_unknown_naming_the_service() {
+    let h = start(false).await;
+    let api: Api<Pacto> = Api::namespaced(h.client.clone(), &h.namespace);
+    api.create(
+        &PostParams::default(),
+        &pacto("orders", VALID, Some("orders")),
+    )
+    .await
+    .unwrap();
+    let (_, s) = wait_status(&api, "orders", ContractStatus::Unknown).await;
+    let valid = find_condition(&s.conditions, CONTRACT_VALID).unwrap();
+    assert_eq!(
+        (valid.status.as_str(), valid.reason.as_str()),
+        ("Unknown", "Unavailable")
+    );
+    assert!(
+        valid.message.starts_with("contract-resolver unavailable: "),
+        "{}",
+        valid.message
+    );
+    assert_eq!(s.validation, None);
+    let (kind, message) =
+        wait_event(&h.client, &h.namespace, "orders", "ContractUnavailable").await;
+    assert_eq!(kind, "Warning");
+    assert_eq!(message, valid.message);
+}
+
+#[tokio::test]
+async fn observer_down_is_unknown_naming_the_service() {
+    let h = start(true).await;
+    let api: Api<Pacto> = Api::namespaced(h.client.clone(), &h.namespace);
+    api.create(
+        &PostParams::default(),
+        &pacto("orders", VALID, Some("orders")),
+    )
+    .await
+    .unwrap();
+    let (_, s) = wait_status(&api, "orders", ContractStatus::Unknown).await;
+    let valid = find_condition(&s.conditions, CONTRACT_VALID).unwrap();
+    assert_eq!(
+        (valid.status.as_str(), valid.reason.as_str()),
+        ("True", "Parsed")
+    );
+    let observed = find_condition(&s.conditions, RUNTIME_OBSERVED).unwrap();
+    assert_eq!(observed.status, "Unknown");
+    assert!(
+        observed.message.starts_with("observer unavailable: "),
+        "{}",
+        observed.message
+    );
+    let (_, message) = wait_event(&h.client, &h.namespace, "orders", "ValidationFailed").await;
+    assert_eq!(message, "ContractStatus: Unknown, 0 errors, 0 warnings");
+}
+
+/// A plain HTTP/1.0 GET: (status code, body).
+async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: admin\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw).await.unwrap();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let code = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (code, body.to_owned())
+}
+
+/// Runs `promtool check metrics` on the exposition text; fails on any problem it reports.
+fn promtool_check(metrics: &str) {
+    use std::io::Write;
+    let mut child = std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("promtool must be installed (Debian package `prometheus`)");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(metrics.as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        output.status.success() && output.stdout.is_empty() && output.stderr.is_empty(),
+        "promtool check metrics failed:\nstdout: {}\nstderr: {}\n--- metrics ---\n{metrics}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[tokio::test]
+async fn only_the_lease_holder_works_and_a_successor_takes_over() {
+    use pacto_status_writer::leader::{LeaseConfig, run_elected};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let cp = cluster().await;
+    let client = cp.client().unwrap();
+    let namespace = cp.create_namespace("lease").await.unwrap();
+    let active = Arc::new(AtomicUsize::new(0));
+    let max_active = Arc::new(AtomicUsize::new(0));
+    let started = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let contender = |identity: &str| {
+        let config = LeaseConfig {
+            name: "pacto-status-writer".into(),
+            namespace: namespace.clone(),
+            identity: identity.to_owned(),
+            lease_duration: Duration::from_secs(3),
+            renew_interval: Duration::from_millis(300),
+        };
+        let shutdown = CancellationToken::new();
+        let (active, max_active, started) = (
+            Arc::clone(&active),
+            Arc::clone(&max_active),
+            Arc::clone(&started),
+        );
+        let id = identity.to_owned();
+        let task = tokio::spawn(run_elected(
+            client.clone(),
+            config,
+            shutdown.clone(),
+            move |token| {
+                let (active, max_active, started, id) = (
+                    Arc::clone(&active),
+                    Arc::clone(&max_active),
+                    Arc::clone(&started),
+                    id.clone(),
+                );
+                async move {
+                    let now = active.fetch_add(1, Ordering::SeqCst) + 1;
+                    max_active.fetch_max(now, Ordering::SeqCst);
+                    started.lock().unwrap().push(id);
+                    token.cancelled().await;
+                    active.fetch_sub(1, Ordering::SeqCst);
+                }
+            },
+        ));
+        (shutdown, task)
+    };
+    let (stop_a, task_a) = contender("replica-a");
+    let (stop_b, task_b) = contender("replica-b");
+    let first = eventually("a leader", Duration::from_secs(10), || async {
+        started.lock().unwrap().first().cloned()
+    })
+    .await;
+    // Several renew periods with both contending: still one holder.
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client.clone(), &namespace);
+    eventually("several renewals", Duration::from_secs(10), || async {
+        let lease = leases.get("pacto-status-writer").await.ok()?;
+        let spec = lease.spec?;
+        let renewed = spec.renew_time?.0;
+        let acquired = spec.acquire_time?.0;
+        (renewed.duration_since(acquired).as_secs() >= 1).then_some(())
+    })
+    .await;
+    assert_eq!(max_active.load(Ordering::SeqCst), 1);
+    assert_eq!(started.lock().unwrap().len(), 1);
+
+    // The holder stops (and releases): the other takes over.
+    let (stop_first, task_first, stop_other, task_other) = if first == "replica-a" {
+        (stop_a, task_a, stop_b, task_b)
+    } else {
+        (stop_b, task_b, stop_a, task_a)
+    };
+    stop_first.cancel();
+    task_first.await.unwrap();
+    let second = eventually("a successor", Duration::from_secs(10), || async {
+        started.lock().unwrap().get(1).cloned()
+    })
+    .await;
+    assert_ne!(second, first);
+    assert_eq!(max_active.load(Ordering::SeqCst), 1);
+    stop_other.cancel();
+    task_other.await.unwrap();
+}
+
+#[tokio::test]
+async fn force_pushed_tag_raises_tag_overwritten_once() {
+    use pacto_contract::bundle::{BundleFiles, CONTRACT_FILE};
+    use pacto_contract::reference::Reference;
+    let registry = pacto_testenv::registry::Registry::start().expect("docker-registry");
+    let push = |note: &'static str| {
+        let registry_host = registry.host();
+        async move {
+            let yaml = format!(
+                "pactoVersion: \"2.0\"\nservice:\n  name: orders\n  version: 1.0.0\nmetadata:\n  note: {note}\n"
+            );
+            let mut files = BundleFiles::new();
+            files.insert(CONTRACT_FILE, yaml.into_bytes());
+            let client = pacto_oci::RegistryClient::new(
+                pacto_oci::ClientOptions {
+                    insecure_registries: vec![registry_host.clone()],
+                    ..pacto_oci::ClientOptions::default()
+                },
+                &pacto_oci::Credentials::Anonymous,
+            )
+            .unwrap();
+            let reference = Reference::parse(&format!("{registry_host}/orders:1.0.0")).unwrap();
+            let meta = pacto_oci::BundleMeta {
+                name: "orders".into(),
+                version: "1.0.0".into(),
+                pacto_version: "2.0".into(),
+            };
+            client
+                .push(&reference, &files, &meta, true, &|_| {})
+                .await
+                .unwrap()
+                .digest
+        }
+    };
+    let first = push("a").await;
+    let h = start_with(true, vec![registry.host()], Duration::from_millis(300)).await;
+    let api: Api<Pacto> = Api::namespaced(h.client.clone(), &h.namespace);
+    let mut p = pacto("orders", "", None);
+    p.spec.contract_ref = ContractRef {
+        oci: Some(format!("oci://{}/orders:1.0.0", registry.host())),
+        ..ContractRef::default()
+    };
+    api.create(&PostParams::default(), &p).await.unwrap();
+    let (_, s) = wait_status(&api, "orders", ContractStatus::Reference).await;
+    assert_eq!(s.resolution_policy, Some(ResolutionPolicy::PinnedTag));
+    let old_revision = s.current_revision.clone().unwrap();
+    let revisions: Api<PactoRevision> = Api::namespaced(h.client.clone(), &h.namespace);
+    let rev = revisions.get(&old_revision).await.unwrap();
+    assert_eq!(rev.spec.source.digest.as_deref(), Some(first.as_str()));
+
+    let second = push("b").await;
+    assert_ne!(first, second);
+    let (kind, message) = wait_event(&h.client, &h.namespace, "orders", "TagOverwritten").await;
+    assert_eq!(kind, "Warning");
+    assert_eq!(
+        message,
+        format!(
+            "Tag 1.0.0 was force-pushed (digest changed from {} to {})",
+            &first[..12],
+            &second[..12]
+        )
+    );
+    eventually(
+        "observedDigest recorded",
+        Duration::from_secs(10),
+        || async {
+            let rev = revisions.get(&old_revision).await.ok()?;
+            (rev.status?.observed_digest.as_deref() == Some(second.as_str())).then_some(())
+        },
+    )
+    .await;
+    // A revision for the new content exists (created by the mirror or the reconcile).
+    eventually(
+        "a revision for the new content",
+        Duration::from_secs(20),
+        || async {
+            let list = revisions.list(&ListParams::default()).await.ok()?;
+            list.items
+                .iter()
+                .any(|r| r.spec.source.digest.as_deref() == Some(second.as_str()))
+                .then_some(())
+        },
+    )
+    .await;
+    // Once per change: further passes raise nothing new.
+    let passes = h.ctx.mirror_passes();
+    eventually(
+        "three more mirror passes",
+        Duration::from_secs(20),
+        || async { (h.ctx.mirror_passes() >= passes + 3).then_some(()) },
+    )
+    .await;
+    let overwritten = events_of(&h.client, &h.namespace, "orders")
+        .await
+        .into_iter()
+        .filter(|(_, r, _)| r == "TagOverwritten")
+        .count();
+    assert_eq!(overwritten, 1);
+}
+
+#[tokio::test]
+async fn targeted_pacto_unknown_until_its_workload_exists_then_compliant() {
+    let h = start_with_observer().await;
+    let api: Api<Pacto> = Api::namespaced(h.client.clone(), &h.namespace);
+    let contract =
+        "pactoVersion: \"2.0\"\nservice:\n  name: orders\n  version: 1.2.0\nworkload: service\n";
+    api.create(
+        &PostParams::default(),
+        &pacto("orders", contract, Some("orders")),
+    )
+    .await
+    .unwrap();
+    // The target does not exist yet: Unknown (never NotEvaluated), observation itself fine.
+    let (_, s) = wait_status(&api, "orders", ContractStatus::Unknown).await;
+    let observed = find_condition(&s.conditions, RUNTIME_OBSERVED).unwrap();
+    assert_eq!(
+        (
+            observed.status.as_str(),
+            observed.reason.as_str(),
+            observed.message.as_str()
+        ),
+        ("True", "Found", "Runtime evidence collected successfully")
+    );
+    assert_eq!(
+        find_condition(&s.conditions, CONTRACT_VALID)
+            .unwrap()
+            .reason,
+        "Parsed"
+    );
+    assert!(s.evaluation_coverage.is_some());
+    assert!(!s.findings.is_empty(), "{s:?}");
+    assert!(
+        s.findings.iter().all(|f| f.severity == Severity::Unknown),
+        "{:?}",
+        s.findings
+    );
+    let (_, message) = wait_event(&h.client, &h.namespace, "orders", "ValidationFailed").await;
+    assert!(
+        message.starts_with("ContractStatus: Unknown, 0 errors"),
+        "{message}"
+    );
+
+    // The Deployment appears: the observer's WatchTargets notification re-observes at once
+    // (well before the 30 s requeue).
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(h.client.clone(), &h.namespace);
+    let deployment: k8s_openapi::api::apps::v1::Deployment =
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "orders"},
+            "spec": {
+                "selector": {"matchLabels": {"app": "orders"}},
+                "template": {
+                    "metadata": {"labels": {"app": "orders"}},
+                    "spec": {"containers": [{"name": "app", "image": "registry.local/orders:1"}]}
+                }
+            }
+        }))
+        .unwrap();
+    let created = std::time::Instant::now();
+    deployments
+        .create(&PostParams::default(), &deployment)
+        .await
+        .unwrap();
+    let (_, s) = wait_status(&api, "orders", ContractStatus::Compliant).await;
+    assert!(
+        created.elapsed() < Duration::from_secs(25),
+        "reacted via WatchTargets"
+    );
+    assert!(s.findings.is_empty(), "{:?}", s.findings);
+    assert_eq!(
+        s.observed_runtime
+            .as_ref()
+            .and_then(|r| r.workload_kind.as_deref()),
+        Some("Deployment")
+    );
+    let (kind, message) = wait_event(&h.client, &h.namespace, "orders", "ContractRecovered").await;
+    assert_eq!(kind, "Normal");
+    assert_eq!(message, "ContractStatus: Compliant, 0 errors, 0 warnings");
+}
+
+#[tokio::test]
+async fn workload_mismatch_is_non_compliant_at_once_with_counts() {
+    let h = start_with_observer().await;
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(h.client.clone(), &h.namespace);
+    let deployment: k8s_openapi::api::apps::v1::Deployment =
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "batch"},
+            "spec": {
+                "selector": {"matchLabels": {"app": "batch"}},
+                "template": {
+                    "metadata": {"labels": {"app": "batch"}},
+                    "spec": {"containers": [{"name": "app", "image": "registry.local/batch:1"}]}
+                }
+            }
+        }))
+        .unwrap();
+    deployments
+        .create(&PostParams::default(), &deployment)
+        .await
+        .unwrap();
+    let api: Api<Pacto> = Api::namespaced(h.client.clone(), &h.namespace);
+    let contract =
+        "pactoVersion: \"2.0\"\nservice:\n  name: batch\n  version: 2.0.0\nworkload: job\n";
+    let mut p = pacto("batch", contract, None);
+    p.spec.target = Some(TargetRef {
+        workload_ref: Some(WorkloadRef {
+            name: "batch".into(),
+            kind: Some(WorkloadKind::Deployment),
+        }),
+        ..TargetRef::default()
+    });
+    api.create(&PostParams::default(), &p).await.unwrap();
+    let (_, s) = wait_status(&api, "batch", ContractStatus::NonCompliant).await;
+    assert_eq!(s.findings.len(), 1, "{:?}", s.findings);
+    assert_eq!(s.findings[0].code, "WORKLOAD_MISMATCH");
+    assert_eq!(s.findings[0].severity, Severity::Error);
+    assert_eq!(s.summary.unwrap().error_count, 1);
+    let (kind, message) = wait_event(&h.client, &h.namespace, "batch", "ValidationFailed").await;
+    assert_eq!(kind, "Warning");
+    assert_eq!(
+        message,
+        "ContractStatus: NonCompliant, 1 errors, 0 warnings"
+    );
+}

@@ -1,0 +1,348 @@
+//! Shared harness of the cluster tests and the bench. Cluster tier: the status-writer controller against a real kube-apiserver + etcd (CRDs from
+//! the chart), with the real evaluator and contract-resolver served in-process over mTLS with
+//! certificates generated for the run. The observer is not started here: targeted Pactos show
+//! how a down backend reads (Unknown naming the service).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "test harness")]
+#![allow(
+    dead_code,
+    unused_imports,
+    reason = "each user needs a different subset"
+)]
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use pacto_api::conditions::{
+    CONTRACT_VALID, READINESS_SATISFIED, RUNTIME_OBSERVED, find_condition,
+};
+use pacto_api::labels::{LABEL_PACTO, LABEL_VERSION};
+use pacto_api::{ContractRef, ContractStatus, Pacto, PactoSpec, PactoStatus, TargetRef};
+use pacto_proto::evaluator::evaluator_client::EvaluatorClient;
+use pacto_proto::observer::observer_client::ObserverClient;
+use pacto_proto::resolver::contract_resolver_client::ContractResolverClient;
+use pacto_runtime::CancellationToken;
+use pacto_runtime::grpc::{self, ChannelSpec, RetryPolicy, Transport};
+use pacto_runtime::identity::AllowList;
+use pacto_runtime::testing::{TestCa, write_tls_files};
+use pacto_runtime::tls::TlsStore;
+use pacto_status_writer::controller::{Backends, Context};
+use pacto_status_writer::gauges::Gauges;
+use pacto_testenv::{ControlPlane, ControlPlaneOptions};
+
+pub const STATUS_WRITER: &str = "status-writer.pacto.svc";
+pub const RESOLVER: &str = "contract-resolver.pacto.svc";
+pub const EVALUATOR: &str = "evaluator.pacto.svc";
+pub const OBSERVER: &str = "observer.pacto.svc";
+
+pub fn crds() -> Vec<PathBuf> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../charts/pacto-crds/templates");
+    [
+        "pacto.trianalab.io_pactos.yaml",
+        "pacto.trianalab.io_pactorevisions.yaml",
+    ]
+    .iter()
+    .map(|f| dir.join(f))
+    .collect()
+}
+
+pub async fn cluster() -> &'static ControlPlane {
+    pacto_testenv::controlplane::ensure_crypto_provider();
+    pacto_testenv::shared(|| {
+        crds().into_iter().fold(
+            ControlPlaneOptions::default(),
+            ControlPlaneOptions::with_crd,
+        )
+    })
+    .await
+    .expect("start the control plane (scripts/k8s-binaries.sh provides the binaries)")
+}
+
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The backends (real evaluator and resolver in-process) and a status-writer controller scoped
+/// to one namespace.
+pub struct Harness {
+    pub dir: tempfile::TempDir,
+    pub shutdown: CancellationToken,
+    pub client: Client,
+    pub namespace: String,
+    pub gauges: Gauges,
+    pub ctx: Arc<Context>,
+    pub admin: SocketAddr,
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+/// A loopback port with nothing listening.
+pub async fn closed_port() -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    addr
+}
+
+pub async fn start(resolver_up: bool) -> Harness {
+    start_with(resolver_up, Vec::new(), Duration::from_mins(5)).await
+}
+
+/// A harness whose observer is real too (in-process, watching the test namespace).
+pub async fn start_with_observer() -> Harness {
+    start_full(true, Vec::new(), Duration::from_mins(5), true).await
+}
+
+pub async fn start_with(
+    resolver_up: bool,
+    insecure: Vec<String>,
+    mirror_interval: Duration,
+) -> Harness {
+    start_full(resolver_up, insecure, mirror_interval, false).await
+}
+
+pub async fn start_full(
+    resolver_up: bool,
+    insecure: Vec<String>,
+    mirror_interval: Duration,
+    observer_up: bool,
+) -> Harness {
+    let cp = cluster().await;
+    let client = cp.client().unwrap();
+    let namespace = cp.create_namespace("sw").await.unwrap();
+    let shutdown = CancellationToken::new();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new("pacto status-writer test CA").unwrap();
+
+    // Evaluator.
+    let cert = ca.issue(&[EVALUATOR, "127.0.0.1"]).unwrap();
+    let files = write_tls_files(dir.path(), "evaluator", &ca.pem(), &cert).unwrap();
+    let evaluator_grpc = grpc::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let evaluator_addr = evaluator_grpc.local_addr().unwrap();
+    tokio::spawn(pacto_evaluator::serve(
+        pacto_evaluator::ServeConfig {
+            grpc: evaluator_grpc,
+            admin: pacto_runtime::admin::bind("127.0.0.1:0".parse().unwrap())
+                .await
+                .unwrap(),
+            transport: Transport::Mtls(TlsStore::load(files).unwrap()),
+            allowed: AllowList::new([STATUS_WRITER]),
+        },
+        pacto_evaluator::EvaluatorService::default(),
+        shutdown.clone(),
+    ));
+
+    // Contract resolver (no registry needed for inline contracts; no pull secrets).
+    let resolver_addr = if resolver_up {
+        let cert = ca.issue(&[RESOLVER, "127.0.0.1"]).unwrap();
+        let files = write_tls_files(dir.path(), "resolver", &ca.pem(), &cert).unwrap();
+        let listener = grpc::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let defaults = pacto_contract_resolver::ResolverConfig::default();
+        let config = pacto_contract_resolver::ResolverConfig {
+            registry: pacto_contract_resolver::registry::RegistryOptions {
+                client: pacto_oci::ClientOptions {
+                    insecure_registries: insecure,
+                    ..defaults.registry.client.clone()
+                },
+                ..defaults.registry.clone()
+            },
+            ..defaults
+        };
+        let resolver = pacto_contract_resolver::Resolver::new(config, None).unwrap();
+        tokio::spawn(pacto_contract_resolver::serve(
+            pacto_contract_resolver::ServeConfig {
+                grpc: listener,
+                admin: pacto_runtime::admin::bind("127.0.0.1:0".parse().unwrap())
+                    .await
+                    .unwrap(),
+                transport: Transport::Mtls(TlsStore::load(files).unwrap()),
+                allowed: AllowList::new([STATUS_WRITER]),
+            },
+            pacto_contract_resolver::service::ResolverService::new(Arc::new(resolver)),
+            shutdown.clone(),
+        ));
+        addr
+    } else {
+        closed_port().await
+    };
+    let observer_addr = if observer_up {
+        let cert = ca.issue(&[OBSERVER, "127.0.0.1"]).unwrap();
+        let files = write_tls_files(dir.path(), "observer", &ca.pem(), &cert).unwrap();
+        let listener = grpc::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let hub = pacto_observer::watch::TargetHub::new();
+        pacto_observer::watch::spawn_watchers(&client, Some(namespace.as_str()), &hub, &shutdown);
+        let observer = pacto_observer::Observer::new(
+            pacto_observer::fetch::KubeCluster::new(client.clone(), Some(namespace.clone())),
+            pacto_observer::probe::Prober::new().unwrap(),
+            pacto_observer::Options::default(),
+        );
+        tokio::spawn(pacto_observer::serve(
+            pacto_observer::ServeConfig {
+                grpc: listener,
+                admin: pacto_runtime::admin::bind("127.0.0.1:0".parse().unwrap())
+                    .await
+                    .unwrap(),
+                transport: Transport::Mtls(TlsStore::load(files).unwrap()),
+                allowed: AllowList::new([STATUS_WRITER]),
+            },
+            pacto_observer::ObserverService::new(observer, hub, shutdown.clone()),
+            shutdown.clone(),
+        ));
+        addr
+    } else {
+        closed_port().await
+    };
+
+    // status-writer's client identity.
+    let cert = ca.issue(&[STATUS_WRITER]).unwrap();
+    let files = write_tls_files(dir.path(), "status-writer", &ca.pem(), &cert).unwrap();
+    let transport = Transport::Mtls(TlsStore::load(files).unwrap());
+    let channel = |addr: SocketAddr, name: &str| {
+        let spec = ChannelSpec {
+            address: addr.to_string(),
+            server_name: Some(name.to_owned()),
+            connect_timeout: Duration::from_secs(2),
+            request_timeout: Duration::from_secs(5),
+        };
+        grpc::channel(&spec, &transport).unwrap()
+    };
+    let backends = Backends {
+        resolver: ContractResolverClient::new(channel(resolver_addr, RESOLVER)),
+        observer: ObserverClient::new(channel(observer_addr, OBSERVER)),
+        evaluator: EvaluatorClient::new(channel(evaluator_addr, EVALUATOR)),
+        retry: RetryPolicy {
+            max_retries: 1,
+            min_delay: Duration::from_millis(10),
+            max_delay: Duration::from_millis(50),
+        },
+    };
+    let gauges = Gauges::new();
+    let ctx = Arc::new(Context::new(
+        client.clone(),
+        backends,
+        gauges.clone(),
+        None,
+        Some("status-writer-test".into()),
+    ));
+    let ns = namespace.clone();
+    let stop = shutdown.clone();
+    let run_ctx = Arc::clone(&ctx);
+    let admin_listener = pacto_runtime::admin::bind("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let admin = admin_listener.local_addr().unwrap();
+    tokio::spawn(pacto_status_writer::serve_elected(
+        run_ctx,
+        Some(ns),
+        None,
+        mirror_interval,
+        admin_listener,
+        stop,
+    ));
+    Harness {
+        dir,
+        shutdown,
+        client,
+        namespace,
+        gauges,
+        ctx,
+        admin,
+    }
+}
+
+pub fn pacto(name: &str, inline: &str, service: Option<&str>) -> Pacto {
+    let mut p = Pacto::new(
+        name,
+        PactoSpec {
+            contract_ref: ContractRef {
+                inline: Some(inline.to_owned()),
+                ..ContractRef::default()
+            },
+            target: service.map(|s| TargetRef {
+                service_name: Some(s.to_owned()),
+                ..TargetRef::default()
+            }),
+            overrides: None,
+            check_interval_seconds: Some(30),
+        },
+    );
+    p.metadata.name = Some(name.to_owned());
+    p
+}
+
+pub const VALID: &str = "pactoVersion: \"2.0\"\nservice:\n  name: orders\n  version: 1.2.0\n";
+
+pub async fn wait_status(
+    api: &Api<Pacto>,
+    name: &str,
+    want: ContractStatus,
+) -> (Pacto, PactoStatus) {
+    eventually(
+        &format!("{name} to be {want:?}"),
+        Duration::from_secs(30),
+        || async {
+            let p = api.get(name).await.ok()?;
+            let s = p.status.clone()?;
+            (s.contract_status == Some(want)).then_some((p, s))
+        },
+    )
+    .await
+}
+
+pub async fn events_of(client: &Client, ns: &str, name: &str) -> Vec<(String, String, String)> {
+    let api: Api<Event> = Api::namespaced(client.clone(), ns);
+    api.list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .map(|e| {
+            (
+                e.type_.unwrap_or_default(),
+                e.reason.unwrap_or_default(),
+                e.note.unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+pub async fn wait_event(client: &Client, ns: &str, name: &str, reason: &str) -> (String, String) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let events = events_of(client, ns, name).await;
+        if let Some((t, _, m)) = events.iter().find(|(_, r, _)| r == reason) {
+            return (t.clone(), m.clone());
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for event {reason} on {name}; events: {events:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
