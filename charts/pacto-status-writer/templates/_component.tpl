@@ -27,6 +27,13 @@
 - --grpc-connect-timeout={{ .Values.grpcClient.connectTimeout }}
 - --grpc-request-timeout={{ .Values.grpcClient.requestTimeout }}
 - --grpc-max-retries={{ .Values.grpcClient.maxRetries }}
+{{- with .Values.controller.revisionMirrorInterval }}
+- --revision-mirror-interval={{ . }}
+{{- end }}
+{{- if .Values.leaderElection.enabled }}
+- --leader-elect
+- --leader-election-id={{ .Values.leaderElection.leaseName }}
+{{- end }}
 {{- end }}
 
 {{- define "pacto.grpcIngressFrom" -}}
