@@ -1,7 +1,8 @@
 //! Observe latency (p50/p99) against a real kube-apiserver holding 1,000 headless Services (the test API server's Service CIDR is small; each with an
 //! EndpointSlice of 5 Ready endpoints), 1,000 Deployments and 5,000 Pods, with the WatchTargets
-//! watches running; then the process RSS. The observer reads with direct GETs (no object cache),
-//! so the numbers are API round trips on loopback. Run: `cargo bench -p pacto-observer`.
+//! watches running; then the process RSS. Measured twice: with direct GETs (every read an API
+//! round trip on loopback), then through the reflector caches the binary uses.
+//! Run: `cargo bench -p pacto-observer --bench observe`.
 
 #![allow(
     clippy::unwrap_used,
@@ -56,6 +57,49 @@ where
 {
     let object: K = serde_json::from_value(value).unwrap();
     api.create(&PostParams::default(), &object).await.unwrap();
+}
+
+/// Observes `CALLS` targets spread over the populated Services; the latency of each call.
+async fn measure(
+    observer: &Observer,
+    jobs: &[(String, String)],
+    contract: &pacto_contract::model::Contract,
+) -> Vec<Duration> {
+    let mut latencies = Vec::with_capacity(CALLS);
+    for call in 0..CALLS {
+        let (ns, name) = &jobs[(call * 7919) % jobs.len()];
+        let target: Target = Target {
+            namespace: ns.clone(),
+            pacto_name: name.clone(),
+            spec: serde_json::from_value(json!({"serviceName": name,
+                "interfaceBindings": [{"interface": "api", "servicePort": "http"}]}))
+            .unwrap(),
+        };
+        let input = ObserveInput {
+            target,
+            contract: contract.clone(),
+            schemas: std::collections::BTreeMap::new(),
+            contract_ref: "oci://registry.example/svc:1.0.0".into(),
+            windows: vec![],
+            stabilization_window: None,
+        };
+        let t = Instant::now();
+        let out = observer.observe(input, Timestamp::now()).await;
+        latencies.push(t.elapsed());
+        assert!(out.api_errors.is_empty(), "{:?}", out.api_errors);
+        assert_eq!(out.evidence.observations().len(), 4);
+    }
+    latencies.sort();
+    latencies
+}
+
+fn report(mode: &str, latencies: &[Duration]) {
+    println!(
+        "Observe latency with {mode} over {CALLS} calls (1 interface, passive health, workload, persistence): p50 {:.2?}, p99 {:.2?}, max {:.2?}",
+        percentile(latencies, 0.50),
+        percentile(latencies, 0.99),
+        latencies[latencies.len() - 1]
+    );
 }
 
 fn rss_kib() -> u64 {
@@ -139,48 +183,41 @@ async fn main() {
     ready.wait().await;
     let rss_before = rss_kib();
 
-    let observer = Observer::new(
+    let contract = pacto_contract::parse::parse_contract(CONTRACT.as_bytes())
+        .unwrap()
+        .1;
+
+    // Direct GETs (no object cache): every read is an API round trip on loopback.
+    let direct = Observer::new(
         KubeCluster::new(client.clone(), None),
         Prober::new().unwrap(),
         Options::default(),
     );
-    let contract = pacto_contract::parse::parse_contract(CONTRACT.as_bytes())
-        .unwrap()
-        .1;
-    let mut latencies = Vec::with_capacity(CALLS);
-    for call in 0..CALLS {
-        let (ns, name) = &jobs[(call * 7919) % jobs.len()];
-        let target: Target = Target {
-            namespace: ns.clone(),
-            pacto_name: name.clone(),
-            spec: serde_json::from_value(json!({"serviceName": name,
-                "interfaceBindings": [{"interface": "api", "servicePort": "http"}]}))
-            .unwrap(),
-        };
-        let input = ObserveInput {
-            target,
-            contract: contract.clone(),
-            schemas: std::collections::BTreeMap::new(),
-            contract_ref: "oci://registry.example/svc:1.0.0".into(),
-            windows: vec![],
-            stabilization_window: None,
-        };
-        let t = Instant::now();
-        let out = observer.observe(input, Timestamp::now()).await;
-        latencies.push(t.elapsed());
-        assert!(out.api_errors.is_empty(), "{:?}", out.api_errors);
-        assert_eq!(out.evidence.observations().len(), 4);
-    }
-    latencies.sort();
+    let latencies = measure(&direct, &jobs, &contract).await;
+    report("direct GETs", &latencies);
     println!(
-        "Observe latency over {CALLS} calls (1 interface, passive health, workload, persistence): p50 {:.2?}, p99 {:.2?}, max {:.2?}",
-        percentile(&latencies, 0.50),
-        percentile(&latencies, 0.99),
-        latencies[latencies.len() - 1]
-    );
-    println!(
-        "bench process RSS (observer + watches + kube client; the API server is a separate process): {} MiB after watches listed, {} MiB after the calls",
+        "bench process RSS (observer + watches + kube client; the API server is a separate process): {} MiB after watches listed, {} MiB after the direct-GET calls",
         rss_before / 1024,
+        rss_kib() / 1024
+    );
+    drop(direct);
+
+    // Reflector caches (as the binary runs): Services, EndpointSlices, workloads and Pactos
+    // watched cluster-wide with trimmed metadata.
+    let started = Instant::now();
+    let cached = Observer::new(
+        KubeCluster::cached(client.clone(), None, &shutdown),
+        Prober::new().unwrap(),
+        Options::default(),
+    );
+    assert!(cached.wait_ready().await);
+    println!("caches synced in {:.1?}", started.elapsed());
+    let rss_cached = rss_kib();
+    let latencies = measure(&cached, &jobs, &contract).await;
+    report("reflector caches", &latencies);
+    println!(
+        "bench process RSS with the caches: {} MiB after they synced, {} MiB after the cached calls",
+        rss_cached / 1024,
         rss_kib() / 1024
     );
     shutdown.cancel();

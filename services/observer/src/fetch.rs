@@ -1,4 +1,5 @@
-//! The fetch edge: direct, uncached reads from the Kubernetes API. NotFound is `Ok(None)`; any
+//! The fetch edge: reads from the Kubernetes API, direct or through the [`crate::cache`]
+//! reflector stores. NotFound is `Ok(None)`; any
 //! other error is an [`ApiFailure`] naming the query. Secrets are read as metadata only.
 
 use std::collections::BTreeMap;
@@ -10,6 +11,9 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::Client;
 use kube::api::{Api, ListParams};
 use pacto_api::{Pacto, WorkloadKind};
+use pacto_runtime::CancellationToken;
+
+use crate::cache::Caches;
 
 use crate::verdict::{ApiFailure, Fetched};
 use crate::workload::WorkloadObject;
@@ -17,21 +21,35 @@ use crate::workload::WorkloadObject;
 /// The label that ties an EndpointSlice to its Service.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 
+/// What a Forbidden Secret metadata read (or the Secret watch) tells the user: the chart grants
+/// no access to Secrets by default, because RBAC cannot restrict a right to metadata.
+pub const SECRET_FORBIDDEN_HINT: &str = "the observer has no access to Secrets (least-privilege \
+     default), so Secret configuration bindings cannot be observed; to observe them, set the \
+     pacto-observer chart value rbac.secretMetadata=true";
+
 fn failure(query: &str, error: &kube::Error) -> ApiFailure {
     ApiFailure::new(format!("{query}: {error}"))
 }
 
-/// Read-only access to the cluster.
+/// Whether the API server refused the request for lack of RBAC rights (HTTP 403).
+pub fn is_forbidden(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(status) if status.is_forbidden())
+}
+
+/// Read-only access to the cluster: direct GETs, or — when built with [`KubeCluster::cached`] —
+/// reflector caches for Services, EndpointSlices, workloads and Pactos.
 #[derive(Clone)]
 pub struct KubeCluster {
     client: Client,
     watch_namespace: Option<String>,
+    caches: Option<Caches>,
 }
 
 impl std::fmt::Debug for KubeCluster {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("KubeCluster")
             .field("watch_namespace", &self.watch_namespace)
+            .field("caches", &self.caches)
             .finish_non_exhaustive()
     }
 }
@@ -43,7 +61,36 @@ impl KubeCluster {
         Self {
             client,
             watch_namespace,
+            caches: None,
         }
+    }
+
+    /// Reads Services, EndpointSlices, workloads and Pactos from reflector caches (started
+    /// here, stopped at `shutdown`) of `watch_namespace` or the whole cluster; ConfigMaps and
+    /// Secret metadata stay direct GETs. Reads outside the cached namespace are direct GETs.
+    pub fn cached(
+        client: Client,
+        watch_namespace: Option<String>,
+        shutdown: &CancellationToken,
+    ) -> Self {
+        let caches = Caches::spawn(&client, watch_namespace.as_deref(), shutdown);
+        Self {
+            client,
+            watch_namespace,
+            caches: Some(caches),
+        }
+    }
+
+    /// Waits until the caches (if any) completed their initial lists; `false` if one stopped.
+    pub async fn wait_ready(&self) -> bool {
+        match &self.caches {
+            Some(caches) => caches.wait_ready().await,
+            None => true,
+        }
+    }
+
+    fn caches_for(&self, namespace: &str) -> Option<&Caches> {
+        self.caches.as_ref().filter(|c| c.covers(namespace))
     }
 
     /// The client.
@@ -67,6 +114,9 @@ impl KubeCluster {
 
     /// GET a Service.
     pub async fn service(&self, namespace: &str, name: &str) -> Fetched<Service> {
+        if let Some(caches) = self.caches_for(namespace) {
+            return caches.service(namespace, name).await;
+        }
         self.get(namespace, name, "services").await
     }
 
@@ -76,6 +126,9 @@ impl KubeCluster {
         namespace: &str,
         service: &str,
     ) -> Fetched<Vec<EndpointSlice>> {
+        if let Some(caches) = self.caches_for(namespace) {
+            return caches.endpoint_slices(namespace, service).await.map(Some);
+        }
         let api: Api<EndpointSlice> = Api::namespaced(self.client.clone(), namespace);
         let params = ListParams::default().labels(&format!("{SERVICE_NAME_LABEL}={service}"));
         api.list(&params)
@@ -96,6 +149,9 @@ impl KubeCluster {
         name: &str,
         kind: WorkloadKind,
     ) -> Fetched<WorkloadObject> {
+        if let Some(caches) = self.caches_for(namespace) {
+            return caches.workload(namespace, name, kind).await;
+        }
         Ok(match kind {
             WorkloadKind::Deployment => self
                 .get::<Deployment>(namespace, name, "deployments")
@@ -133,16 +189,28 @@ impl KubeCluster {
     }
 
     /// GET a Secret's **metadata only** (`PartialObjectMetadata`); its values are never read.
+    /// Forbidden (the chart's default grants no Secret access) is a failure whose message
+    /// names the chart value that grants it ([`SECRET_FORBIDDEN_HINT`]).
     pub async fn secret_exists(&self, namespace: &str, name: &str) -> Fetched<()> {
         let api: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
         api.get_metadata_opt(name)
             .await
             .map(|m| m.map(|_| ()))
-            .map_err(|e| failure(&format!("get secrets {namespace}/{name} (metadata)"), &e))
+            .map_err(|e| {
+                let query = format!("get secrets {namespace}/{name} (metadata)");
+                if is_forbidden(&e) {
+                    ApiFailure::new(format!("{query}: {e}; {SECRET_FORBIDDEN_HINT}"))
+                } else {
+                    failure(&query, &e)
+                }
+            })
     }
 
     /// LIST the Pactos visible to the observer (cluster-wide or the watch namespace).
     pub async fn pactos(&self) -> Result<Vec<Pacto>, ApiFailure> {
+        if let Some(caches) = &self.caches {
+            return caches.pactos().await;
+        }
         let api: Api<Pacto> = match &self.watch_namespace {
             Some(ns) => Api::namespaced(self.client.clone(), ns),
             None => Api::all(self.client.clone()),

@@ -7,7 +7,8 @@
 //!
 //! - [`wire`]: the Observe request into domain types (`InvalidArgument` naming the field) and
 //!   the response back;
-//! - [`fetch`]: direct, uncached reads (Secrets by metadata only);
+//! - [`fetch`]: the read edge: direct GETs (ConfigMaps, Secrets by metadata only) and the
+//!   [`cache`] reflector stores (Services, EndpointSlices, workloads, sibling Pactos);
 //! - pure per-dimension decisions: [`workload`] (workload + persistence + snapshot),
 //!   [`interfaces`], [`configuration`], [`dependency`], [`health`], [`metrics_capability`] —
 //!   each returns a [`verdict::Verdict`];
@@ -17,6 +18,7 @@
 //! - [`watch`]: the WatchTargets index, watchers and coalesced notifications;
 //! - [`service`]: the gRPC service; this module: flags, serving and `run`.
 
+pub mod cache;
 pub mod configuration;
 pub mod dependency;
 pub mod fetch;
@@ -182,7 +184,8 @@ pub struct ServeConfig {
 }
 
 /// Serves gRPC and the admin endpoints until `shutdown` is cancelled, then drains in-flight
-/// calls (WatchTargets streams end with OK).
+/// calls (WatchTargets streams end with OK). `/readyz` turns true once the observer's caches
+/// completed their initial lists.
 pub async fn serve(
     config: ServeConfig,
     service: ObserverService,
@@ -203,6 +206,7 @@ pub async fn serve(
     } else {
         Authorizer::insecure(SERVICE_NAME)
     };
+    let service_ready = service.clone();
     let router = tonic::transport::Server::builder()
         .add_service(ObserverServer::with_interceptor(service, authorizer));
     tracing::info!(
@@ -211,10 +215,25 @@ pub async fn serve(
         mtls = config.transport.is_mtls(),
         "serving Observer"
     );
-    readiness.set(true);
+    // Ready once the reflector caches hold their initial lists (at once without caches).
+    let ready_task = {
+        let (readiness, service, shutdown) = (readiness.clone(), service_ready, shutdown.clone());
+        tokio::spawn(async move {
+            tokio::select! {
+                () = shutdown.cancelled() => {}
+                synced = service.wait_ready() => {
+                    if synced {
+                        readiness.set(true);
+                        tracing::info!("caches synced: ready");
+                    }
+                }
+            }
+        })
+    };
     let served = grpc::serve(router, config.grpc, &config.transport, shutdown.clone()).await;
-    readiness.set(false);
     shutdown.cancel();
+    let _ = ready_task.await;
+    readiness.set(false);
     let admin_result = admin.await.map_err(ObserverError::AdminTask)?;
     served?;
     admin_result?;
@@ -232,11 +251,13 @@ pub async fn run(args: Args) -> Result<(), ObserverError> {
     let client = kube::Client::try_default()
         .await
         .map_err(ObserverError::Kube)?;
+    // Installed before the caches start, so their first size gauges are recorded.
+    pacto_runtime::metrics::install_recorder()?;
     let namespace = args.watch_namespace.clone().filter(|n| !n.is_empty());
     let hub = watch::TargetHub::new();
     watch::spawn_watchers(&client, namespace.as_deref(), &hub, &shutdown);
     let observer = Observer::new(
-        fetch::KubeCluster::new(client, namespace),
+        fetch::KubeCluster::cached(client, namespace, &shutdown),
         probe::Prober::new()?,
         args.options(),
     );

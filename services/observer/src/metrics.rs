@@ -10,6 +10,8 @@ pub const API_ERRORS_TOTAL: &str = "pacto_observer_api_errors_total";
 pub const OBSERVE_SECONDS: &str = "pacto_observer_observe_duration_seconds";
 /// Objects known to the WatchTargets index, by kind.
 pub const WATCH_INDEX_OBJECTS: &str = "pacto_observer_watch_index_objects";
+/// Objects held by the reflector caches, by kind.
+pub const CACHE_OBJECTS: &str = "pacto_observer_cache_objects";
 /// WatchTargets notifications sent.
 pub const TARGET_CHANGES_TOTAL: &str = "pacto_observer_target_changes_total";
 
@@ -30,6 +32,11 @@ pub fn describe() {
         WATCH_INDEX_OBJECTS,
         Unit::Count,
         "Pactos and dependency edges in the WatchTargets index, by kind."
+    );
+    describe_gauge!(
+        CACHE_OBJECTS,
+        Unit::Count,
+        "Objects held by the observer's reflector caches, by kind."
     );
     describe_counter!(
         TARGET_CHANGES_TOTAL,

@@ -243,6 +243,12 @@ impl Observer {
         &self.options
     }
 
+    /// Waits until the cluster caches (if any) completed their initial lists; `false` if a
+    /// cache's watch stopped.
+    pub async fn wait_ready(&self) -> bool {
+        self.cluster.wait_ready().await
+    }
+
     /// Observes one target at `now`.
     pub async fn observe(&self, input: ObserveInput, now: Timestamp) -> ObserveOutput {
         let ObserveInput {

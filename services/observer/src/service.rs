@@ -59,6 +59,14 @@ impl ObserverService {
     }
 }
 
+impl ObserverService {
+    /// Waits until the observer's caches completed their initial lists (`false` if one of
+    /// their watches stopped).
+    pub async fn wait_ready(&self) -> bool {
+        self.observer.wait_ready().await
+    }
+}
+
 type ChangeStream = Pin<Box<dyn Stream<Item = Result<TargetChange, Status>> + Send + 'static>>;
 
 #[tonic::async_trait]

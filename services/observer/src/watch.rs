@@ -434,6 +434,84 @@ fn mark_listed(ready: &tokio::sync::watch::Sender<usize>, listed: &mut bool) {
     }
 }
 
+/// First delay after a watch error.
+pub const WATCH_RETRY_MIN: Duration = Duration::from_secs(1);
+/// Longest delay between retries of a failing watch.
+pub const WATCH_RETRY_MAX: Duration = Duration::from_mins(5);
+
+/// Whether a watch error is the API server refusing the list or watch for lack of RBAC rights.
+pub fn watch_error_is_forbidden(error: &watcher::Error) -> bool {
+    match error {
+        watcher::Error::InitialListFailed(e)
+        | watcher::Error::WatchStartFailed(e)
+        | watcher::Error::WatchFailed(e) => crate::fetch::is_forbidden(e),
+        watcher::Error::WatchError(status) => status.is_forbidden(),
+        watcher::Error::NoResourceVersion => false,
+    }
+}
+
+/// Retry policy of one watch: exponential backoff from [`WATCH_RETRY_MIN`] doubling to
+/// [`WATCH_RETRY_MAX`], reset by a successful list or event. Only the first error of a failing
+/// streak is logged at `warn` (a Forbidden one with the chart value that grants the right);
+/// repeats go to `debug`, so a refused watch neither spins nor floods the log.
+#[derive(Debug)]
+pub struct WatchRetry {
+    kind: &'static str,
+    next_delay: Duration,
+    failing: bool,
+}
+
+impl WatchRetry {
+    /// A healthy watch of `kind`.
+    pub fn new(kind: &'static str) -> Self {
+        Self {
+            kind,
+            next_delay: WATCH_RETRY_MIN,
+            failing: false,
+        }
+    }
+
+    /// The watch delivered a list or an event: the next error starts a new streak.
+    pub fn succeeded(&mut self) {
+        self.next_delay = WATCH_RETRY_MIN;
+        self.failing = false;
+    }
+
+    /// Records an error (`forbidden`: refused by RBAC) and returns how long to wait before the
+    /// watch retries.
+    pub fn failed(&mut self, error: &watcher::Error, forbidden: bool) -> Duration {
+        let delay = self.next_delay;
+        if self.failing {
+            tracing::debug!(kind = self.kind, %error, ?delay, "watch still failing");
+        } else if forbidden && self.kind == WatchedKind::Secret.as_str() {
+            tracing::warn!(
+                kind = self.kind,
+                %error,
+                "Secret watch forbidden: changes of bound Secrets will not trigger re-observation; \
+                 {}",
+                crate::fetch::SECRET_FORBIDDEN_HINT
+            );
+        } else if forbidden {
+            tracing::warn!(
+                kind = self.kind,
+                %error,
+                "watch forbidden: the observer's ClusterRole (or Role) is missing this kind; \
+                 retrying with backoff"
+            );
+        } else {
+            tracing::warn!(kind = self.kind, %error, "watch error; retrying with backoff");
+        }
+        self.failing = true;
+        self.next_delay = (delay * 2).min(WATCH_RETRY_MAX);
+        delay
+    }
+
+    /// Whether the watch is in a failing streak.
+    pub fn is_failing(&self) -> bool {
+        self.failing
+    }
+}
+
 /// Feeds a metadata-only watch of `K` into the hub. Events of the initial list (and of relists)
 /// are not changes and are skipped.
 async fn watch_metadata<K>(
@@ -450,6 +528,7 @@ async fn watch_metadata<K>(
     let mut stream = std::pin::pin!(stream);
     let mut initializing = true;
     let mut listed = false;
+    let mut retry = WatchRetry::new(kind.as_str());
     loop {
         let event = tokio::select! {
             () = shutdown.cancelled() => return,
@@ -463,15 +542,31 @@ async fn watch_metadata<K>(
             }
             Ok(Event::InitDone) => {
                 initializing = false;
+                retry.succeeded();
                 mark_listed(&ready, &mut listed);
                 continue;
             }
-            Ok(Event::Apply(m)) if !initializing => (m.metadata, "applied"),
-            Ok(Event::Delete(m)) if !initializing => (m.metadata, "deleted"),
+            Ok(Event::Apply(m)) if !initializing => {
+                retry.succeeded();
+                (m.metadata, "applied")
+            }
+            Ok(Event::Delete(m)) if !initializing => {
+                retry.succeeded();
+                (m.metadata, "deleted")
+            }
             Ok(_) => continue,
             Err(error) => {
-                tracing::warn!(kind = kind.as_str(), %error, "watch error (retrying)");
-                tokio::time::sleep(Duration::from_secs(1)).await;
+                let forbidden = watch_error_is_forbidden(&error);
+                let delay = retry.failed(&error, forbidden);
+                // Without the opt-in chart value the Secret watch is refused by design: it must
+                // not hold readiness back (bound Secrets then read as honest unknowns).
+                if forbidden && kind == WatchedKind::Secret {
+                    mark_listed(&ready, &mut listed);
+                }
+                tokio::select! {
+                    () = shutdown.cancelled() => return,
+                    () = tokio::time::sleep(delay) => {}
+                }
                 continue;
             }
         };
@@ -492,6 +587,7 @@ async fn watch_pactos(
     ready: tokio::sync::watch::Sender<usize>,
 ) {
     let mut listed = false;
+    let mut retry = WatchRetry::new("Pacto");
     let stream = watcher::watcher(api, watcher::Config::default());
     let mut stream = std::pin::pin!(stream);
     loop {
@@ -501,13 +597,26 @@ async fn watch_pactos(
         };
         match event {
             None => return,
-            Some(Ok(Event::Apply(p) | Event::InitApply(p))) => hub.pacto_applied(&p),
-            Some(Ok(Event::Delete(p))) => hub.pacto_deleted(&p),
-            Some(Ok(Event::InitDone)) => mark_listed(&ready, &mut listed),
+            Some(Ok(Event::Apply(p))) => {
+                retry.succeeded();
+                hub.pacto_applied(&p);
+            }
+            Some(Ok(Event::InitApply(p))) => hub.pacto_applied(&p),
+            Some(Ok(Event::Delete(p))) => {
+                retry.succeeded();
+                hub.pacto_deleted(&p);
+            }
+            Some(Ok(Event::InitDone)) => {
+                retry.succeeded();
+                mark_listed(&ready, &mut listed);
+            }
             Some(Ok(Event::Init)) => {}
             Some(Err(error)) => {
-                tracing::warn!(kind = "Pacto", %error, "watch error (retrying)");
-                tokio::time::sleep(Duration::from_secs(1)).await;
+                let delay = retry.failed(&error, watch_error_is_forbidden(&error));
+                tokio::select! {
+                    () = shutdown.cancelled() => return,
+                    () = tokio::time::sleep(delay) => {}
+                }
             }
         }
     }
@@ -774,5 +883,74 @@ mod tests {
             index.remove_pacto(&key("b", "db")),
             BTreeSet::from([key("a", "orders")])
         );
+    }
+
+    fn api_error(code: u16, reason: &str) -> kube::Error {
+        kube::Error::Api(
+            kube::core::Status::failure("refused", reason)
+                .with_code(code)
+                .boxed(),
+        )
+    }
+
+    #[test]
+    fn watch_errors_classify_forbidden() {
+        let cases = [
+            (
+                "list forbidden",
+                watcher::Error::InitialListFailed(api_error(403, "Forbidden")),
+                true,
+            ),
+            (
+                "watch start forbidden",
+                watcher::Error::WatchStartFailed(api_error(403, "Forbidden")),
+                true,
+            ),
+            (
+                "watch event forbidden",
+                watcher::Error::WatchError(
+                    kube::core::Status::failure("no", "Forbidden")
+                        .with_code(403)
+                        .boxed(),
+                ),
+                true,
+            ),
+            (
+                "list gone",
+                watcher::Error::InitialListFailed(api_error(410, "Gone")),
+                false,
+            ),
+            (
+                "stream failed",
+                watcher::Error::WatchFailed(api_error(500, "InternalError")),
+                false,
+            ),
+            (
+                "no resource version",
+                watcher::Error::NoResourceVersion,
+                false,
+            ),
+        ];
+        for (name, error, forbidden) in cases {
+            assert_eq!(watch_error_is_forbidden(&error), forbidden, "{name}");
+        }
+    }
+
+    #[test]
+    fn watch_retry_backs_off_exponentially_to_the_cap_and_resets_on_success() {
+        let error = watcher::Error::InitialListFailed(api_error(403, "Forbidden"));
+        let mut retry = WatchRetry::new(WatchedKind::Secret.as_str());
+        assert!(!retry.is_failing());
+        let delays: Vec<Duration> = (0..12).map(|_| retry.failed(&error, true)).collect();
+        assert!(retry.is_failing());
+        let seconds: Vec<u64> = delays.iter().map(Duration::as_secs).collect();
+        assert_eq!(
+            seconds,
+            [1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300, 300],
+            "doubling from 1 s, capped at 5 min"
+        );
+        retry.succeeded();
+        assert!(!retry.is_failing());
+        assert_eq!(retry.failed(&error, true), WATCH_RETRY_MIN);
     }
 }

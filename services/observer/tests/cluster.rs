@@ -58,9 +58,15 @@ async fn cluster() -> &'static ControlPlane {
     cp
 }
 
+/// An observer reading through reflector caches (as the binary does), cluster-wide. The caches
+/// live as long as the test's runtime.
 fn observer(client: &Client, options: Options, overrides: &[(String, SocketAddr)]) -> Observer {
     Observer::new(
-        KubeCluster::new(client.clone(), None),
+        KubeCluster::cached(
+            client.clone(),
+            None,
+            &pacto_runtime::CancellationToken::new(),
+        ),
         Prober::with_overrides(overrides).unwrap(),
         options,
     )
@@ -1068,7 +1074,10 @@ async fn observe_and_watch_targets_over_mtls() {
         .await
         .unwrap();
     let addr = grpc_listener.local_addr().unwrap();
+    let admin_addr = admin_listener.local_addr().unwrap();
     let hub = pacto_observer::watch::TargetHub::new();
+    // As `run` does: the recorder exists before the caches start.
+    pacto_runtime::metrics::install_recorder().unwrap();
     let service = pacto_observer::ObserverService::new(
         observer(&client, Options::default(), &[]),
         hub.clone(),
@@ -1119,6 +1128,18 @@ async fn observe_and_watch_targets_over_mtls() {
         }),
     };
 
+    // /readyz turns true once the reflector caches have listed.
+    eventually(
+        Duration::from_secs(30),
+        "/readyz to report ready",
+        || async { (admin_get(admin_addr, "/readyz").await == 200).then_some(()) },
+    )
+    .await;
+    let metrics = admin_body(admin_addr, "/metrics").await;
+    assert!(
+        metrics.contains("pacto_observer_cache_objects{kind=\"Service\"}"),
+        "cache sizes are exposed: {metrics}"
+    );
     let mut allowed = connect("status-writer", "status-writer.pacto.svc");
     let response = allowed.observe(request.clone()).await.unwrap().into_inner();
     let evidence = response.evidence.unwrap();
@@ -1294,4 +1315,157 @@ async fn metrics_discovery_with_and_without_the_servicemonitor_crd() {
         "ServiceMonitor → named port resolved → pod IP scraped"
     );
     assert!(out.api_errors.is_empty(), "{:?}", out.api_errors);
+}
+
+/// A plain HTTP/1.0 GET against the admin port: the raw response.
+async fn admin_raw(addr: SocketAddr, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: admin\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw).await.unwrap();
+    raw
+}
+
+/// The status code of an admin GET.
+async fn admin_get(addr: SocketAddr, path: &str) -> u16 {
+    admin_raw(addr, path)
+        .await
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The body of an admin GET.
+async fn admin_body(addr: SocketAddr, path: &str) -> String {
+    let raw = admin_raw(addr, path).await;
+    raw.split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
+        .unwrap_or_default()
+}
+
+/// The observer's Role of the chart's default (`rbac.secretMetadata: false`): every kind it
+/// reads except Secrets.
+fn role_without_secrets() -> serde_json::Value {
+    let read = json!(["get", "list", "watch"]);
+    json!({
+        "metadata": {"name": "observer-no-secrets"},
+        "rules": [
+            {"apiGroups": [""], "resources": ["services", "pods", "configmaps"], "verbs": read},
+            {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": read},
+            {"apiGroups": ["apps"], "resources": ["deployments", "statefulsets", "replicasets"], "verbs": read},
+            {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": read},
+            {"apiGroups": ["pacto.trianalab.io"], "resources": ["pactos"], "verbs": read}
+        ]
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_secret_access_bound_secrets_are_honest_unknowns() {
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    use pacto_observer::watch::{TargetHub, spawn_watchers};
+    let cp = cluster().await;
+    let ns = cp.create_namespace("obs-nosecret").await.unwrap();
+    let admin = cp.client().unwrap();
+    apply::<ConfigMap>(
+        &admin,
+        &ns,
+        json!({"metadata": {"name": "good"}, "data": {"app.yaml": "port: 8080\n"}}),
+    )
+    .await;
+    apply::<Secret>(
+        &admin,
+        &ns,
+        json!({"metadata": {"name": "token"}, "stringData": {"token": "s3cr3t"}}),
+    )
+    .await;
+    apply::<Role>(&admin, &ns, role_without_secrets()).await;
+    apply::<RoleBinding>(
+        &admin,
+        &ns,
+        json!({
+            "metadata": {"name": "observer-no-secrets"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "observer-no-secrets"},
+            "subjects": [{"kind": "ServiceAccount", "name": "observer", "namespace": ns}]
+        }),
+    )
+    .await;
+    let restricted = cp.service_account_client(&ns, "observer").await.unwrap();
+    // The identity really lacks Secret rights, and has the others.
+    let secrets: Api<Secret> = Api::namespaced(restricted.clone(), &ns);
+    let refused = secrets.get_metadata("token").await.unwrap_err();
+    assert!(pacto_observer::fetch::is_forbidden(&refused), "{refused:?}");
+
+    let observer = Observer::new(
+        KubeCluster::cached(
+            restricted.clone(),
+            Some(ns.clone()),
+            &pacto_runtime::CancellationToken::new(),
+        ),
+        Prober::with_overrides(&[]).unwrap(),
+        Options::default(),
+    );
+    let t = target(
+        &ns,
+        json!({"configBindings": [
+            {"configuration": "good", "kind": "ConfigMap", "name": "good", "key": "app.yaml", "format": "yaml"},
+            {"configuration": "token", "kind": "Secret", "name": "token"},
+            {"configuration": "missing-token", "kind": "Secret", "name": "no-such-secret"}
+        ]}),
+    );
+    let schema =
+        br#"{"type":"object","required":["port"],"properties":{"port":{"type":"integer"}}}"#;
+    let mut request = input(t, CONFIG_CONTRACT, vec![]);
+    request.schemas.insert("good".to_owned(), schema.to_vec());
+    let t0 = Timestamp::now();
+    let out = observer.observe(request.clone(), t0).await;
+    let get = |out: &ObserveOutput, n: &str| outcome(out, ObservationKind::ConfigurationPresent, n);
+    // Other kinds still read through the restricted identity.
+    assert_eq!(
+        get(&out, "good"),
+        Some(Outcome::Observed(Value::Configuration(
+            ConfigurationValue {
+                present: true,
+                conformant: true,
+            }
+        )))
+    );
+    // Forbidden is an inability to observe: Failed (COLLECTION_FAILED → Unknown), never an
+    // absence — not even for a Secret that does not exist — and no absence streak starts.
+    assert_eq!(get(&out, "token"), Some(Outcome::Failed));
+    assert_eq!(get(&out, "missing-token"), Some(Outcome::Failed));
+    assert!(
+        out.windows.is_empty(),
+        "a refused read starts no absence window: {:?}",
+        out.windows
+    );
+    assert_eq!(out.api_errors.len(), 2, "{:?}", out.api_errors);
+    for error in &out.api_errors {
+        assert!(
+            error.starts_with(&format!("get secrets {ns}/")),
+            "names the query: {error}"
+        );
+        assert!(
+            error.contains("rbac.secretMetadata=true"),
+            "tells the user the chart value: {error}"
+        );
+    }
+    // Even beyond the stabilization window nothing turns into a violation.
+    request.windows = out.windows.clone();
+    let out = observer.observe(request, later(t0, 600)).await;
+    assert_eq!(get(&out, "missing-token"), Some(Outcome::Failed));
+
+    // The watches under the same identity: the refused Secret watch does not hold readiness
+    // back (it backs off instead of spinning), and the others work.
+    let hub = TargetHub::new();
+    let shutdown = pacto_runtime::CancellationToken::new();
+    let _guard = shutdown.clone().drop_guard();
+    let mut ready = spawn_watchers(&restricted, Some(&ns), &hub, &shutdown);
+    tokio::time::timeout(Duration::from_secs(30), ready.wait())
+        .await
+        .expect("the watches are ready although the Secret watch is forbidden");
 }
