@@ -22,18 +22,19 @@ use std::time::Duration;
 use clap::Parser;
 use pacto_oci::ClientOptions;
 use pacto_proto::resolver::contract_resolver_server::ContractResolverServer;
+pub use pacto_runtime::service::ServeConfig;
 use pacto_runtime::{
     CancellationToken,
-    admin::{self, AdminError, Readiness},
+    admin::{self, AdminError},
     args::{AdminArgs, ArgsError, LogArgs, TlsArgs},
     duration::parse_duration,
     grpc::{self, GrpcError, Transport},
-    identity::{AllowList, Authorizer},
+    identity::AllowList,
     metrics::MetricsError,
+    service::ServeError,
     shutdown::ShutdownError,
     telemetry::TelemetryError,
 };
-use tokio::net::TcpListener;
 
 pub use resolve::{Resolver, ResolverConfig};
 pub use service::ResolverService;
@@ -223,22 +224,9 @@ pub enum ResolverError {
         "no Kubernetes client configuration (in-cluster or KUBECONFIG); pass --no-kubernetes to run without pull-secret support"
     )]
     Kubernetes(#[source] kube::Error),
-    /// The admin server task panicked.
-    #[error("admin server task failed")]
-    AdminTask(#[source] tokio::task::JoinError),
-}
-
-/// Everything [`serve`] needs, prepared by [`run`] or by a test.
-#[derive(Debug)]
-pub struct ServeConfig {
-    /// Bound gRPC listener.
-    pub grpc: TcpListener,
-    /// Bound admin listener.
-    pub admin: TcpListener,
-    /// mTLS (or `--insecure`) transport.
-    pub transport: Transport,
-    /// Identities allowed to call the service (ignored with `--insecure`).
-    pub allowed: AllowList,
+    /// Serving failed.
+    #[error(transparent)]
+    Serve(#[from] ServeError),
 }
 
 /// Serves gRPC and the admin endpoints until `shutdown` is cancelled, then drains in-flight calls.
@@ -249,37 +237,21 @@ pub async fn serve(
 ) -> Result<(), ResolverError> {
     let metrics = pacto_runtime::metrics::install_recorder()?;
     metrics::describe();
-    let readiness = Readiness::new();
-    let admin_addr = config.admin.local_addr().ok();
-    let admin = tokio::spawn(admin::serve(
-        config.admin,
-        metrics,
-        readiness.clone(),
-        shutdown.clone(),
-    ));
-    let authorizer = if config.transport.is_mtls() {
-        Authorizer::new(SERVICE_NAME, config.allowed)
-    } else {
-        Authorizer::insecure(SERVICE_NAME)
-    };
     let router = tonic::transport::Server::builder().add_service(
-        ContractResolverServer::with_interceptor(service, authorizer),
+        ContractResolverServer::with_interceptor(service, config.authorizer(SERVICE_NAME)),
     );
-    let grpc_addr = config.grpc.local_addr().ok();
-    tracing::info!(
-        grpc_addr = ?grpc_addr,
-        admin_addr = ?admin_addr,
-        mtls = config.transport.is_mtls(),
-        "serving ContractResolver"
-    );
-    readiness.set(true);
-    let served = grpc::serve(router, config.grpc, &config.transport, shutdown.clone()).await;
-    readiness.set(false);
-    shutdown.cancel();
-    let admin_result = admin.await.map_err(ResolverError::AdminTask)?;
-    served?;
-    admin_result?;
-    tracing::info!("contract resolver stopped");
+    pacto_runtime::service::serve(
+        config,
+        router,
+        metrics,
+        std::future::ready(true),
+        pacto_runtime::service::ServiceNames {
+            grpc: "ContractResolver",
+            process: "contract resolver",
+        },
+        shutdown,
+    )
+    .await?;
     Ok(())
 }
 

@@ -19,17 +19,18 @@ use pacto_proto::{
         evaluator_server::{Evaluator, EvaluatorServer},
     },
 };
+pub use pacto_runtime::service::ServeConfig;
 use pacto_runtime::{
     CancellationToken,
-    admin::{self, AdminError, Readiness},
+    admin::{self, AdminError},
     args::{AdminArgs, ArgsError, LogArgs, TlsArgs},
     grpc::{self, GrpcError, Transport},
-    identity::{AllowList, Authorizer},
+    identity::AllowList,
     metrics::{MetricsError, RpcTimer},
+    service::ServeError,
     shutdown::ShutdownError,
     telemetry::TelemetryError,
 };
-use tokio::net::TcpListener;
 use tonic::{Request, Response, Status};
 
 pub mod cache;
@@ -112,9 +113,9 @@ pub enum EvaluatorError {
     /// The gRPC server failed (including TLS loading).
     #[error(transparent)]
     Grpc(#[from] GrpcError),
-    /// The admin server task panicked.
-    #[error("admin server task failed")]
-    AdminTask(#[source] tokio::task::JoinError),
+    /// Serving failed.
+    #[error(transparent)]
+    Serve(#[from] ServeError),
 }
 
 /// Evaluates one request (the pure middle of the Evaluate RPC): parse and validate the wire
@@ -331,19 +332,6 @@ pub fn typical_request() -> EvaluateRequest {
     }
 }
 
-/// Everything [`serve`] needs, prepared by [`run`] or by a test.
-#[derive(Debug)]
-pub struct ServeConfig {
-    /// Bound gRPC listener.
-    pub grpc: TcpListener,
-    /// Bound admin listener.
-    pub admin: TcpListener,
-    /// mTLS (or `--insecure`) transport.
-    pub transport: Transport,
-    /// Identities allowed to call the service (ignored with `--insecure`).
-    pub allowed: AllowList,
-}
-
 /// Serves gRPC and the admin endpoints until `shutdown` is cancelled, then drains in-flight calls.
 pub async fn serve(
     config: ServeConfig,
@@ -352,36 +340,21 @@ pub async fn serve(
 ) -> Result<(), EvaluatorError> {
     let metrics = pacto_runtime::metrics::install_recorder()?;
     describe_metrics();
-    let readiness = Readiness::new();
-    let admin_addr = config.admin.local_addr().ok();
-    let admin = tokio::spawn(admin::serve(
-        config.admin,
-        metrics,
-        readiness.clone(),
-        shutdown.clone(),
-    ));
-    let authorizer = if config.transport.is_mtls() {
-        Authorizer::new(SERVICE_NAME, config.allowed)
-    } else {
-        Authorizer::insecure(SERVICE_NAME)
-    };
-    let router = tonic::transport::Server::builder()
-        .add_service(EvaluatorServer::with_interceptor(service, authorizer));
-    let grpc_addr = config.grpc.local_addr().ok();
-    tracing::info!(
-        grpc_addr = ?grpc_addr,
-        admin_addr = ?admin_addr,
-        mtls = config.transport.is_mtls(),
-        "serving Evaluator"
+    let router = tonic::transport::Server::builder().add_service(
+        EvaluatorServer::with_interceptor(service, config.authorizer(SERVICE_NAME)),
     );
-    readiness.set(true);
-    let served = grpc::serve(router, config.grpc, &config.transport, shutdown.clone()).await;
-    readiness.set(false);
-    shutdown.cancel();
-    let admin_result = admin.await.map_err(EvaluatorError::AdminTask)?;
-    served?;
-    admin_result?;
-    tracing::info!("evaluator stopped");
+    pacto_runtime::service::serve(
+        config,
+        router,
+        metrics,
+        std::future::ready(true),
+        pacto_runtime::service::ServiceNames {
+            grpc: "Evaluator",
+            process: "evaluator",
+        },
+        shutdown,
+    )
+    .await?;
     Ok(())
 }
 

@@ -40,17 +40,18 @@ use std::time::Duration;
 
 use clap::Parser;
 use pacto_proto::observer::observer_server::ObserverServer;
+pub use pacto_runtime::service::ServeConfig;
 use pacto_runtime::{
     CancellationToken,
-    admin::{self, AdminError, Readiness},
+    admin::{self, AdminError},
     args::{AdminArgs, ArgsError, LogArgs, TlsArgs},
     grpc::{self, GrpcError, Transport},
-    identity::{AllowList, Authorizer},
+    identity::AllowList,
     metrics::MetricsError,
+    service::ServeError,
     shutdown::ShutdownError,
     telemetry::TelemetryError,
 };
-use tokio::net::TcpListener;
 
 pub use observe::{ObserveInput, ObserveOutput, Observer, Options, Target};
 pub use service::ObserverService;
@@ -165,22 +166,9 @@ pub enum ObserverError {
     /// The HTTP prober could not be built.
     #[error(transparent)]
     Probe(#[from] probe::ProbeError),
-    /// The admin server task panicked.
-    #[error("admin server task failed")]
-    AdminTask(#[source] tokio::task::JoinError),
-}
-
-/// Everything [`serve`] needs, prepared by [`run`] or by a test.
-#[derive(Debug)]
-pub struct ServeConfig {
-    /// Bound gRPC listener.
-    pub grpc: TcpListener,
-    /// Bound admin listener.
-    pub admin: TcpListener,
-    /// mTLS (or `--insecure`) transport.
-    pub transport: Transport,
-    /// Identities allowed to call the service (ignored with `--insecure`).
-    pub allowed: AllowList,
+    /// Serving failed.
+    #[error(transparent)]
+    Serve(#[from] ServeError),
 }
 
 /// Serves gRPC and the admin endpoints until `shutdown` is cancelled, then drains in-flight
@@ -193,51 +181,26 @@ pub async fn serve(
 ) -> Result<(), ObserverError> {
     let metrics_handle = pacto_runtime::metrics::install_recorder()?;
     metrics::describe();
-    let readiness = Readiness::new();
-    let admin_addr = config.admin.local_addr().ok();
-    let admin = tokio::spawn(admin::serve(
-        config.admin,
-        metrics_handle,
-        readiness.clone(),
-        shutdown.clone(),
+    let ready = {
+        let service = service.clone();
+        async move { service.wait_ready().await }
+    };
+    let router = tonic::transport::Server::builder().add_service(ObserverServer::with_interceptor(
+        service,
+        config.authorizer(SERVICE_NAME),
     ));
-    let authorizer = if config.transport.is_mtls() {
-        Authorizer::new(SERVICE_NAME, config.allowed)
-    } else {
-        Authorizer::insecure(SERVICE_NAME)
-    };
-    let service_ready = service.clone();
-    let router = tonic::transport::Server::builder()
-        .add_service(ObserverServer::with_interceptor(service, authorizer));
-    tracing::info!(
-        grpc_addr = ?config.grpc.local_addr().ok(),
-        admin_addr = ?admin_addr,
-        mtls = config.transport.is_mtls(),
-        "serving Observer"
-    );
-    // Ready once the reflector caches hold their initial lists (at once without caches).
-    let ready_task = {
-        let (readiness, service, shutdown) = (readiness.clone(), service_ready, shutdown.clone());
-        tokio::spawn(async move {
-            tokio::select! {
-                () = shutdown.cancelled() => {}
-                synced = service.wait_ready() => {
-                    if synced {
-                        readiness.set(true);
-                        tracing::info!("caches synced: ready");
-                    }
-                }
-            }
-        })
-    };
-    let served = grpc::serve(router, config.grpc, &config.transport, shutdown.clone()).await;
-    shutdown.cancel();
-    let _ = ready_task.await;
-    readiness.set(false);
-    let admin_result = admin.await.map_err(ObserverError::AdminTask)?;
-    served?;
-    admin_result?;
-    tracing::info!("observer stopped");
+    pacto_runtime::service::serve(
+        config,
+        router,
+        metrics_handle,
+        ready,
+        pacto_runtime::service::ServiceNames {
+            grpc: "Observer",
+            process: "observer",
+        },
+        shutdown,
+    )
+    .await?;
     Ok(())
 }
 

@@ -293,13 +293,25 @@ async fn deployments_and_statefulsets_through_the_simulator() {
         json!({"serviceName": "web-unnamed", "workloadRef": {"name": "web"},
                "interfaceBindings": [{"interface": "api", "servicePort": 80}]}),
     );
-    let out = observer
-        .observe(input(unnamed, WEB_CONTRACT, vec![]), Timestamp::now())
-        .await;
-    assert_eq!(
-        outcome(&out, ObservationKind::InterfaceObserved, "api"),
-        Some(present("openapi", true))
-    );
+    // (its EndpointSlice is written separately from web's, so it may reach the cache later; a
+    // wrong port match never turns present and fails at the deadline)
+    eventually(
+        Duration::from_mins(1),
+        "web-unnamed to have a Ready endpoint matched by targetPort",
+        || {
+            let observer = observer.clone();
+            let unnamed = unnamed.clone();
+            async move {
+                let out = observer
+                    .observe(input(unnamed, WEB_CONTRACT, vec![]), Timestamp::now())
+                    .await;
+                (outcome(&out, ObservationKind::InterfaceObserved, "api")
+                    == Some(present("openapi", true)))
+                .then_some(())
+            }
+        },
+    )
+    .await;
 
     // a StatefulSet with volumeClaimTemplates is durable; its pods become Ready through the simulator
     apply::<StatefulSet>(

@@ -10,6 +10,7 @@
 //! - [`identity`]: the peer identity (SANs) of a client certificate and per-service allow-lists;
 //! - [`grpc`]: serving a tonic router over mTLS (or plaintext behind `--insecure`) and building
 //!   client channels with timeouts and retries for transient errors;
+//! - [`service`]: one service process: gRPC and admin servers with readiness and drain;
 //! - [`shutdown`]: SIGTERM/SIGINT handling through a `CancellationToken`.
 
 pub mod admin;
@@ -18,6 +19,7 @@ pub mod duration;
 pub mod grpc;
 pub mod identity;
 pub mod metrics;
+pub mod service;
 pub mod shutdown;
 pub mod telemetry;
 pub mod tls;
