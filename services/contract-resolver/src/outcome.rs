@@ -221,12 +221,23 @@ pub enum ResolveError {
         #[source]
         source: Box<RegistryError>,
     },
-    /// No tag of the repository satisfies the request.
+    /// An unversioned reference names a repository without any semver tag: nothing to track,
+    /// like a missing tag (Unavailable, troubleshooting "Contract not resolving").
+    #[error(
+        "no semver tags found in {repository} (tags seen: {tags}): an unversioned reference tracks the highest semver tag; push one, or pin a tag or digest in spec.contractRef.oci"
+    )]
+    NoSemverTags {
+        /// `registry/repository`.
+        repository: String,
+        /// The tags seen (at most 20).
+        tags: String,
+    },
+    /// Semver tags exist but none satisfies the requested range.
     #[error("no version of {repository} satisfies the request: {reason} (tags seen: {tags})")]
     NoVersion {
         /// `registry/repository`.
         repository: String,
-        /// `no semver tags found` or `no tags satisfy constraint …`.
+        /// `no tags satisfy constraint …`.
         reason: String,
         /// The tags seen (at most 20).
         tags: String,
@@ -266,9 +277,9 @@ impl ResolveError {
     /// Invalid or Unavailable (fail-closed: anything not known to be transient is Invalid).
     pub fn class(&self) -> Class {
         match self {
-            ResolveError::SecretRead { .. } | ResolveError::SecretContent { .. } => {
-                Class::Unavailable
-            }
+            ResolveError::SecretRead { .. }
+            | ResolveError::SecretContent { .. }
+            | ResolveError::NoSemverTags { .. } => Class::Unavailable,
             ResolveError::Registry { class, .. }
                 if class.is_unavailable() || *class == ErrorClass::Client =>
             {

@@ -464,16 +464,21 @@ impl Resolver {
             let tags = self.tags(&scope, &credentials, reference, secret).await?;
             let tag =
                 select_highest_tag(tags.iter().map(String::as_str), constraint).map_err(|e| {
-                    ResolveError::NoVersion {
-                        repository: reference.repository_url(),
-                        reason: match e {
-                            SelectError::NoSemverTags => "no semver tags found".to_owned(),
-                            other @ SelectError::NoMatchingVersion { .. } => other.to_string(),
+                    let repository = reference.repository_url();
+                    let seen = if tags.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        tags.iter().take(20).cloned().collect::<Vec<_>>().join(", ")
+                    };
+                    match e {
+                        SelectError::NoSemverTags => ResolveError::NoSemverTags {
+                            repository,
+                            tags: seen,
                         },
-                        tags: if tags.is_empty() {
-                            "none".to_owned()
-                        } else {
-                            tags.iter().take(20).cloned().collect::<Vec<_>>().join(", ")
+                        other @ SelectError::NoMatchingVersion { .. } => ResolveError::NoVersion {
+                            repository,
+                            reason: other.to_string(),
+                            tags: seen,
                         },
                     }
                 })?;

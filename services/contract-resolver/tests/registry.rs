@@ -153,10 +153,11 @@ async fn force_pushed_missing_and_non_semver_repositories() {
     );
     assert!(reason.contains("not found"), "{reason}");
 
-    // A repository with only non-semver tags resolves nothing: Invalid.
+    // A repository with only non-semver tags resolves nothing: Unavailable, like a missing tag
+    // (operator.md §2.2: the tagless fallback pull finds nothing).
     push_contract(&registry, "acme/tags", "latest", "1.0.0", "x").await;
     push_contract(&registry, "acme/tags", "main", "1.0.0", "y").await;
-    let message = expect_invalid(
+    let message = expect_unavailable(
         resolver
             .resolve(&oci_input(&format!("{host}/acme/tags"), None))
             .await,
