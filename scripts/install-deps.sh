@@ -2,7 +2,7 @@
 # Installs the system packages the tests and the demo use. Idempotent; safe to run repeatedly.
 # Add a package here (not in ad-hoc places) when a test starts needing it.
 set -euo pipefail
-APT_PACKAGES=(docker-registry apache2-utils skopeo prometheus unzip jq python3-venv python3-pip)
+APT_PACKAGES=(docker-registry apache2-utils skopeo prometheus unzip jq python3-venv python3-pip openssl curl)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

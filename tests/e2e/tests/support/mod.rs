@@ -1,0 +1,482 @@
+//! The end-to-end harness: one shared control plane (etcd + kube-apiserver +
+//! kube-controller-manager, CRDs from the chart) per test binary, and per test a namespace, a
+//! workload simulator, two docker-registries (anonymous and basic-auth), the four service
+//! binaries as child processes with mTLS certificates generated for the run, and Prometheus
+//! scraping every admin port. Everything started here is killed when the [`Stack`] is dropped
+//! (pacto-testenv's `ManagedProcess`: process-group kill on drop plus a watchdog).
+//!
+//! Kubernetes credentials: the resolver, the observer and the status-writer use the ADMIN
+//! kubeconfig of the control plane (no per-service RBAC yet).
+
+#![allow(dead_code, reason = "each test uses a different subset")]
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail, ensure};
+use pacto_runtime::testing::{TestCa, write_tls_files};
+use pacto_testenv::process::ManagedProcess;
+use pacto_testenv::prometheus::{Prometheus, ScrapeTarget};
+use pacto_testenv::registry::Registry;
+use pacto_testenv::{ControlPlane, ControlPlaneOptions, Simulator, SimulatorOptions};
+
+pub const STATUS_WRITER: &str = "status-writer.pacto.svc";
+pub const RESOLVER: &str = "contract-resolver.pacto.svc";
+pub const EVALUATOR: &str = "evaluator.pacto.svc";
+pub const OBSERVER: &str = "observer.pacto.svc";
+
+/// The binaries the suite runs, with the package that builds each.
+const BINARIES: [(&str, &str); 5] = [
+    ("pacto-contract-resolver", "pacto-contract-resolver"),
+    ("pacto-observer", "pacto-observer"),
+    ("pacto-evaluator", "pacto-evaluator"),
+    ("pacto-status-writer", "pacto-status-writer"),
+    ("pacto", "pacto"),
+];
+
+fn workspace_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Builds the service binaries and the CLI once per test binary (cargo does not build other
+/// packages' binaries for this crate's tests) into the same target directory and profile as
+/// the running test, and returns that profile directory.
+pub fn binaries() -> anyhow::Result<&'static Path> {
+    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    BUILT
+        .get_or_init(|| build_binaries().map_err(|e| format!("{e:#}")))
+        .as_deref()
+        .map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+fn build_binaries() -> anyhow::Result<PathBuf> {
+    // <target>/<profile>/deps/<test-binary>
+    let exe = std::env::current_exe().context("locating the test binary")?;
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .context("the test binary is not in <target>/<profile>/deps")?
+        .to_owned();
+    let target_dir = profile_dir
+        .parent()
+        .context("the profile directory has no parent")?;
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(&cargo);
+    cmd.arg("build")
+        .arg("--bins")
+        .env("CARGO_TARGET_DIR", target_dir)
+        .current_dir(workspace_root());
+    if profile_dir.file_name().and_then(|n| n.to_str()) == Some("release") {
+        cmd.arg("--release");
+    }
+    for (_, package) in BINARIES {
+        cmd.args(["-p", package]);
+    }
+    let started = Instant::now();
+    let output = cmd
+        .output()
+        .with_context(|| format!("running {} build", cargo.to_string_lossy()))?;
+    if !output.status.success() {
+        bail!(
+            "`cargo build` of the service binaries failed ({}):\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    for (bin, _) in BINARIES {
+        let path = profile_dir.join(bin);
+        ensure!(
+            path.is_file(),
+            "{} missing after `cargo build` (target dir {})",
+            path.display(),
+            target_dir.display()
+        );
+    }
+    eprintln!(
+        "pacto-e2e: service binaries built in {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(profile_dir)
+}
+
+fn crds() -> Vec<PathBuf> {
+    let dir = workspace_root().join("charts/pacto-crds/templates");
+    [
+        "pacto.trianalab.io_pactos.yaml",
+        "pacto.trianalab.io_pactorevisions.yaml",
+    ]
+    .iter()
+    .map(|f| dir.join(f))
+    .collect()
+}
+
+pub async fn cluster() -> anyhow::Result<&'static ControlPlane> {
+    pacto_testenv::controlplane::ensure_crypto_provider();
+    pacto_testenv::shared(|| {
+        crds().into_iter().fold(
+            ControlPlaneOptions::default().with_controller_manager(),
+            ControlPlaneOptions::with_crd,
+        )
+    })
+    .await
+    .context("starting the control plane (scripts/k8s-binaries.sh provides the binaries)")
+}
+
+fn free_addr() -> anyhow::Result<SocketAddr> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").context("binding a free port")?;
+    listener.local_addr().context("reading the free port")
+}
+
+/// One service process and its addresses.
+pub struct Service {
+    pub name: &'static str,
+    pub grpc: Option<SocketAddr>,
+    pub admin: SocketAddr,
+    pub process: ManagedProcess,
+}
+
+/// Everything one end-to-end test runs against.
+pub struct Stack {
+    pub services: Vec<Service>,
+    pub prometheus: Prometheus,
+    pub registry: Registry,
+    pub private_registry: Registry,
+    pub simulator: Simulator,
+    pub cp: &'static ControlPlane,
+    pub namespace: String,
+    pub dir: tempfile::TempDir,
+    pub bins: &'static Path,
+}
+
+pub const PRIVATE_USER: &str = "pacto";
+pub const PRIVATE_PASSWORD: &str = "e2e-secret";
+
+impl Stack {
+    pub async fn start() -> anyhow::Result<Self> {
+        let bins = tokio::task::spawn_blocking(binaries)
+            .await
+            .context("joining the build")??;
+        let cp = cluster().await?;
+        let namespace = cp.create_namespace("e2e").await?;
+        let dir = tempfile::Builder::new().prefix("pacto-e2e-").tempdir()?;
+        let simulator = Simulator::start(
+            cp.client()?,
+            SimulatorOptions {
+                nodes: vec![format!("{namespace}-node")],
+                namespace: Some(namespace.clone()),
+                ..SimulatorOptions::default()
+            },
+        )
+        .await
+        .context("starting the workload simulator")?;
+        let registry = Registry::start().context("starting docker-registry")?;
+        let private_registry = Registry::start_with_basic_auth(PRIVATE_USER, PRIVATE_PASSWORD)
+            .context("starting the private docker-registry")?;
+
+        let ca = TestCa::new("pacto e2e CA")?;
+        let tls = |name: &str, identity: &str| -> anyhow::Result<Vec<String>> {
+            let cert = ca.issue(&[identity])?;
+            let files = write_tls_files(dir.path(), name, &ca.pem(), &cert)?;
+            Ok(vec![
+                format!("--tls-ca={}", files.ca.display()),
+                format!("--tls-cert={}", files.cert.display()),
+                format!("--tls-key={}", files.key.display()),
+            ])
+        };
+        let kubeconfig = cp.kubeconfig_path().to_owned();
+        let insecure = format!("{},{}", registry.host(), private_registry.host());
+
+        let mut services = Vec::new();
+        let mut spawn = |name: &'static str,
+                         identity: &str,
+                         grpc: Option<SocketAddr>,
+                         extra: Vec<String>|
+         -> anyhow::Result<()> {
+            let admin = free_addr()?;
+            let mut cmd = Command::new(bins.join(format!("pacto-{name}")));
+            cmd.arg(format!("--admin-addr={admin}"))
+                .arg("--log-format=text")
+                .arg("--log-level=info")
+                .args(tls(name, identity)?)
+                .args(extra)
+                .env("KUBECONFIG", &kubeconfig);
+            if let Some(grpc) = grpc {
+                cmd.arg(format!("--listen-addr={grpc}"));
+            }
+            let process =
+                ManagedProcess::spawn(name, cmd, &dir.path().join(format!("{name}.log")), &[])?;
+            services.push(Service {
+                name,
+                grpc,
+                admin,
+                process,
+            });
+            Ok(())
+        };
+        let resolver = free_addr()?;
+        let observer = free_addr()?;
+        let evaluator = free_addr()?;
+        spawn(
+            "contract-resolver",
+            RESOLVER,
+            Some(resolver),
+            vec![format!("--insecure-registries={insecure}")],
+        )?;
+        spawn(
+            "observer",
+            OBSERVER,
+            Some(observer),
+            vec![
+                format!("--watch-namespace={namespace}"),
+                "--stabilization-window=5s".into(),
+            ],
+        )?;
+        spawn("evaluator", EVALUATOR, Some(evaluator), Vec::new())?;
+        spawn(
+            "status-writer",
+            STATUS_WRITER,
+            None,
+            vec![
+                format!("--resolver-addr={resolver}"),
+                format!("--resolver-server-name={RESOLVER}"),
+                format!("--observer-addr={observer}"),
+                format!("--observer-server-name={OBSERVER}"),
+                format!("--evaluator-addr={evaluator}"),
+                format!("--evaluator-server-name={EVALUATOR}"),
+                format!("--watch-namespace={namespace}"),
+                "--pod-name=status-writer-e2e".into(),
+                "--grpc-request-timeout=10s".into(),
+                "--revision-mirror-interval=1s".into(),
+            ],
+        )?;
+
+        let admins: Vec<String> = services.iter().map(|s| s.admin.to_string()).collect();
+        let targets: Vec<ScrapeTarget> = services
+            .iter()
+            .zip(&admins)
+            .map(|(s, a)| ScrapeTarget::new(s.name, &[a.as_str()]))
+            .collect();
+        let prometheus =
+            Prometheus::start(&targets, Duration::from_millis(500), Duration::from_mins(1))
+                .await
+                .context("starting Prometheus")?;
+
+        let mut stack = Self {
+            services,
+            prometheus,
+            registry,
+            private_registry,
+            simulator,
+            cp,
+            namespace,
+            dir,
+            bins,
+        };
+        stack.wait_ready(Duration::from_mins(1)).await?;
+        Ok(stack)
+    }
+
+    /// Waits until every service answers `/readyz` with 200; fails early (with its log) when one
+    /// exits.
+    async fn wait_ready(&mut self, timeout: Duration) -> anyhow::Result<()> {
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(2))
+            .build()?;
+        let deadline = Instant::now() + timeout;
+        for service in &mut self.services {
+            let url = format!("http://{}/readyz", service.admin);
+            loop {
+                if let Some(status) = service.process.exited() {
+                    bail!(
+                        "{} exited during start-up ({status}); log:\n{}",
+                        service.name,
+                        service.process.log_tail(4000)
+                    );
+                }
+                let last = match http.get(&url).send().await {
+                    Ok(r) if r.status().is_success() => break,
+                    Ok(r) => format!("HTTP {}", r.status()),
+                    Err(e) => e.to_string(),
+                };
+                if Instant::now() >= deadline {
+                    bail!(
+                        "{} not ready within {timeout:?} ({last}); log:\n{}",
+                        service.name,
+                        service.process.log_tail(4000)
+                    );
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+        Ok(())
+    }
+
+    /// The logs of every service, for failure messages.
+    pub fn logs(&self) -> String {
+        self.services
+            .iter()
+            .map(|s| format!("--- {} ---\n{}", s.name, s.process.log_tail(3000)))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// Runs `kubectl <args>` (admin kubeconfig) with optional stdin; returns stdout or fails
+    /// with stderr.
+    pub async fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> anyhow::Result<String> {
+        use tokio::io::AsyncWriteExt;
+        // Async, so the simulator's tasks keep running while kubectl waits.
+        let mut cmd = tokio::process::Command::from(self.cp.kubectl()?);
+        cmd.args(args)
+            .stdin(if stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().context("starting kubectl")?;
+        if let Some(input) = stdin {
+            child
+                .stdin
+                .take()
+                .context("kubectl stdin")?
+                .write_all(input.as_bytes())
+                .await
+                .context("writing kubectl stdin")?;
+        }
+        let output = child
+            .wait_with_output()
+            .await
+            .context("waiting for kubectl")?;
+        ensure!(
+            output.status.success(),
+            "kubectl {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    }
+
+    /// `kubectl apply -n <ns> -f -`.
+    pub async fn apply(&self, yaml: &str) -> anyhow::Result<String> {
+        self.kubectl(&["apply", "-n", &self.namespace, "-f", "-"], Some(yaml))
+            .await
+    }
+
+    /// `kubectl get pacto <name> -o yaml`, parsed.
+    pub async fn get_pacto(&self, name: &str) -> anyhow::Result<serde_json::Value> {
+        let yaml = self
+            .kubectl(
+                &["get", "pacto", name, "-n", &self.namespace, "-o", "yaml"],
+                None,
+            )
+            .await?;
+        serde_norway::from_str(&yaml).context("parsing `kubectl get pacto -o yaml`")
+    }
+
+    /// `kubectl describe pacto <name>`.
+    pub async fn describe_pacto(&self, name: &str) -> anyhow::Result<String> {
+        self.kubectl(&["describe", "pacto", name, "-n", &self.namespace], None)
+            .await
+    }
+
+    /// Polls `kubectl get pacto -o yaml` until `status.contractStatus` is `want`.
+    pub async fn wait_contract_status(
+        &self,
+        name: &str,
+        want: &str,
+        timeout: Duration,
+    ) -> anyhow::Result<serde_json::Value> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let pacto = self.get_pacto(name).await?;
+            if pacto["status"]["contractStatus"] == want {
+                return Ok(pacto);
+            }
+            if Instant::now() >= deadline {
+                bail!(
+                    "{name} not {want} within {timeout:?}; last:\n{}\n{}",
+                    serde_norway::to_string(&pacto["status"]).unwrap_or_default(),
+                    self.logs()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    /// Polls `kubectl describe pacto` until its output contains every string of `needles`.
+    pub async fn wait_describe(
+        &self,
+        name: &str,
+        needles: &[&str],
+        timeout: Duration,
+    ) -> anyhow::Result<String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let text = self.describe_pacto(name).await?;
+            if needles.iter().all(|n| text.contains(n)) {
+                return Ok(text);
+            }
+            if Instant::now() >= deadline {
+                bail!(
+                    "`kubectl describe pacto {name}` lacks {needles:?} after {timeout:?}:\n{text}"
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    /// Sum of the samples of `metric` on a service's admin `/metrics`.
+    pub async fn metric_sum(&self, service: &str, metric: &str) -> anyhow::Result<f64> {
+        let admin = self
+            .services
+            .iter()
+            .find(|s| s.name == service)
+            .with_context(|| format!("no service {service}"))?
+            .admin;
+        let text = reqwest::get(format!("http://{admin}/metrics"))
+            .await?
+            .text()
+            .await?;
+        Ok(text
+            .lines()
+            .filter(|l| {
+                l.strip_prefix(metric)
+                    .is_some_and(|rest| rest.starts_with(['{', ' ']))
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum())
+    }
+
+    /// Runs the `pacto` CLI with the suite's registries allowed over plain HTTP.
+    pub async fn pacto_cli(&self, args: &[&str]) -> anyhow::Result<String> {
+        let output = tokio::process::Command::new(self.bins.join("pacto"))
+            .args(args)
+            .env("PACTO_INSECURE_REGISTRIES", self.registry.host())
+            .env("XDG_CACHE_HOME", self.dir.path().join("cache"))
+            .output()
+            .await
+            .context("running pacto")?;
+        ensure!(
+            output.status.success(),
+            "pacto {} failed:\n{}{}",
+            args.join(" "),
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    }
+}
+
+/// The condition `kind` of a Pacto (from `kubectl get -o yaml`) as (status, reason, message).
+pub fn condition(pacto: &serde_json::Value, kind: &str) -> Option<(String, String, String)> {
+    let c = pacto["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == kind)?;
+    let field = |f: &str| c[f].as_str().unwrap_or_default().to_owned();
+    Some((field("status"), field("reason"), field("message")))
+}
