@@ -16,6 +16,7 @@ use pacto_proto::resolver::{
     ContractRef, ListRevisionsRequest, ResolutionPolicy, ResolveRequest,
     contract_resolver_client::ContractResolverClient, resolve_response,
 };
+use pacto_runtime::testing::{admin_get, metric_value, promtool_check};
 use pacto_runtime::{
     CancellationToken,
     grpc::{self, ChannelSpec, Transport},
@@ -116,36 +117,6 @@ fn request(oci: &str, inline: &str) -> ResolveRequest {
         }),
         overrides: Vec::new(),
     }
-}
-
-async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    stream
-        .write_all(format!("GET {path} HTTP/1.0\r\nHost: admin\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
-    let mut raw = String::new();
-    stream.read_to_string(&mut raw).await.unwrap();
-    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
-    let code = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    (code, body.to_owned())
-}
-
-fn counter_value(text: &str, name: &str, labels: &[&str]) -> f64 {
-    text.lines()
-        .filter(|line| !line.starts_with('#'))
-        .filter(|line| {
-            line.strip_prefix(name)
-                .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
-        })
-        .filter(|line| labels.iter().all(|label| line.contains(label)))
-        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
 }
 
 #[tokio::test]
@@ -259,8 +230,8 @@ async fn status_writer_resolves_over_mtls() {
     assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
 
     // Admin endpoints; every series is described (promtool clean).
-    assert_eq!(http_get(server.admin, "/readyz").await.0, 200);
-    let (code, metrics) = http_get(server.admin, "/metrics").await;
+    assert_eq!(admin_get(server.admin, "/readyz").await.0, 200);
+    let (code, metrics) = admin_get(server.admin, "/metrics").await;
     assert_eq!(code, 200);
     for (name, labels) in [
         (
@@ -293,13 +264,13 @@ async fn status_writer_resolves_over_mtls() {
         ),
     ] {
         assert!(
-            counter_value(&metrics, name, labels) >= 1.0,
+            metric_value(&metrics, name, labels) >= 1.0,
             "{name}{labels:?}:\n{metrics}"
         );
     }
     // ListRevisions hit the bundle pulled by Resolve.
     assert!(
-        counter_value(
+        metric_value(
             &metrics,
             "pacto_resolver_cache_lookups_total",
             &["cache=\"bundle\"", "result=\"hit\""]
@@ -389,13 +360,13 @@ async fn other_identities_and_certificates_are_refused() {
 
     let deadline = tokio::time::Instant::now() + DEADLINE;
     loop {
-        let (_, metrics) = http_get(server.admin, "/metrics").await;
-        let refused = counter_value(&metrics, "pacto_grpc_server_unauthorized_total", &[]);
-        let handshakes = counter_value(
+        let (_, metrics) = admin_get(server.admin, "/metrics").await;
+        let refused = metric_value(&metrics, "pacto_grpc_server_unauthorized_total", &[]);
+        let handshakes = metric_value(
             &metrics,
             "pacto_tls_handshake_failures_total",
             &["reason=\"no_client_certificate\""],
-        ) + counter_value(
+        ) + metric_value(
             &metrics,
             "pacto_tls_handshake_failures_total",
             &["reason=\"untrusted_certificate\""],
@@ -410,29 +381,4 @@ async fn other_identities_and_certificates_are_refused() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     server.stop().await;
-}
-
-/// Runs `promtool check metrics` on the exposition text; fails on any problem it reports.
-fn promtool_check(metrics: &str) {
-    use std::io::Write;
-    let mut child = std::process::Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("promtool must be installed (Debian package `prometheus`)");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(metrics.as_bytes())
-        .unwrap();
-    let output = child.wait_with_output().unwrap();
-    assert!(
-        output.status.success() && output.stdout.is_empty() && output.stderr.is_empty(),
-        "promtool check metrics failed:\nstdout: {}\nstderr: {}\n--- metrics ---\n{metrics}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
 }

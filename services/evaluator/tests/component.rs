@@ -10,8 +10,9 @@ mod common;
 
 use std::{sync::Arc, time::Duration};
 
-use common::{STATUS_WRITER, Server, client, client_files, counter_value, eventually, http_get};
+use common::{STATUS_WRITER, Server, client, client_files, eventually};
 use pacto_proto::evaluator::{AssessReadinessRequest, ContractStatus};
+use pacto_runtime::testing::{admin_get, metric_value, promtool_check};
 use pacto_runtime::{
     grpc::{self, ChannelSpec},
     testing::{TestCa, write_tls_files},
@@ -109,8 +110,8 @@ async fn missing_client_certificate_is_refused() {
         DEADLINE,
         "no_client_certificate handshake failure metric",
         || async {
-            let (_, metrics) = http_get(server.admin, "/metrics").await;
-            (counter_value(
+            let (_, metrics) = admin_get(server.admin, "/metrics").await;
+            (metric_value(
                 &metrics,
                 "pacto_tls_handshake_failures_total",
                 &["reason=\"no_client_certificate\""],
@@ -147,8 +148,8 @@ async fn certificate_from_another_ca_is_refused() {
         DEADLINE,
         "untrusted_certificate handshake failure metric",
         || async {
-            let (_, metrics) = http_get(server.admin, "/metrics").await;
-            (counter_value(
+            let (_, metrics) = admin_get(server.admin, "/metrics").await;
+            (metric_value(
                 &metrics,
                 "pacto_tls_handshake_failures_total",
                 &["reason=\"untrusted_certificate\""],
@@ -264,10 +265,10 @@ async fn admin_endpoints_and_promtool_clean_metrics() {
         .await
         .unwrap_err();
 
-    assert_eq!(http_get(server.admin, "/healthz").await.0, 200);
-    assert_eq!(http_get(server.admin, "/readyz").await.0, 200);
-    assert_eq!(http_get(server.admin, "/nope").await.0, 404);
-    let (code, metrics) = http_get(server.admin, "/metrics").await;
+    assert_eq!(admin_get(server.admin, "/healthz").await.0, 200);
+    assert_eq!(admin_get(server.admin, "/readyz").await.0, 200);
+    assert_eq!(admin_get(server.admin, "/nope").await.0, 404);
+    let (code, metrics) = admin_get(server.admin, "/metrics").await;
     assert_eq!(code, 200);
     for name in [
         "pacto_grpc_server_requests_total",
@@ -281,7 +282,7 @@ async fn admin_endpoints_and_promtool_clean_metrics() {
         assert!(metrics.contains(name), "{name} missing from:\n{metrics}");
     }
     assert!(
-        counter_value(
+        metric_value(
             &metrics,
             "pacto_grpc_server_requests_total",
             &["method=\"Evaluate\"", "code=\"INVALID_ARGUMENT\""]
@@ -290,7 +291,7 @@ async fn admin_endpoints_and_promtool_clean_metrics() {
     );
     // The second request carried the same contract: served from the parsed-contract cache.
     assert!(
-        counter_value(
+        metric_value(
             &metrics,
             "pacto_evaluator_contract_cache_total",
             &["result=\"hit\""]
@@ -299,31 +300,6 @@ async fn admin_endpoints_and_promtool_clean_metrics() {
     );
     promtool_check(&metrics);
     server.stop().await;
-}
-
-/// Runs `promtool check metrics` on the exposition text; fails on any problem it reports.
-fn promtool_check(metrics: &str) {
-    use std::io::Write;
-    let mut child = std::process::Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("promtool must be installed (Debian package `prometheus`)");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(metrics.as_bytes())
-        .unwrap();
-    let output = child.wait_with_output().unwrap();
-    assert!(
-        output.status.success() && output.stdout.is_empty() && output.stderr.is_empty(),
-        "promtool check metrics failed:\nstdout: {}\nstderr: {}\n--- metrics ---\n{metrics}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
 }
 
 #[tokio::test]

@@ -113,7 +113,10 @@ async fn binary_serves_mtls_and_drains_on_sigterm() {
         .unwrap()
         .into_inner();
     assert_eq!(response.contract_status(), ContractStatus::NonCompliant);
-    assert_eq!(common::http_get(admin, "/readyz").await.0, 200);
+    assert_eq!(
+        pacto_runtime::testing::admin_get(admin, "/readyz").await.0,
+        200
+    );
 
     // SIGTERM: the process logs the request, drains and exits 0.
     let status = Command::new("kill")

@@ -24,6 +24,7 @@ use pacto_observer::fetch::KubeCluster;
 use pacto_observer::probe::Prober;
 use pacto_observer::window::Window;
 use pacto_observer::{ObserveInput, ObserveOutput, Observer, Options, Target};
+use pacto_runtime::testing::admin_get;
 use pacto_testenv::{ControlPlane, ControlPlaneOptions, Simulator, SimulatorOptions};
 use serde_json::json;
 
@@ -1144,10 +1145,10 @@ async fn observe_and_watch_targets_over_mtls() {
     eventually(
         Duration::from_secs(30),
         "/readyz to report ready",
-        || async { (admin_get(admin_addr, "/readyz").await == 200).then_some(()) },
+        || async { (admin_get(admin_addr, "/readyz").await.0 == 200).then_some(()) },
     )
     .await;
-    let metrics = admin_body(admin_addr, "/metrics").await;
+    let (_, metrics) = admin_get(admin_addr, "/metrics").await;
     assert!(
         metrics.contains("pacto_observer_cache_objects{kind=\"Service\"}"),
         "cache sizes are exposed: {metrics}"
@@ -1327,37 +1328,6 @@ async fn metrics_discovery_with_and_without_the_servicemonitor_crd() {
         "ServiceMonitor → named port resolved → pod IP scraped"
     );
     assert!(out.api_errors.is_empty(), "{:?}", out.api_errors);
-}
-
-/// A plain HTTP/1.0 GET against the admin port: the raw response.
-async fn admin_raw(addr: SocketAddr, path: &str) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    stream
-        .write_all(format!("GET {path} HTTP/1.0\r\nHost: admin\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
-    let mut raw = String::new();
-    stream.read_to_string(&mut raw).await.unwrap();
-    raw
-}
-
-/// The status code of an admin GET.
-async fn admin_get(addr: SocketAddr, path: &str) -> u16 {
-    admin_raw(addr, path)
-        .await
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0)
-}
-
-/// The body of an admin GET.
-async fn admin_body(addr: SocketAddr, path: &str) -> String {
-    let raw = admin_raw(addr, path).await;
-    raw.split_once("\r\n\r\n")
-        .map(|(_, body)| body.to_owned())
-        .unwrap_or_default()
 }
 
 /// The observer's Role of the chart's default (`rbac.secretMetadata: false`): every kind it

@@ -23,6 +23,7 @@ use pacto_runtime::CancellationToken;
 use pacto_runtime::grpc::{self, ChannelSpec, Transport};
 use pacto_runtime::identity::AllowList;
 use pacto_runtime::testing::{TestCa, write_tls_files};
+use pacto_runtime::testing::{admin_get, metric_value, promtool_check};
 use pacto_runtime::tls::{TlsFiles, TlsStore};
 use rustls::pki_types::pem::PemObject;
 use tonic::Code;
@@ -183,42 +184,10 @@ fn request() -> pb::ObserveRequest {
 /// Breaks one field of a valid request.
 type Corrupt = fn(&mut pb::ObserveRequest);
 
-/// A plain HTTP/1.0 GET against the admin port: (status code, body).
-async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    stream
-        .write_all(format!("GET {path} HTTP/1.0\r\nHost: admin\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
-    let mut raw = String::new();
-    stream.read_to_string(&mut raw).await.unwrap();
-    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
-    let code = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    (code, body.to_owned())
-}
-
-/// The sum of a metric's series whose labels contain every fragment of `labels`.
-fn metric_value(text: &str, name: &str, labels: &[&str]) -> f64 {
-    text.lines()
-        .filter(|line| !line.starts_with('#'))
-        .filter(|line| {
-            line.strip_prefix(name)
-                .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
-        })
-        .filter(|line| labels.iter().all(|label| line.contains(label)))
-        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
-}
-
 async fn wait_for_handshake_failure(server: &Server, reason: &str) {
     let fragment = format!("reason=\"{reason}\"");
     eventually(DEADLINE, &format!("{reason} handshake failure"), || async {
-        let (_, metrics) = http_get(server.admin, "/metrics").await;
+        let (_, metrics) = admin_get(server.admin, "/metrics").await;
         (metric_value(
             &metrics,
             "pacto_tls_handshake_failures_total",
@@ -359,9 +328,9 @@ async fn unreachable_api_is_honest_unknown_and_metrics_pass_promtool() {
     let mut intruder = server.client("intruder", &["intruder.pacto.svc"]);
     intruder.observe(request()).await.unwrap_err();
 
-    assert_eq!(http_get(server.admin, "/healthz").await.0, 200);
-    assert_eq!(http_get(server.admin, "/readyz").await.0, 200);
-    let (code, metrics) = http_get(server.admin, "/metrics").await;
+    assert_eq!(admin_get(server.admin, "/healthz").await.0, 200);
+    assert_eq!(admin_get(server.admin, "/readyz").await.0, 200);
+    let (code, metrics) = admin_get(server.admin, "/metrics").await;
     assert_eq!(code, 200);
     for name in [
         "pacto_observer_observations_total",
@@ -388,37 +357,12 @@ async fn unreachable_api_is_honest_unknown_and_metrics_pass_promtool() {
 async fn not_ready_until_the_caches_have_listed() {
     // The caches can never list (the API is unreachable): the process is live but not ready.
     let server = Server::start_with(&[STATUS_WRITER], true).await;
-    assert_eq!(http_get(server.admin, "/healthz").await.0, 200);
+    assert_eq!(admin_get(server.admin, "/healthz").await.0, 200);
     // Give the reflectors time to fail (they retry with backoff); readiness must stay false.
     let mut client = server.client("status-writer", &[STATUS_WRITER]);
     let mut bad = request();
     bad.target = None;
     client.observe(bad).await.unwrap_err();
-    assert_eq!(http_get(server.admin, "/readyz").await.0, 503);
+    assert_eq!(admin_get(server.admin, "/readyz").await.0, 503);
     server.stop().await;
-}
-
-/// Runs `promtool check metrics` on the exposition text; fails on any problem it reports.
-fn promtool_check(metrics: &str) {
-    use std::io::Write;
-    let mut child = std::process::Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("promtool must be installed (Debian package `prometheus`)");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(metrics.as_bytes())
-        .unwrap();
-    let output = child.wait_with_output().unwrap();
-    assert!(
-        output.status.success() && output.stdout.is_empty() && output.stderr.is_empty(),
-        "promtool check metrics failed:\nstdout: {}\nstderr: {}\n--- metrics ---\n{metrics}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
 }

@@ -1,5 +1,6 @@
 //! Test support (feature `test-support`): a throw-away CA issuing certificates with chosen SANs,
-//! written as the PEM files the services read. Used by the component tests of every service.
+//! written as the PEM files the services read, and the admin-port helpers (`admin_get`,
+//! `metric_value`, `promtool_check`). Used by the component tests of every service.
 
 use std::{
     net::IpAddr,
@@ -136,4 +137,69 @@ fn write_atomically(path: &Path, contents: &str) -> Result<(), TestCertError> {
             path: path.to_owned(),
             source,
         })
+}
+
+/// A plain HTTP/1.0 GET against an admin port: (status code, body). Panics when the connection
+/// fails, as a test should.
+pub async fn admin_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .expect("connect to the admin port");
+    stream
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: admin\r\n\r\n").as_bytes())
+        .await
+        .expect("send the admin request");
+    let mut raw = String::new();
+    stream
+        .read_to_string(&mut raw)
+        .await
+        .expect("read the admin response");
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let code = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (code, body.to_owned())
+}
+
+/// The sum of a metric's series in Prometheus text whose labels contain every fragment of
+/// `labels` (0 when there is none).
+pub fn metric_value(text: &str, name: &str, labels: &[&str]) -> f64 {
+    text.lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter(|line| {
+            line.strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
+        })
+        .filter(|line| labels.iter().all(|label| line.contains(label)))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// Runs `promtool check metrics` on the exposition text; panics on any problem it reports, or
+/// when promtool is missing (Debian package `prometheus`).
+pub fn promtool_check(metrics: &str) {
+    use std::io::Write;
+    let mut child = std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("promtool must be installed (Debian package `prometheus`)");
+    child
+        .stdin
+        .take()
+        .expect("promtool stdin is piped")
+        .write_all(metrics.as_bytes())
+        .expect("write the metrics to promtool");
+    let output = child.wait_with_output().expect("wait for promtool");
+    assert!(
+        output.status.success() && output.stdout.is_empty() && output.stderr.is_empty(),
+        "promtool check metrics failed:\nstdout: {}\nstderr: {}\n--- metrics ---\n{metrics}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
 }

@@ -8,7 +8,6 @@
 
 mod common;
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,6 +20,7 @@ use pacto_api::conditions::{
 use pacto_api::labels::{LABEL_PACTO, LABEL_VERSION};
 use pacto_api::*;
 use pacto_runtime::CancellationToken;
+use pacto_runtime::testing::{admin_get, promtool_check};
 
 #[tokio::test]
 async fn inline_reference_only_pacto_is_reference_with_a_revision() {
@@ -89,7 +89,7 @@ async fn inline_reference_only_pacto_is_reference_with_a_revision() {
     )));
 
     // The admin port serves the gauges next to the process metrics, promtool-clean.
-    let (code, metrics) = http_get(h.admin, "/metrics").await;
+    let (code, metrics) = admin_get(h.admin, "/metrics").await;
     assert_eq!(code, 200);
     assert!(
         metrics.contains("pacto_status_writer_reconciles_total"),
@@ -100,7 +100,7 @@ async fn inline_reference_only_pacto_is_reference_with_a_revision() {
         "{metrics}"
     );
     promtool_check(&metrics);
-    assert_eq!(http_get(h.admin, "/readyz").await.0, 200);
+    assert_eq!(admin_get(h.admin, "/readyz").await.0, 200);
 
     // The annotate nudge re-reconciles; nothing changed, so the status is not rewritten.
     let before = api.get("orders").await.unwrap();
@@ -223,50 +223,6 @@ async fn observer_down_is_unknown_naming_the_service() {
     );
     let (_, message) = wait_event(&h.client, &h.namespace, "orders", "ValidationFailed").await;
     assert_eq!(message, "ContractStatus: Unknown, 0 errors, 0 warnings");
-}
-
-/// A plain HTTP/1.0 GET: (status code, body).
-async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    stream
-        .write_all(format!("GET {path} HTTP/1.0\r\nHost: admin\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
-    let mut raw = String::new();
-    stream.read_to_string(&mut raw).await.unwrap();
-    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
-    let code = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    (code, body.to_owned())
-}
-
-/// Runs `promtool check metrics` on the exposition text; fails on any problem it reports.
-fn promtool_check(metrics: &str) {
-    use std::io::Write;
-    let mut child = std::process::Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("promtool must be installed (Debian package `prometheus`)");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(metrics.as_bytes())
-        .unwrap();
-    let output = child.wait_with_output().unwrap();
-    assert!(
-        output.status.success() && output.stdout.is_empty() && output.stderr.is_empty(),
-        "promtool check metrics failed:\nstdout: {}\nstderr: {}\n--- metrics ---\n{metrics}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
 }
 
 #[tokio::test]

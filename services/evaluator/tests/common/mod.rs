@@ -130,36 +130,3 @@ impl Server {
             .unwrap();
     }
 }
-
-/// A plain HTTP/1.0 GET against the admin port: (status code, body).
-pub async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    stream
-        .write_all(format!("GET {path} HTTP/1.0\r\nHost: admin\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
-    let mut raw = String::new();
-    stream.read_to_string(&mut raw).await.unwrap();
-    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
-    let code = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    (code, body.to_owned())
-}
-
-/// The value of a counter series in Prometheus text, summed over series whose labels contain
-/// every fragment of `labels`.
-pub fn counter_value(text: &str, name: &str, labels: &[&str]) -> f64 {
-    text.lines()
-        .filter(|line| !line.starts_with('#'))
-        .filter(|line| {
-            line.strip_prefix(name)
-                .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
-        })
-        .filter(|line| labels.iter().all(|label| line.contains(label)))
-        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
-}
