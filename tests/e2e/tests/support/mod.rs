@@ -5,8 +5,10 @@
 //! scraping every admin port. Everything started here is killed when the [`Stack`] is dropped
 //! (pacto-testenv's `ManagedProcess`: process-group kill on drop plus a watchdog).
 //!
-//! Kubernetes credentials: the resolver, the observer and the status-writer use the ADMIN
-//! kubeconfig of the control plane (no per-service RBAC yet).
+//! Kubernetes credentials: each service runs as its own ServiceAccount with exactly the RBAC its
+//! chart renders (`helm template` with `controller.watchNamespace` set to the test's namespace,
+//! so the Roles are namespaced and tests do not share them); the test itself (kubectl, the
+//! simulator) uses the admin identity.
 
 #![allow(dead_code, reason = "each test uses a different subset")]
 
@@ -130,12 +132,42 @@ fn free_addr() -> anyhow::Result<SocketAddr> {
     listener.local_addr().context("reading the free port")
 }
 
+/// How a service process is started (kept so that a test can stop and restart it).
+#[derive(Debug, Clone)]
+pub struct Launch {
+    /// The program and its arguments; when the observer needs private host names, this is
+    /// `unshare --mount sh -c …` wrapping the binary.
+    pub argv: Vec<String>,
+    /// The service's own kubeconfig (its chart ServiceAccount), if it talks to Kubernetes.
+    pub kubeconfig: Option<PathBuf>,
+}
+
 /// One service process and its addresses.
 pub struct Service {
     pub name: &'static str,
     pub grpc: Option<SocketAddr>,
     pub admin: SocketAddr,
+    pub launch: Launch,
     pub process: ManagedProcess,
+    /// How many times the process has been started (names the log file).
+    pub starts: usize,
+}
+
+/// What a test changes about the stack.
+#[derive(Debug, Clone, Default)]
+pub struct StackOptions {
+    /// Extra observer flags (`--enable-probing`, `--enable-metrics-observation`, …).
+    /// `--enable-metrics-observation` also renders the chart's monitor RBAC, like the chart value.
+    pub observer_args: Vec<String>,
+    /// Services whose in-cluster name `<name>.<namespace>.svc` the observer resolves to
+    /// 127.0.0.1: the observer runs in a private mount namespace (`unshare --mount`, needs root)
+    /// with its own `/etc/hosts`, so the real system resolver answers. For Tier A health probes.
+    pub probe_hosts: Vec<String>,
+    /// Resources removed from every rule of the observer's chart Role before it is applied (an
+    /// operator who installed an incomplete role), e.g. `["endpointslices"]`.
+    pub observer_denied: Vec<&'static str>,
+    /// Extra status-writer flags.
+    pub status_writer_args: Vec<String>,
 }
 
 /// Everything one end-to-end test runs against.
@@ -154,8 +186,147 @@ pub struct Stack {
 pub const PRIVATE_USER: &str = "pacto";
 pub const PRIVATE_PASSWORD: &str = "e2e-secret";
 
+/// The Helm release name the suite renders the service charts with.
+pub const RELEASE: &str = "e2e";
+
+/// Renders the RBAC of the three service charts that talk to Kubernetes (`helm template`, release [`RELEASE`] in
+/// `namespace`, `controller.watchNamespace=namespace`, so everything is namespaced and tests do
+/// not share it), applies it with the admin identity and returns, per service that talks to
+/// Kubernetes, a kubeconfig file with a TokenRequest token of its chart ServiceAccount.
+async fn service_identities(
+    cp: &ControlPlane,
+    namespace: &str,
+    dir: &Path,
+    options: &StackOptions,
+) -> anyhow::Result<Vec<(&'static str, PathBuf)>> {
+    let tools = pacto_chart_tests::Tools::new()?;
+    let metrics = options
+        .observer_args
+        .iter()
+        .any(|a| a == "--enable-metrics-observation");
+    let mut rbac = Vec::new();
+    let mut accounts = Vec::new();
+    // The evaluator never talks to Kubernetes (no ServiceAccount token, no RBAC).
+    for service in ["contract-resolver", "observer", "status-writer"] {
+        let chart = workspace_root().join(format!("charts/pacto-{service}"));
+        let mut args = vec![
+            "template".to_owned(),
+            RELEASE.to_owned(),
+            chart.display().to_string(),
+            format!("--namespace={namespace}"),
+            format!("--set=controller.watchNamespace={namespace}"),
+        ];
+        if service == "observer" && metrics {
+            args.push("--set=controller.enableMetricsObservation=true".into());
+        }
+        let text = tools
+            .run("helm", &args)
+            .with_context(|| format!("rendering charts/pacto-{service}"))?;
+        for mut doc in pacto_chart_tests::documents(&text)? {
+            let kind = doc["kind"].as_str().unwrap_or_default().to_owned();
+            if !matches!(
+                kind.as_str(),
+                "ServiceAccount" | "Role" | "RoleBinding" | "ClusterRole" | "ClusterRoleBinding"
+            ) {
+                continue;
+            }
+            if kind == "ServiceAccount" {
+                let name = doc["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned();
+                accounts.push((service, name));
+            }
+            if service == "observer" && kind == "Role" && !options.observer_denied.is_empty() {
+                deny(&mut doc, &options.observer_denied);
+            }
+            rbac.push(doc);
+        }
+    }
+    let file = dir.join("rbac.yaml");
+    let text = rbac
+        .iter()
+        .map(|d| serde_norway::to_string(d).context("writing the rendered RBAC"))
+        .collect::<anyhow::Result<Vec<_>>>()?
+        .join("---\n");
+    std::fs::write(&file, text)?;
+    let output = tokio::process::Command::from(cp.kubectl()?)
+        .args(["apply", "--server-side", "--field-manager=pacto-e2e", "-f"])
+        .arg(&file)
+        .output()
+        .await
+        .context("running kubectl apply for the chart RBAC")?;
+    ensure!(
+        output.status.success(),
+        "applying the chart RBAC failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let mut identities = Vec::new();
+    for (service, account) in accounts {
+        let yaml = cp.service_account_kubeconfig(namespace, &account).await?;
+        let path = dir.join(format!("{service}.kubeconfig"));
+        std::fs::write(&path, yaml)?;
+        identities.push((service, path));
+    }
+    Ok(identities)
+}
+
+/// Removes `denied` resources from every rule of a rendered Role (rules left empty are dropped).
+fn deny(role: &mut serde_json::Value, denied: &[&str]) {
+    if let Some(rules) = role["rules"].as_array_mut() {
+        for rule in rules.iter_mut() {
+            if let Some(resources) = rule["resources"].as_array_mut() {
+                resources.retain(|r| !denied.iter().any(|d| r == d));
+            }
+        }
+        rules.retain(|r| r["resources"].as_array().is_none_or(|a| !a.is_empty()));
+    }
+}
+
+/// `argv` run in a private mount namespace whose `/etc/hosts` is `hosts` (a bind mount visible to
+/// this process tree only).
+fn with_private_hosts(hosts: &Path, argv: Vec<String>) -> Vec<String> {
+    let mut wrapped = vec![
+        "unshare".to_owned(),
+        "--mount".to_owned(),
+        "--propagation=private".to_owned(),
+        "sh".to_owned(),
+        "-c".to_owned(),
+        "mount --bind \"$0\" /etc/hosts && exec \"$@\"".to_owned(),
+        hosts.display().to_string(),
+    ];
+    wrapped.extend(argv);
+    wrapped
+}
+
+fn spawn_service(
+    name: &str,
+    launch: &Launch,
+    dir: &Path,
+    starts: usize,
+) -> anyhow::Result<ManagedProcess> {
+    let mut cmd = Command::new(&launch.argv[0]);
+    cmd.args(&launch.argv[1..]);
+    if let Some(kubeconfig) = &launch.kubeconfig {
+        cmd.env("KUBECONFIG", kubeconfig);
+    } else {
+        cmd.env_remove("KUBECONFIG");
+    }
+    let log = if starts == 0 {
+        dir.join(format!("{name}.log"))
+    } else {
+        dir.join(format!("{name}.{starts}.log"))
+    };
+    Ok(ManagedProcess::spawn(name, cmd, &log, &[])?)
+}
+
 impl Stack {
     pub async fn start() -> anyhow::Result<Self> {
+        Self::start_with(StackOptions::default()).await
+    }
+
+    #[allow(clippy::too_many_lines, reason = "one linear start-up sequence")]
+    pub async fn start_with(options: StackOptions) -> anyhow::Result<Self> {
         let bins = tokio::task::spawn_blocking(binaries)
             .await
             .context("joining the build")??;
@@ -175,6 +346,7 @@ impl Stack {
         let registry = Registry::start().context("starting docker-registry")?;
         let private_registry = Registry::start_with_basic_auth(PRIVATE_USER, PRIVATE_PASSWORD)
             .context("starting the private docker-registry")?;
+        let identities = service_identities(cp, &namespace, dir.path(), &options).await?;
 
         let ca = TestCa::new("pacto e2e CA")?;
         let tls = |name: &str, identity: &str| -> anyhow::Result<Vec<String>> {
@@ -186,8 +358,21 @@ impl Stack {
                 format!("--tls-key={}", files.key.display()),
             ])
         };
-        let kubeconfig = cp.kubeconfig_path().to_owned();
         let insecure = format!("{},{}", registry.host(), private_registry.host());
+        let hosts = if options.probe_hosts.is_empty() {
+            None
+        } else {
+            let mut text = std::fs::read_to_string("/etc/hosts").unwrap_or_default();
+            text.extend(
+                options
+                    .probe_hosts
+                    .iter()
+                    .map(|service| format!("127.0.0.1 {service}.{namespace}.svc\n")),
+            );
+            let path = dir.path().join("observer.hosts");
+            std::fs::write(&path, text)?;
+            Some(path)
+        };
 
         let mut services = Vec::new();
         let mut spawn = |name: &'static str,
@@ -196,23 +381,35 @@ impl Stack {
                          extra: Vec<String>|
          -> anyhow::Result<()> {
             let admin = free_addr()?;
-            let mut cmd = Command::new(bins.join(format!("pacto-{name}")));
-            cmd.arg(format!("--admin-addr={admin}"))
-                .arg("--log-format=text")
-                .arg("--log-level=info")
-                .args(tls(name, identity)?)
-                .args(extra)
-                .env("KUBECONFIG", &kubeconfig);
+            let mut argv = vec![
+                bins.join(format!("pacto-{name}")).display().to_string(),
+                format!("--admin-addr={admin}"),
+                "--log-format=text".into(),
+                "--log-level=info".into(),
+            ];
+            argv.extend(tls(name, identity)?);
+            argv.extend(extra);
             if let Some(grpc) = grpc {
-                cmd.arg(format!("--listen-addr={grpc}"));
+                argv.push(format!("--listen-addr={grpc}"));
             }
-            let process =
-                ManagedProcess::spawn(name, cmd, &dir.path().join(format!("{name}.log")), &[])?;
+            if let (Some(hosts), "observer") = (&hosts, name) {
+                argv = with_private_hosts(hosts, argv);
+            }
+            let launch = Launch {
+                argv,
+                kubeconfig: identities
+                    .iter()
+                    .find(|(service, _)| *service == name)
+                    .map(|(_, path)| path.clone()),
+            };
+            let process = spawn_service(name, &launch, dir.path(), 0)?;
             services.push(Service {
                 name,
                 grpc,
                 admin,
+                launch,
                 process,
+                starts: 1,
             });
             Ok(())
         };
@@ -225,33 +422,29 @@ impl Stack {
             Some(resolver),
             vec![format!("--insecure-registries={insecure}")],
         )?;
-        spawn(
-            "observer",
-            OBSERVER,
-            Some(observer),
-            vec![
-                format!("--watch-namespace={namespace}"),
-                "--stabilization-window=5s".into(),
-            ],
-        )?;
+        let mut observer_args = vec![
+            format!("--watch-namespace={namespace}"),
+            "--stabilization-window=5s".into(),
+        ];
+        observer_args.extend(options.observer_args.iter().cloned());
+        spawn("observer", OBSERVER, Some(observer), observer_args)?;
         spawn("evaluator", EVALUATOR, Some(evaluator), Vec::new())?;
-        spawn(
-            "status-writer",
-            STATUS_WRITER,
-            None,
-            vec![
-                format!("--resolver-addr={resolver}"),
-                format!("--resolver-server-name={RESOLVER}"),
-                format!("--observer-addr={observer}"),
-                format!("--observer-server-name={OBSERVER}"),
-                format!("--evaluator-addr={evaluator}"),
-                format!("--evaluator-server-name={EVALUATOR}"),
-                format!("--watch-namespace={namespace}"),
-                "--pod-name=status-writer-e2e".into(),
-                "--grpc-request-timeout=10s".into(),
-                "--revision-mirror-interval=1s".into(),
-            ],
-        )?;
+        let mut writer_args = vec![
+            format!("--resolver-addr={resolver}"),
+            format!("--resolver-server-name={RESOLVER}"),
+            format!("--observer-addr={observer}"),
+            format!("--observer-server-name={OBSERVER}"),
+            format!("--evaluator-addr={evaluator}"),
+            format!("--evaluator-server-name={EVALUATOR}"),
+            format!("--watch-namespace={namespace}"),
+            "--leader-elect".into(),
+            format!("--leader-election-namespace={namespace}"),
+            "--pod-name=status-writer-e2e".into(),
+            "--grpc-request-timeout=10s".into(),
+            "--revision-mirror-interval=1s".into(),
+        ];
+        writer_args.extend(options.status_writer_args.iter().cloned());
+        spawn("status-writer", STATUS_WRITER, None, writer_args)?;
 
         let admins: Vec<String> = services.iter().map(|s| s.admin.to_string()).collect();
         let targets: Vec<ScrapeTarget> = services
@@ -277,6 +470,30 @@ impl Stack {
         };
         stack.wait_ready(Duration::from_mins(1)).await?;
         Ok(stack)
+    }
+
+    fn service_mut(&mut self, name: &str) -> anyhow::Result<&mut Service> {
+        self.services
+            .iter_mut()
+            .find(|s| s.name == name)
+            .with_context(|| format!("no service {name}"))
+    }
+
+    /// Kills a service's process (a crash or an outage of that service).
+    pub fn stop_service(&mut self, name: &str) -> anyhow::Result<()> {
+        self.service_mut(name)?.process.stop();
+        Ok(())
+    }
+
+    /// Starts a stopped service again with the same command line (a new log file), and waits
+    /// until every service is ready.
+    pub async fn restart_service(&mut self, name: &str) -> anyhow::Result<()> {
+        let dir = self.dir.path().to_owned();
+        let service = self.service_mut(name)?;
+        service.process.stop();
+        service.process = spawn_service(service.name, &service.launch, &dir, service.starts)?;
+        service.starts += 1;
+        self.wait_ready(Duration::from_mins(1)).await
     }
 
     /// Waits until every service answers `/readyz` with 200; fails early (with its log) when one
