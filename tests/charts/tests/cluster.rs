@@ -14,8 +14,7 @@ use k8s_openapi::api::{
     authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec},
     coordination::v1::Lease,
     core::v1::{
-        ConfigMap, Container, Event, Namespace, Node, ObjectReference, Pod, PodSpec, Secret,
-        Service, ServiceAccount,
+        ConfigMap, Container, Event, Namespace, Node, Pod, PodSpec, Secret, Service, ServiceAccount,
     },
     discovery::v1::EndpointSlice,
 };
@@ -363,387 +362,32 @@ async fn each_service_account_gets_exactly_its_rights() -> Result<()> {
     })
     .await?;
 
-    let lp = ListParams::default();
-    let pp = PostParams::default();
+    let clients = [
+        ("observer", &observer),
+        ("contract-resolver", &resolver),
+        ("evaluator", &evaluator),
+        ("status-writer", &writer),
+    ];
     let mut checks = Checks {
         failures: Vec::new(),
         done: 0,
     };
-    let status_patch = serde_json::json!({ "status": { "contractStatus": "Unknown" } });
-    let event = |name: &str| Event {
-        metadata: meta(name),
-        involved_object: ObjectReference {
-            api_version: Some("pacto.trianalab.io/v1alpha1".into()),
-            kind: Some("Pacto".into()),
-            name: Some("svc".into()),
-            namespace: Some(team.clone()),
-            ..ObjectReference::default()
-        },
-        reason: Some("RevisionCreated".into()),
-        message: Some("test".into()),
-        type_: Some("Normal".into()),
-        ..Event::default()
-    };
-
-    // observer: reads what observation needs; no Secrets, no writes.
-    let who = "observer";
-    let o = &observer;
-    checks.check(
-        who,
-        "list services",
-        Want::Allowed,
-        Api::<Service>::namespaced(o.clone(), &team).list(&lp).await,
-    );
-    checks.check(
-        who,
-        "list pods (all namespaces)",
-        Want::Allowed,
-        Api::<Pod>::all(o.clone()).list(&lp).await,
-    );
-    checks.check(
-        who,
-        "list endpointslices",
-        Want::Allowed,
-        Api::<EndpointSlice>::namespaced(o.clone(), &team)
-            .list(&lp)
-            .await,
-    );
-    checks.check(
-        who,
-        "list deployments",
-        Want::Allowed,
-        Api::<Deployment>::namespaced(o.clone(), &team)
-            .list(&lp)
-            .await,
-    );
-    checks.check(
-        who,
-        "get configmap",
-        Want::Allowed,
-        Api::<ConfigMap>::namespaced(o.clone(), &team)
-            .get("absent")
-            .await,
-    );
-    checks.check(
-        who,
-        "list pactos",
-        Want::Allowed,
-        Api::<DynamicObject>::all_with(o.clone(), &pacto_resource())
-            .list(&lp)
-            .await,
-    );
-    checks.check(
-        who,
-        "list noderuntimeobservations (agent ns)",
-        Want::Allowed,
-        Api::<DynamicObject>::namespaced_with(o.clone(), &agents, &observation_resource())
-            .list(&lp)
-            .await,
-    );
-    checks.check(
-        who,
-        "list leases (agent ns)",
-        Want::Allowed,
-        Api::<Lease>::namespaced(o.clone(), &agents).list(&lp).await,
-    );
-    checks.check(
-        who,
-        "get secret",
-        Want::Forbidden,
-        Api::<Secret>::namespaced(o.clone(), &team)
-            .get("pull")
-            .await,
-    );
-    checks.check(
-        who,
-        "get secret metadata",
-        Want::Forbidden,
-        Api::<Secret>::namespaced(o.clone(), &team)
-            .get_metadata("pull")
-            .await,
-    );
-    checks.check(
-        who,
-        "list secrets",
-        Want::Forbidden,
-        Api::<Secret>::namespaced(o.clone(), &team).list(&lp).await,
-    );
-    checks.check(
-        who,
-        "patch pactos/status",
-        Want::Forbidden,
-        Api::<DynamicObject>::namespaced_with(o.clone(), &team, &pacto_resource())
-            .patch_status("svc", &PatchParams::default(), &Patch::Merge(&status_patch))
-            .await,
-    );
-    checks.check(
-        who,
-        "create configmap",
-        Want::Forbidden,
-        Api::<ConfigMap>::namespaced(o.clone(), &team)
-            .create(
-                &pp,
-                &ConfigMap {
-                    metadata: meta("x"),
-                    ..ConfigMap::default()
-                },
-            )
-            .await,
-    );
-    checks.check(
-        who,
-        "create event",
-        Want::Forbidden,
-        Api::<Event>::namespaced(o.clone(), &team)
-            .create(&pp, &event("o"))
-            .await,
-    );
-    checks.check(
-        who,
-        "list leases (own ns)",
-        Want::Forbidden,
-        Api::<Lease>::namespaced(o.clone(), &ns).list(&lp).await,
-    );
-    checks.check(
-        who,
-        "list servicemonitors (metrics observation off)",
-        Want::Forbidden,
-        Api::<DynamicObject>::namespaced_with(o.clone(), &team, &service_monitor_resource())
-            .list(&lp)
-            .await,
-    );
-
-    // resolver: GET the pull Secret only.
-    let who = "contract-resolver";
-    let r = &resolver;
-    checks.check(
-        who,
-        "get secret",
-        Want::Allowed,
-        Api::<Secret>::namespaced(r.clone(), &team)
-            .get("pull")
-            .await,
-    );
-    checks.check(
-        who,
-        "list secrets",
-        Want::Forbidden,
-        Api::<Secret>::namespaced(r.clone(), &team).list(&lp).await,
-    );
-    checks.check(
-        who,
-        "create secret",
-        Want::Forbidden,
-        Api::<Secret>::namespaced(r.clone(), &team)
-            .create(
-                &pp,
-                &Secret {
-                    metadata: meta("x"),
-                    ..Secret::default()
-                },
-            )
-            .await,
-    );
-    checks.check(
-        who,
-        "get configmap",
-        Want::Forbidden,
-        Api::<ConfigMap>::namespaced(r.clone(), &team)
-            .get("absent")
-            .await,
-    );
-    checks.check(
-        who,
-        "list pods",
-        Want::Forbidden,
-        Api::<Pod>::namespaced(r.clone(), &team).list(&lp).await,
-    );
-    checks.check(
-        who,
-        "get pacto",
-        Want::Forbidden,
-        Api::<DynamicObject>::namespaced_with(r.clone(), &team, &pacto_resource())
-            .get("svc")
-            .await,
-    );
-
-    // evaluator: nothing at all.
-    let who = "evaluator";
-    let e = &evaluator;
-    checks.check(
-        who,
-        "get secret",
-        Want::Forbidden,
-        Api::<Secret>::namespaced(e.clone(), &team)
-            .get("pull")
-            .await,
-    );
-    checks.check(
-        who,
-        "list pods",
-        Want::Forbidden,
-        Api::<Pod>::all(e.clone()).list(&lp).await,
-    );
-    checks.check(
-        who,
-        "list services",
-        Want::Forbidden,
-        Api::<Service>::namespaced(e.clone(), &team).list(&lp).await,
-    );
-    checks.check(
-        who,
-        "get configmap",
-        Want::Forbidden,
-        Api::<ConfigMap>::namespaced(e.clone(), &team)
-            .get("absent")
-            .await,
-    );
-    checks.check(
-        who,
-        "list pactos",
-        Want::Forbidden,
-        Api::<DynamicObject>::all_with(e.clone(), &pacto_resource())
-            .list(&lp)
-            .await,
-    );
-    checks.check(
-        who,
-        "create event",
-        Want::Forbidden,
-        Api::<Event>::namespaced(e.clone(), &team)
-            .create(&pp, &event("e"))
-            .await,
-    );
-    checks.check(
-        who,
-        "list leases",
-        Want::Forbidden,
-        Api::<Lease>::namespaced(e.clone(), &ns).list(&lp).await,
-    );
-
-    // status-writer: Pacto status, revisions, events, its Lease, the agent namespace's labels.
-    let who = "status-writer";
-    let w = &writer;
-    let w_pactos = Api::<DynamicObject>::namespaced_with(w.clone(), &team, &pacto_resource());
-    checks.check(who, "list pactos", Want::Allowed, w_pactos.list(&lp).await);
-    checks.check(
-        who,
-        "patch pactos/status",
-        Want::Allowed,
-        w_pactos
-            .patch_status("svc", &PatchParams::default(), &Patch::Merge(&status_patch))
-            .await,
-    );
-    checks.check(who, "create pactorevision", Want::Allowed,
-        Api::<DynamicObject>::namespaced_with(w.clone(), &team, &revision_resource())
-            .create(&pp, &dynamic(&revision_resource(), "svc-1-0-0", serde_json::json!({
-                "spec": { "pactoRef": "svc", "source": { "oci": "ghcr.io/example/svc-pacto" }, "version": "1.0.0" }
-            }))?).await);
-    checks.check(
-        who,
-        "create event",
-        Want::Allowed,
-        Api::<Event>::namespaced(w.clone(), &team)
-            .create(&pp, &event("w"))
-            .await,
-    );
-    let leases = Api::<Lease>::namespaced(w.clone(), &ns);
-    checks.check(
-        who,
-        "create its lease",
-        Want::Allowed,
-        leases
-            .create(
-                &pp,
-                &Lease {
-                    metadata: meta("pacto-status-writer"),
-                    ..Lease::default()
-                },
-            )
-            .await,
-    );
-    checks.check(
-        who,
-        "patch its lease",
-        Want::Allowed,
-        leases
-            .patch(
-                "pacto-status-writer",
-                &PatchParams::default(),
-                &Patch::Merge(serde_json::json!({ "spec": { "holderIdentity": "me" } })),
-            )
-            .await,
-    );
-    checks.check(
-        who,
-        "patch another lease",
-        Want::Forbidden,
-        leases
-            .patch(
-                "someone-else",
-                &PatchParams::default(),
-                &Patch::Merge(serde_json::json!({ "spec": { "holderIdentity": "me" } })),
-            )
-            .await,
-    );
-    let label = serde_json::json!({ "metadata": { "labels": { "pod-security.kubernetes.io/enforce": "privileged" } } });
-    checks.check(
-        who,
-        "label the agent namespace",
-        Want::Allowed,
-        Api::<Namespace>::all(w.clone())
-            .patch(&agents, &PatchParams::default(), &Patch::Merge(&label))
-            .await,
-    );
-    checks.check(
-        who,
-        "label another namespace",
-        Want::Forbidden,
-        Api::<Namespace>::all(w.clone())
-            .patch(&team, &PatchParams::default(), &Patch::Merge(&label))
-            .await,
-    );
-    checks.check(
-        who,
-        "patch pacto spec",
-        Want::Forbidden,
-        w_pactos
-            .patch(
-                "svc",
-                &PatchParams::default(),
-                &Patch::Merge(serde_json::json!({ "spec": { "checkIntervalSeconds": 60 } })),
-            )
-            .await,
-    );
-    checks.check(
-        who,
-        "delete pacto",
-        Want::Forbidden,
-        w_pactos
-            .delete("svc", &kube::api::DeleteParams::default())
-            .await,
-    );
-    checks.check(
-        who,
-        "get secret",
-        Want::Forbidden,
-        Api::<Secret>::namespaced(w.clone(), &team)
-            .get("pull")
-            .await,
-    );
-    checks.check(
-        who,
-        "list pods",
-        Want::Forbidden,
-        Api::<Pod>::namespaced(w.clone(), &team).list(&lp).await,
-    );
-    checks.check(
-        who,
-        "list services",
-        Want::Forbidden,
-        Api::<Service>::namespaced(w.clone(), &team).list(&lp).await,
-    );
-
+    for row in rbac_matrix(&team, &agents) {
+        let client = clients
+            .iter()
+            .find(|(name, _)| *name == row.who)
+            .map(|(_, c)| (*c).clone())
+            .context(row.who)?;
+        let namespace = match row.scope {
+            Scope::Team => Some(team.as_str()),
+            Scope::Own => Some(ns.as_str()),
+            Scope::Agents => Some(agents.as_str()),
+            Scope::All => None,
+        };
+        let what = format!("{:?} {} ({:?})", row.verb, row.resource.plural, row.scope);
+        let result = row.verb.send(client, &row.resource, namespace).await;
+        checks.check(row.who, &what, row.want, result);
+    }
     ensure!(
         checks.failures.is_empty(),
         "{} of {} RBAC checks failed:\n{}",
@@ -752,6 +396,209 @@ async fn each_service_account_gets_exactly_its_rights() -> Result<()> {
         checks.failures.join("\n")
     );
     Ok(())
+}
+
+/// Where a request of the RBAC matrix goes.
+#[derive(Debug, Clone, Copy)]
+enum Scope {
+    /// The application namespace (`team`).
+    Team,
+    /// The service's own release namespace.
+    Own,
+    /// The node agent's namespace.
+    Agents,
+    /// All namespaces (a list) or a cluster-scoped object.
+    All,
+}
+
+/// One request of the RBAC matrix. Bodies are JSON; created objects carry their own name.
+#[derive(Debug, Clone)]
+enum Verb<'a> {
+    Get(&'a str),
+    GetMetadata(&'a str),
+    List,
+    Create(serde_json::Value),
+    Patch(&'a str, serde_json::Value),
+    PatchStatus(&'a str, serde_json::Value),
+    Delete(&'a str),
+}
+
+impl Verb<'_> {
+    async fn send(
+        &self,
+        client: Client,
+        resource: &ApiResource,
+        namespace: Option<&str>,
+    ) -> Result<(), kube::Error> {
+        let api: Api<DynamicObject> = match namespace {
+            Some(ns) => Api::namespaced_with(client, ns, resource),
+            None => Api::all_with(client, resource),
+        };
+        let pp = PatchParams::default();
+        match self {
+            Self::Get(name) => api.get(name).await.map(drop),
+            Self::GetMetadata(name) => api.get_metadata(name).await.map(drop),
+            Self::List => api.list(&ListParams::default()).await.map(drop),
+            Self::Create(body) => {
+                let mut object: DynamicObject =
+                    serde_json::from_value(body.clone()).map_err(kube::Error::SerdeError)?;
+                object.types = Some(kube::core::TypeMeta {
+                    api_version: resource.api_version.clone(),
+                    kind: resource.kind.clone(),
+                });
+                api.create(&PostParams::default(), &object).await.map(drop)
+            }
+            Self::Patch(name, body) => api.patch(name, &pp, &Patch::Merge(body)).await.map(drop),
+            Self::PatchStatus(name, body) => api
+                .patch_status(name, &pp, &Patch::Merge(body))
+                .await
+                .map(drop),
+            Self::Delete(name) => api
+                .delete(name, &kube::api::DeleteParams::default())
+                .await
+                .map(drop),
+        }
+    }
+}
+
+struct Row<'a> {
+    who: &'static str,
+    want: Want,
+    resource: ApiResource,
+    scope: Scope,
+    verb: Verb<'a>,
+}
+
+/// What each service account may and may not do: the observer reads what observation needs (no
+/// Secrets, no writes); the resolver GETs pull Secrets only; the evaluator has no rights at all;
+/// the status-writer writes Pacto status, revisions, events, its own Lease and the agent
+/// namespace's labels, and nothing else.
+fn rbac_matrix<'a>(team: &'a str, agents: &'a str) -> Vec<Row<'a>> {
+    use Scope::{Agents, All, Own, Team};
+    use Verb::{Create, Delete, Get, GetMetadata, List, Patch, PatchStatus};
+    use Want::{Allowed, Forbidden};
+    let services = ApiResource::erase::<Service>(&());
+    let pods = ApiResource::erase::<Pod>(&());
+    let slices = ApiResource::erase::<EndpointSlice>(&());
+    let deployments = ApiResource::erase::<Deployment>(&());
+    let configmaps = ApiResource::erase::<ConfigMap>(&());
+    let secrets = ApiResource::erase::<Secret>(&());
+    let leases = ApiResource::erase::<Lease>(&());
+    let events = ApiResource::erase::<Event>(&());
+    let namespaces = ApiResource::erase::<Namespace>(&());
+    let (pactos, revisions) = (pacto_resource(), revision_resource());
+    let named = |name: &str| serde_json::json!({ "metadata": { "name": name } });
+    let event = |name: &str| {
+        serde_json::json!({
+            "metadata": { "name": name },
+            "involvedObject": {
+                "apiVersion": "pacto.trianalab.io/v1alpha1", "kind": "Pacto",
+                "name": "svc", "namespace": team,
+            },
+            "reason": "RevisionCreated", "message": "test", "type": "Normal",
+        })
+    };
+    let status = serde_json::json!({ "status": { "contractStatus": "Unknown" } });
+    let holder = serde_json::json!({ "spec": { "holderIdentity": "me" } });
+    let privileged = serde_json::json!({ "metadata": { "labels": {
+        "pod-security.kubernetes.io/enforce": "privileged" } } });
+    let revision = serde_json::json!({
+        "metadata": { "name": "svc-1-0-0" },
+        "spec": { "pactoRef": "svc", "source": { "oci": "ghcr.io/example/svc-pacto" },
+                  "version": "1.0.0" },
+    });
+    let row = |who, want, resource: &ApiResource, scope, verb| Row {
+        who,
+        want,
+        resource: resource.clone(),
+        scope,
+        verb,
+    };
+    let (o, r, e, w) = (
+        "observer",
+        "contract-resolver",
+        "evaluator",
+        "status-writer",
+    );
+    vec![
+        row(o, Allowed, &services, Team, List),
+        row(o, Allowed, &pods, All, List),
+        row(o, Allowed, &slices, Team, List),
+        row(o, Allowed, &deployments, Team, List),
+        row(o, Allowed, &configmaps, Team, Get("absent")),
+        row(o, Allowed, &pactos, All, List),
+        row(o, Allowed, &observation_resource(), Agents, List),
+        row(o, Allowed, &leases, Agents, List),
+        row(o, Forbidden, &secrets, Team, Get("pull")),
+        row(o, Forbidden, &secrets, Team, GetMetadata("pull")),
+        row(o, Forbidden, &secrets, Team, List),
+        row(
+            o,
+            Forbidden,
+            &pactos,
+            Team,
+            PatchStatus("svc", status.clone()),
+        ),
+        row(o, Forbidden, &configmaps, Team, Create(named("x"))),
+        row(o, Forbidden, &events, Team, Create(event("o"))),
+        row(o, Forbidden, &leases, Own, List),
+        // Metrics observation is off: no monitor access.
+        row(o, Forbidden, &service_monitor_resource(), Team, List),
+        row(r, Allowed, &secrets, Team, Get("pull")),
+        row(r, Forbidden, &secrets, Team, List),
+        row(r, Forbidden, &secrets, Team, Create(named("x"))),
+        row(r, Forbidden, &configmaps, Team, Get("absent")),
+        row(r, Forbidden, &pods, Team, List),
+        row(r, Forbidden, &pactos, Team, Get("svc")),
+        row(e, Forbidden, &secrets, Team, Get("pull")),
+        row(e, Forbidden, &pods, All, List),
+        row(e, Forbidden, &services, Team, List),
+        row(e, Forbidden, &configmaps, Team, Get("absent")),
+        row(e, Forbidden, &pactos, All, List),
+        row(e, Forbidden, &events, Team, Create(event("e"))),
+        row(e, Forbidden, &leases, Own, List),
+        row(w, Allowed, &pactos, Team, List),
+        row(w, Allowed, &pactos, Team, PatchStatus("svc", status)),
+        row(w, Allowed, &revisions, Team, Create(revision)),
+        row(w, Allowed, &events, Team, Create(event("w"))),
+        row(
+            w,
+            Allowed,
+            &leases,
+            Own,
+            Create(named("pacto-status-writer")),
+        ),
+        row(
+            w,
+            Allowed,
+            &leases,
+            Own,
+            Patch("pacto-status-writer", holder.clone()),
+        ),
+        row(w, Forbidden, &leases, Own, Patch("someone-else", holder)),
+        row(
+            w,
+            Allowed,
+            &namespaces,
+            All,
+            Patch(agents, privileged.clone()),
+        ),
+        row(w, Forbidden, &namespaces, All, Patch(team, privileged)),
+        row(
+            w,
+            Forbidden,
+            &pactos,
+            Team,
+            Patch(
+                "svc",
+                serde_json::json!({ "spec": { "checkIntervalSeconds": 60 } }),
+            ),
+        ),
+        row(w, Forbidden, &pactos, Team, Delete("svc")),
+        row(w, Forbidden, &secrets, Team, Get("pull")),
+        row(w, Forbidden, &pods, Team, List),
+        row(w, Forbidden, &services, Team, List),
+    ]
 }
 
 /// Applies the RBAC and admission objects `helm template` renders for `chart` into `namespace`.
