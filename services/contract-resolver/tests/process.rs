@@ -9,10 +9,7 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use common::push_contract;
@@ -24,7 +21,7 @@ use pacto_proto::resolver::{
     ContractRef, ResolveRequest, contract_resolver_client::ContractResolverClient, resolve_response,
 };
 use pacto_runtime::grpc::{self, ChannelSpec, Transport};
-use pacto_runtime::testing::{TestCa, write_tls_files};
+use pacto_runtime::testing::{JsonLog, TestCa, addr_field, wait_exit, write_tls_files};
 use pacto_runtime::tls::TlsStore;
 use pacto_testenv::ControlPlaneOptions;
 use pacto_testenv::registry::Registry;
@@ -33,34 +30,6 @@ const DEADLINE: Duration = Duration::from_secs(30);
 const SERVER_NAME: &str = "contract-resolver.pacto.svc";
 const STATUS_WRITER: &str = "status-writer.pacto.svc";
 const USER: &str = "pacto-contract-resolver-process";
-
-fn wait_for_log<T>(
-    lines: &mpsc::Receiver<String>,
-    seen: &mut Vec<String>,
-    what: &str,
-    pick: impl Fn(&serde_json::Value) -> Option<T>,
-) -> T {
-    let start = Instant::now();
-    loop {
-        let remaining = DEADLINE
-            .checked_sub(start.elapsed())
-            .unwrap_or_else(|| panic!("timed out waiting for {what}; logs:\n{}", seen.join("\n")));
-        let line = lines
-            .recv_timeout(remaining)
-            .unwrap_or_else(|_| panic!("no {what}; logs:\n{}", seen.join("\n")));
-        seen.push(line.clone());
-        if let Ok(value) = serde_json::from_str::<serde_json::Value>(&line)
-            && let Some(found) = pick(&value)
-        {
-            return found;
-        }
-    }
-}
-
-fn addr_field(value: &serde_json::Value, field: &str) -> Option<SocketAddr> {
-    let text = value.get(field)?.as_str()?;
-    text.strip_prefix("Some(")?.strip_suffix(')')?.parse().ok()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn binary_resolves_with_a_pull_secret_and_drains_on_sigterm() {
@@ -138,17 +107,8 @@ async fn binary_resolves_with_a_pull_secret_and_drains_on_sigterm() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (sender, lines) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if sender.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let mut seen = Vec::new();
-    let grpc_addr = wait_for_log(&lines, &mut seen, "the serving log line", |v| {
+    let mut log = JsonLog::follow(child.stderr.take().unwrap(), DEADLINE);
+    let grpc_addr = log.wait_for("the serving log line", |v| {
         (v.get("message")?.as_str()? == "serving ContractResolver")
             .then(|| addr_field(v, "grpc_addr"))
             .flatten()
@@ -184,7 +144,7 @@ async fn binary_resolves_with_a_pull_secret_and_drains_on_sigterm() {
                 assert!(u.reason.contains("pull secret"), "{}", u.reason);
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
-            other => panic!("{other:?}; logs:\n{}", seen.join("\n")),
+            other => panic!("{other:?}; logs:\n{}", log.text()),
         }
     };
     assert_eq!(resolved.digest, digest);
@@ -195,23 +155,13 @@ async fn binary_resolves_with_a_pull_secret_and_drains_on_sigterm() {
         .status()
         .unwrap();
     assert!(status.success());
-    wait_for_log(&lines, &mut seen, "the stopped log line", |v| {
+    log.wait_for("the stopped log line", |v| {
         (v.get("message")?.as_str()? == "contract resolver stopped").then_some(())
     });
-    let start = Instant::now();
-    let exit = loop {
-        if let Some(exit) = child.try_wait().unwrap() {
-            break exit;
-        }
-        assert!(
-            start.elapsed() < DEADLINE,
-            "process did not exit after SIGTERM"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    assert!(exit.success(), "exit {exit:?}; logs:\n{}", seen.join("\n"));
+    let exit = wait_exit(&mut child, DEADLINE, &log).await;
+    assert!(exit.success(), "exit {exit:?}; logs:\n{}", log.text());
     assert!(
-        !seen.iter().any(|l| l.contains("s3cr3t")),
+        !log.text().contains("s3cr3t"),
         "the password never appears in the logs"
     );
 }

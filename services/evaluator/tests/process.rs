@@ -9,48 +9,15 @@
 mod common;
 
 use std::{
-    io::{BufRead, BufReader},
-    net::SocketAddr,
     process::{Command, Stdio},
-    sync::mpsc,
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use common::{STATUS_WRITER, client, client_files};
 use pacto_proto::evaluator::ContractStatus;
-use pacto_runtime::testing::{TestCa, write_tls_files};
+use pacto_runtime::testing::{JsonLog, TestCa, addr_field, wait_exit, write_tls_files};
 
 const DEADLINE: Duration = Duration::from_secs(20);
-
-/// Reads log lines until one satisfies `pick`, or fails after the deadline.
-fn wait_for_log<T>(
-    lines: &mpsc::Receiver<String>,
-    seen: &mut Vec<String>,
-    what: &str,
-    pick: impl Fn(&serde_json::Value) -> Option<T>,
-) -> T {
-    let start = Instant::now();
-    loop {
-        let remaining = DEADLINE
-            .checked_sub(start.elapsed())
-            .unwrap_or_else(|| panic!("timed out waiting for {what}; logs:\n{}", seen.join("\n")));
-        let line = lines
-            .recv_timeout(remaining)
-            .unwrap_or_else(|_| panic!("no {what}; logs:\n{}", seen.join("\n")));
-        seen.push(line.clone());
-        if let Ok(value) = serde_json::from_str::<serde_json::Value>(&line)
-            && let Some(found) = pick(&value)
-        {
-            return found;
-        }
-    }
-}
-
-fn addr_field(value: &serde_json::Value, field: &str) -> Option<SocketAddr> {
-    // Logged with Debug formatting: `Some(127.0.0.1:1234)`.
-    let text = value.get(field)?.as_str()?;
-    text.strip_prefix("Some(")?.strip_suffix(')')?.parse().ok()
-}
 
 // Multi-threaded: the test thread blocks on log lines while the client's connection task must
 // keep running (it answers the server's GOAWAY during the drain).
@@ -86,17 +53,8 @@ async fn binary_serves_mtls_and_drains_on_sigterm() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (sender, lines) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if sender.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let mut seen = Vec::new();
-    let (grpc, admin) = wait_for_log(&lines, &mut seen, "the serving log line", |v| {
+    let mut log = JsonLog::follow(child.stderr.take().unwrap(), DEADLINE);
+    let (grpc, admin) = log.wait_for("the serving log line", |v| {
         (v.get("message")?.as_str()? == "serving Evaluator")
             .then(|| Some((addr_field(v, "grpc_addr")?, addr_field(v, "admin_addr")?)))
             .flatten()
@@ -124,27 +82,17 @@ async fn binary_serves_mtls_and_drains_on_sigterm() {
         .status()
         .unwrap();
     assert!(status.success());
-    wait_for_log(&lines, &mut seen, "the shutdown log line", |v| {
+    log.wait_for("the shutdown log line", |v| {
         (v.get("message")?.as_str()? == "shutdown requested, draining").then_some(())
     });
-    wait_for_log(&lines, &mut seen, "the stopped log line", |v| {
+    log.wait_for("the stopped log line", |v| {
         (v.get("message")?.as_str()? == "evaluator stopped").then_some(())
     });
-    let start = Instant::now();
-    let exit = loop {
-        if let Some(exit) = child.try_wait().unwrap() {
-            break exit;
-        }
-        assert!(
-            start.elapsed() < DEADLINE,
-            "process did not exit after SIGTERM"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let exit = wait_exit(&mut child, DEADLINE, &log).await;
     assert!(
         exit.success(),
         "exit status {exit:?}; logs:\n{}",
-        seen.join("\n")
+        log.text()
     );
     assert!(
         tokio::net::TcpStream::connect(grpc).await.is_err(),

@@ -1,6 +1,7 @@
 //! Test support (feature `test-support`): a throw-away CA issuing certificates with chosen SANs,
 //! written as the PEM files the services read, and the admin-port helpers (`admin_get`,
-//! `metric_value`, `promtool_check`). Used by the component tests of every service.
+//! `metric_value`, `promtool_check`), and [`JsonLog`] for a service process's JSON log. Used by
+//! the component and process tests of every service.
 
 use std::{
     net::IpAddr,
@@ -202,4 +203,97 @@ pub fn promtool_check(metrics: &str) {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
+}
+
+/// The JSON log lines a service process writes to stderr, read on a thread so that a test can
+/// wait for a given line with a deadline. Every line read is kept for failure messages.
+#[derive(Debug)]
+pub struct JsonLog {
+    lines: std::sync::mpsc::Receiver<String>,
+    seen: Vec<String>,
+    deadline: std::time::Duration,
+}
+
+impl JsonLog {
+    /// Starts reading `stderr` (e.g. `child.stderr.take()` of a process spawned with
+    /// `Stdio::piped()` and `--log-format=json`); each wait gives up after `deadline`.
+    pub fn follow(stderr: std::process::ChildStderr, deadline: std::time::Duration) -> Self {
+        use std::io::BufRead;
+        let (sender, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if sender.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Self {
+            lines,
+            seen: Vec::new(),
+            deadline,
+        }
+    }
+
+    /// Reads lines until `pick` returns `Some` for one (parsed as JSON); panics with the log so
+    /// far when the deadline passes or the process closes stderr first.
+    pub fn wait_for<T>(&mut self, what: &str, pick: impl Fn(&serde_json::Value) -> Option<T>) -> T {
+        let start = std::time::Instant::now();
+        loop {
+            let remaining = self
+                .deadline
+                .checked_sub(start.elapsed())
+                .unwrap_or_else(|| panic!("timed out waiting for {what}; logs:\n{}", self.text()));
+            let line = self
+                .lines
+                .recv_timeout(remaining)
+                .unwrap_or_else(|_| panic!("no {what}; logs:\n{}", self.text()));
+            self.seen.push(line.clone());
+            if let Ok(value) = serde_json::from_str::<serde_json::Value>(&line)
+                && let Some(found) = pick(&value)
+            {
+                return found;
+            }
+        }
+    }
+
+    /// Waits for the line whose `message` field is `message`.
+    pub fn wait_for_message(&mut self, message: &str) {
+        self.wait_for(&format!("the log line {message:?}"), |v| {
+            (v.get("message")?.as_str()? == message).then_some(())
+        });
+    }
+
+    /// Every line read so far, one per line.
+    pub fn text(&self) -> String {
+        self.seen.join("\n")
+    }
+}
+
+/// A socket address logged with Debug formatting (`Some(127.0.0.1:1234)`) in field `field`.
+pub fn addr_field(value: &serde_json::Value, field: &str) -> Option<std::net::SocketAddr> {
+    let text = value.get(field)?.as_str()?;
+    text.strip_prefix("Some(")?.strip_suffix(')')?.parse().ok()
+}
+
+/// Waits (polling, up to `deadline`) for `child` to exit; panics with `log` if it does not.
+pub async fn wait_exit(
+    child: &mut std::process::Child,
+    deadline: std::time::Duration,
+    log: &JsonLog,
+) -> std::process::ExitStatus {
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(exit) = child.try_wait().expect("poll the child process") {
+            return exit;
+        }
+        assert!(
+            start.elapsed() < deadline,
+            "process did not exit within {deadline:?}; logs:\n{}",
+            log.text()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
 }
