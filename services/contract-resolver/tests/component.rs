@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
-use pacto_contract_resolver::{ResolverService, ServeConfig};
+use pacto_contract_resolver::ResolverService;
 use pacto_proto::resolver::{
     ContractRef, ListRevisionsRequest, ResolutionPolicy, ResolveRequest,
     contract_resolver_client::ContractResolverClient, resolve_response,
@@ -19,10 +19,9 @@ use pacto_proto::resolver::{
 use pacto_runtime::testing::{admin_get, metric_value, promtool_check};
 use pacto_runtime::{
     CancellationToken,
-    grpc::{self, ChannelSpec, Transport},
-    identity::AllowList,
-    testing::{TestCa, write_tls_files},
-    tls::{TlsFiles, TlsStore},
+    grpc::{self, ChannelSpec},
+    testing::{TestCa, TestEndpoint, mtls_channel, write_tls_files},
+    tls::TlsFiles,
 };
 use pacto_testenv::registry::Registry;
 use rustls::pki_types::pem::PemObject;
@@ -47,22 +46,9 @@ impl Server {
         pacto_testenv::controlplane::ensure_crypto_provider();
         let dir = tempfile::tempdir().unwrap();
         let ca = TestCa::new("pacto test CA").unwrap();
-        let cert = ca.issue(&[SERVER_NAME, "127.0.0.1"]).unwrap();
-        let files = write_tls_files(dir.path(), "server", &ca.pem(), &cert).unwrap();
-        let store = TlsStore::load(files).unwrap();
+        let (endpoint, config) = TestEndpoint::bind(&ca, dir.path(), SERVER_NAME, allowed).await;
+        let (grpc, admin) = (endpoint.grpc, endpoint.admin);
         let shutdown = CancellationToken::new();
-        let grpc_listener = grpc::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
-        let admin_listener = pacto_runtime::admin::bind("127.0.0.1:0".parse().unwrap())
-            .await
-            .unwrap();
-        let grpc = grpc_listener.local_addr().unwrap();
-        let admin = admin_listener.local_addr().unwrap();
-        let config = ServeConfig {
-            grpc: grpc_listener,
-            admin: admin_listener,
-            transport: Transport::Mtls(store),
-            allowed: AllowList::new(allowed),
-        };
         let service = ResolverService::new(Arc::new(resolver(registry, None)));
         let task = tokio::spawn(pacto_contract_resolver::serve(
             config,
@@ -80,20 +66,17 @@ impl Server {
     }
 
     fn client_with(&self, files: TlsFiles) -> ContractResolverClient<Channel> {
-        let store = TlsStore::load(files).unwrap();
-        let spec = ChannelSpec {
-            address: self.grpc.to_string(),
-            server_name: Some(SERVER_NAME.to_owned()),
-            connect_timeout: Duration::from_secs(5),
-            request_timeout: Duration::from_secs(30),
-        };
-        ContractResolverClient::new(grpc::channel(&spec, &Transport::Mtls(store)).unwrap())
+        ContractResolverClient::new(mtls_channel(self.grpc, SERVER_NAME, files))
     }
 
     fn client(&self, name: &str, identity: &[&str]) -> ContractResolverClient<Channel> {
-        let cert = self.ca.issue(identity).unwrap();
-        let files = write_tls_files(self.dir.path(), name, &self.ca.pem(), &cert).unwrap();
-        self.client_with(files)
+        ContractResolverClient::new(self.ca.channel(
+            self.dir.path(),
+            name,
+            identity,
+            self.grpc,
+            SERVER_NAME,
+        ))
     }
 
     async fn stop(self) {

@@ -209,7 +209,9 @@ async fn rotated_server_certificate_is_picked_up_without_restart() {
     let generation = server.store.generation();
     let new_cert = new_ca.issue(&[common::SERVER_NAME, "127.0.0.1"]).unwrap();
     let bundle = format!("{}{}", server.ca.pem(), new_ca.pem());
-    write_tls_files(dir, "server", &bundle, &new_cert).unwrap();
+    // The endpoint's files are named after the server name: rewrite them (atomically).
+    let rewritten = write_tls_files(dir, common::SERVER_NAME, &bundle, &new_cert).unwrap();
+    assert_eq!(rewritten.cert, server.files.cert);
 
     eventually(DEADLINE, "the server to reload its certificate", || async {
         (server.store.generation() > generation).then_some(())

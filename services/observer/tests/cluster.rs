@@ -1060,10 +1060,7 @@ async fn observe_and_watch_targets_over_mtls() {
     use pacto_proto::observer as pb;
     use pacto_proto::observer::observer_client::ObserverClient;
     use pacto_runtime::CancellationToken;
-    use pacto_runtime::grpc::{self, ChannelSpec, Transport};
-    use pacto_runtime::identity::AllowList;
-    use pacto_runtime::testing::{TestCa, write_tls_files};
-    use pacto_runtime::tls::TlsStore;
+    use pacto_runtime::testing::{TestCa, TestEndpoint};
 
     const SERVER_NAME: &str = "observer.pacto.svc";
     let cp = cluster().await;
@@ -1078,16 +1075,10 @@ async fn observe_and_watch_targets_over_mtls() {
 
     let dir = tempfile::tempdir().unwrap();
     let ca = TestCa::new("observer test CA").unwrap();
-    let server_cert = ca.issue(&[SERVER_NAME]).unwrap();
-    let server_files = write_tls_files(dir.path(), "server", &ca.pem(), &server_cert).unwrap();
-    let store = TlsStore::load(server_files).unwrap();
+    let (endpoint, config) =
+        TestEndpoint::bind(&ca, dir.path(), SERVER_NAME, &["status-writer.pacto.svc"]).await;
+    let (addr, admin_addr) = (endpoint.grpc, endpoint.admin);
     let shutdown = CancellationToken::new();
-    let grpc_listener = grpc::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
-    let admin_listener = pacto_runtime::admin::bind("127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
-    let addr = grpc_listener.local_addr().unwrap();
-    let admin_addr = admin_listener.local_addr().unwrap();
     let hub = pacto_observer::watch::TargetHub::new();
     // As `run` does: the recorder exists before the caches start.
     pacto_runtime::metrics::install_recorder().unwrap();
@@ -1096,28 +1087,9 @@ async fn observe_and_watch_targets_over_mtls() {
         hub.clone(),
         shutdown.clone(),
     );
-    let task = tokio::spawn(pacto_observer::serve(
-        pacto_observer::ServeConfig {
-            grpc: grpc_listener,
-            admin: admin_listener,
-            transport: Transport::Mtls(store),
-            allowed: AllowList::new(["status-writer.pacto.svc"]),
-        },
-        service,
-        shutdown.clone(),
-    ));
+    let task = tokio::spawn(pacto_observer::serve(config, service, shutdown.clone()));
     let connect = |name: &str, identity: &str| {
-        let cert = ca.issue(&[identity]).unwrap();
-        let files = write_tls_files(dir.path(), name, &ca.pem(), &cert).unwrap();
-        let spec = ChannelSpec {
-            address: addr.to_string(),
-            server_name: Some(SERVER_NAME.to_owned()),
-            connect_timeout: Duration::from_secs(5),
-            request_timeout: Duration::from_secs(30),
-        };
-        ObserverClient::new(
-            grpc::channel(&spec, &Transport::Mtls(TlsStore::load(files).unwrap())).unwrap(),
-        )
+        ObserverClient::new(ca.channel(dir.path(), name, &[identity], addr, SERVER_NAME))
     };
     let request = pb::ObserveRequest {
         target: Some(pb::Target {

@@ -16,15 +16,14 @@ use std::time::Duration;
 use pacto_observer::fetch::KubeCluster;
 use pacto_observer::probe::Prober;
 use pacto_observer::watch::TargetHub;
-use pacto_observer::{Observer, ObserverService, Options, ServeConfig};
+use pacto_observer::{Observer, ObserverService, Options};
 use pacto_proto::observer as pb;
 use pacto_proto::observer::observer_client::ObserverClient;
 use pacto_runtime::CancellationToken;
-use pacto_runtime::grpc::{self, ChannelSpec, Transport};
-use pacto_runtime::identity::AllowList;
-use pacto_runtime::testing::{TestCa, write_tls_files};
+use pacto_runtime::grpc::{self, ChannelSpec};
+use pacto_runtime::testing::{TestCa, TestEndpoint, mtls_channel, write_tls_files};
 use pacto_runtime::testing::{admin_get, metric_value, promtool_check};
-use pacto_runtime::tls::{TlsFiles, TlsStore};
+use pacto_runtime::tls::TlsFiles;
 use rustls::pki_types::pem::PemObject;
 use tonic::Code;
 use tonic::transport::Channel;
@@ -92,16 +91,9 @@ impl Server {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let dir = tempfile::tempdir().unwrap();
         let ca = TestCa::new("observer test CA").unwrap();
-        let cert = ca.issue(&[SERVER_NAME, "127.0.0.1"]).unwrap();
-        let files = write_tls_files(dir.path(), "server", &ca.pem(), &cert).unwrap();
-        let store = TlsStore::load(files).unwrap();
+        let (endpoint, config) = TestEndpoint::bind(&ca, dir.path(), SERVER_NAME, allowed).await;
+        let (grpc, admin) = (endpoint.grpc, endpoint.admin);
         let shutdown = CancellationToken::new();
-        let grpc_listener = grpc::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
-        let admin_listener = pacto_runtime::admin::bind("127.0.0.1:0".parse().unwrap())
-            .await
-            .unwrap();
-        let grpc = grpc_listener.local_addr().unwrap();
-        let admin = admin_listener.local_addr().unwrap();
         let api_url = format!("http://{}", closed_port().await);
         let kube_config = kube::Config::new(api_url.parse().unwrap());
         let client = kube::Client::try_from(kube_config).unwrap();
@@ -112,16 +104,7 @@ impl Server {
         };
         let observer = Observer::new(cluster, Prober::new().unwrap(), Options::default());
         let service = ObserverService::new(observer, TargetHub::new(), shutdown.clone());
-        let task = tokio::spawn(pacto_observer::serve(
-            ServeConfig {
-                grpc: grpc_listener,
-                admin: admin_listener,
-                transport: Transport::Mtls(store),
-                allowed: AllowList::new(allowed),
-            },
-            service,
-            shutdown.clone(),
-        ));
+        let task = tokio::spawn(pacto_observer::serve(config, service, shutdown.clone()));
         Self {
             dir,
             ca,
@@ -134,9 +117,13 @@ impl Server {
 
     /// A client with a certificate from the server's CA carrying `identity`.
     fn client(&self, name: &str, identity: &[&str]) -> ObserverClient<Channel> {
-        let cert = self.ca.issue(identity).unwrap();
-        let files = write_tls_files(self.dir.path(), name, &self.ca.pem(), &cert).unwrap();
-        client(self.grpc, files)
+        ObserverClient::new(self.ca.channel(
+            self.dir.path(),
+            name,
+            identity,
+            self.grpc,
+            SERVER_NAME,
+        ))
     }
 
     async fn stop(self) {
@@ -159,8 +146,7 @@ fn spec(addr: SocketAddr) -> ChannelSpec {
 }
 
 fn client(addr: SocketAddr, files: TlsFiles) -> ObserverClient<Channel> {
-    let store = TlsStore::load(files).unwrap();
-    ObserverClient::new(grpc::channel(&spec(addr), &Transport::Mtls(store)).unwrap())
+    ObserverClient::new(mtls_channel(addr, SERVER_NAME, files))
 }
 
 fn request() -> pb::ObserveRequest {

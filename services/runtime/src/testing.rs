@@ -297,3 +297,87 @@ pub async fn wait_exit(
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }
+
+impl TestCa {
+    /// Writes a certificate carrying `identity` (SANs) and this CA's bundle as `<name>*.pem` in
+    /// `dir`.
+    pub fn client_files(&self, dir: &Path, name: &str, identity: &[&str]) -> TlsFiles {
+        let cert = self.issue(identity).expect("issue a test certificate");
+        write_tls_files(dir, name, &self.pem(), &cert).expect("write the test certificate")
+    }
+
+    /// An mTLS channel to `addr`, expecting `server_name` on the server's certificate and
+    /// presenting a certificate from this CA that carries `identity`.
+    pub fn channel(
+        &self,
+        dir: &Path,
+        name: &str,
+        identity: &[&str],
+        addr: std::net::SocketAddr,
+        server_name: &str,
+    ) -> tonic::transport::Channel {
+        mtls_channel(addr, server_name, self.client_files(dir, name, identity))
+    }
+}
+
+/// An mTLS channel to `addr` with the material of `files`, expecting `server_name`.
+pub fn mtls_channel(
+    addr: std::net::SocketAddr,
+    server_name: &str,
+    files: TlsFiles,
+) -> tonic::transport::Channel {
+    let store = crate::tls::TlsStore::load(files).expect("load the client TLS files");
+    let spec = crate::grpc::ChannelSpec {
+        address: addr.to_string(),
+        server_name: Some(server_name.to_owned()),
+        connect_timeout: std::time::Duration::from_secs(5),
+        request_timeout: std::time::Duration::from_secs(30),
+    };
+    crate::grpc::channel(&spec, &crate::grpc::Transport::Mtls(store)).expect("build the channel")
+}
+
+/// An in-process service's endpoint on loopback: its certificate (for `server_name` and
+/// 127.0.0.1, from the test CA), bound gRPC and admin listeners, and the [`ServeConfig`] to hand
+/// to the service's `serve`.
+///
+/// [`ServeConfig`]: crate::service::ServeConfig
+#[derive(Debug)]
+pub struct TestEndpoint {
+    /// The gRPC address.
+    pub grpc: std::net::SocketAddr,
+    /// The admin address.
+    pub admin: std::net::SocketAddr,
+    /// The server's TLS files (rewrite them to rotate).
+    pub files: TlsFiles,
+    /// The server's TLS material (reloadable).
+    pub store: std::sync::Arc<crate::tls::TlsStore>,
+}
+
+impl TestEndpoint {
+    /// Binds both listeners on ephemeral loopback ports, allowing `allowed` client identities.
+    pub async fn bind(
+        ca: &TestCa,
+        dir: &Path,
+        server_name: &str,
+        allowed: &[&str],
+    ) -> (Self, crate::service::ServeConfig) {
+        let files = ca.client_files(dir, server_name, &[server_name, "127.0.0.1"]);
+        let store = crate::tls::TlsStore::load(files.clone()).expect("load the server TLS files");
+        let loopback = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+        let grpc = crate::grpc::bind(loopback).await.expect("bind gRPC");
+        let admin = crate::admin::bind(loopback).await.expect("bind admin");
+        let endpoint = Self {
+            grpc: grpc.local_addr().expect("gRPC address"),
+            admin: admin.local_addr().expect("admin address"),
+            files,
+            store: std::sync::Arc::clone(&store),
+        };
+        let config = crate::service::ServeConfig {
+            grpc,
+            admin,
+            transport: crate::grpc::Transport::Mtls(store),
+            allowed: crate::identity::AllowList::new(allowed),
+        };
+        (endpoint, config)
+    }
+}

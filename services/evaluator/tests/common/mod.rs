@@ -9,13 +9,11 @@
 
 use std::{future::Future, net::SocketAddr, path::Path, sync::Arc, time::Duration};
 
-use pacto_evaluator::{EvaluatorService, ServeConfig};
+use pacto_evaluator::EvaluatorService;
 use pacto_proto::evaluator::evaluator_client::EvaluatorClient;
 use pacto_runtime::{
     CancellationToken,
-    grpc::{self, ChannelSpec, Transport},
-    identity::AllowList,
-    testing::{TestCa, write_tls_files},
+    testing::{TestCa, TestEndpoint, mtls_channel},
     tls::{TlsFiles, TlsStore},
 };
 use tonic::transport::Channel;
@@ -44,20 +42,12 @@ where
 
 /// Writes a client identity's files signed by `ca`.
 pub fn client_files(dir: &Path, name: &str, ca: &TestCa, identity: &[&str]) -> TlsFiles {
-    let cert = ca.issue(identity).unwrap();
-    write_tls_files(dir, name, &ca.pem(), &cert).unwrap()
+    ca.client_files(dir, name, identity)
 }
 
 /// A channel to `addr` with the material of `files`.
 pub fn client(addr: SocketAddr, files: TlsFiles) -> EvaluatorClient<Channel> {
-    let store = TlsStore::load(files).unwrap();
-    let spec = ChannelSpec {
-        address: addr.to_string(),
-        server_name: Some(SERVER_NAME.to_owned()),
-        connect_timeout: Duration::from_secs(5),
-        request_timeout: Duration::from_secs(10),
-    };
-    EvaluatorClient::new(grpc::channel(&spec, &Transport::Mtls(store)).unwrap())
+    EvaluatorClient::new(mtls_channel(addr, SERVER_NAME, files))
 }
 
 /// A running in-process evaluator.
@@ -78,23 +68,17 @@ impl Server {
     pub async fn start(allowed: &[&str]) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let ca = TestCa::new("pacto test CA").unwrap();
-        let cert = ca.issue(&[SERVER_NAME, "127.0.0.1"]).unwrap();
-        let files = write_tls_files(dir.path(), "server", &ca.pem(), &cert).unwrap();
-        let store = TlsStore::load(files.clone()).unwrap();
+        let (endpoint, config) = TestEndpoint::bind(&ca, dir.path(), SERVER_NAME, allowed).await;
         let shutdown = CancellationToken::new();
-        store.spawn_reloader(Duration::from_millis(100), shutdown.clone());
-        let grpc_listener = grpc::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
-        let admin_listener = pacto_runtime::admin::bind("127.0.0.1:0".parse().unwrap())
-            .await
-            .unwrap();
-        let grpc = grpc_listener.local_addr().unwrap();
-        let admin = admin_listener.local_addr().unwrap();
-        let config = ServeConfig {
-            grpc: grpc_listener,
-            admin: admin_listener,
-            transport: Transport::Mtls(Arc::clone(&store)),
-            allowed: AllowList::new(allowed),
-        };
+        endpoint
+            .store
+            .spawn_reloader(Duration::from_millis(100), shutdown.clone());
+        let TestEndpoint {
+            grpc,
+            admin,
+            files,
+            store,
+        } = endpoint;
         let task = tokio::spawn(pacto_evaluator::serve(
             config,
             EvaluatorService::default(),

@@ -29,7 +29,7 @@ use pacto_proto::resolver::contract_resolver_client::ContractResolverClient;
 use pacto_runtime::CancellationToken;
 use pacto_runtime::grpc::{self, ChannelSpec, RetryPolicy, Transport};
 use pacto_runtime::identity::AllowList;
-use pacto_runtime::testing::{TestCa, write_tls_files};
+use pacto_runtime::testing::{TestCa, TestEndpoint, write_tls_files};
 use pacto_runtime::tls::TlsStore;
 use pacto_status_writer::controller::{Backends, Context};
 use pacto_status_writer::gauges::Gauges;
@@ -138,29 +138,18 @@ pub async fn start_full(
     let ca = TestCa::new("pacto status-writer test CA").unwrap();
 
     // Evaluator.
-    let cert = ca.issue(&[EVALUATOR, "127.0.0.1"]).unwrap();
-    let files = write_tls_files(dir.path(), "evaluator", &ca.pem(), &cert).unwrap();
-    let evaluator_grpc = grpc::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
-    let evaluator_addr = evaluator_grpc.local_addr().unwrap();
+    let (endpoint, config) = TestEndpoint::bind(&ca, dir.path(), EVALUATOR, &[STATUS_WRITER]).await;
+    let evaluator_addr = endpoint.grpc;
     tokio::spawn(pacto_evaluator::serve(
-        pacto_evaluator::ServeConfig {
-            grpc: evaluator_grpc,
-            admin: pacto_runtime::admin::bind("127.0.0.1:0".parse().unwrap())
-                .await
-                .unwrap(),
-            transport: Transport::Mtls(TlsStore::load(files).unwrap()),
-            allowed: AllowList::new([STATUS_WRITER]),
-        },
+        config,
         pacto_evaluator::EvaluatorService::default(),
         shutdown.clone(),
     ));
 
     // Contract resolver (no registry needed for inline contracts; no pull secrets).
     let resolver_addr = if resolver_up {
-        let cert = ca.issue(&[RESOLVER, "127.0.0.1"]).unwrap();
-        let files = write_tls_files(dir.path(), "resolver", &ca.pem(), &cert).unwrap();
-        let listener = grpc::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
-        let addr = listener.local_addr().unwrap();
+        let (endpoint, serve_config) =
+            TestEndpoint::bind(&ca, dir.path(), RESOLVER, &[STATUS_WRITER]).await;
         let defaults = pacto_contract_resolver::ResolverConfig::default();
         let config = pacto_contract_resolver::ResolverConfig {
             registry: pacto_contract_resolver::registry::RegistryOptions {
@@ -174,26 +163,17 @@ pub async fn start_full(
         };
         let resolver = pacto_contract_resolver::Resolver::new(config, None).unwrap();
         tokio::spawn(pacto_contract_resolver::serve(
-            pacto_contract_resolver::ServeConfig {
-                grpc: listener,
-                admin: pacto_runtime::admin::bind("127.0.0.1:0".parse().unwrap())
-                    .await
-                    .unwrap(),
-                transport: Transport::Mtls(TlsStore::load(files).unwrap()),
-                allowed: AllowList::new([STATUS_WRITER]),
-            },
+            serve_config,
             pacto_contract_resolver::service::ResolverService::new(Arc::new(resolver)),
             shutdown.clone(),
         ));
-        addr
+        endpoint.grpc
     } else {
         closed_port().await
     };
     let observer_addr = if observer_up {
-        let cert = ca.issue(&[OBSERVER, "127.0.0.1"]).unwrap();
-        let files = write_tls_files(dir.path(), "observer", &ca.pem(), &cert).unwrap();
-        let listener = grpc::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
-        let addr = listener.local_addr().unwrap();
+        let (endpoint, config) =
+            TestEndpoint::bind(&ca, dir.path(), OBSERVER, &[STATUS_WRITER]).await;
         let hub = pacto_observer::watch::TargetHub::new();
         pacto_observer::watch::spawn_watchers(&client, Some(namespace.as_str()), &hub, &shutdown);
         let observer = pacto_observer::Observer::new(
@@ -202,25 +182,17 @@ pub async fn start_full(
             pacto_observer::Options::default(),
         );
         tokio::spawn(pacto_observer::serve(
-            pacto_observer::ServeConfig {
-                grpc: listener,
-                admin: pacto_runtime::admin::bind("127.0.0.1:0".parse().unwrap())
-                    .await
-                    .unwrap(),
-                transport: Transport::Mtls(TlsStore::load(files).unwrap()),
-                allowed: AllowList::new([STATUS_WRITER]),
-            },
+            config,
             pacto_observer::ObserverService::new(observer, hub, shutdown.clone()),
             shutdown.clone(),
         ));
-        addr
+        endpoint.grpc
     } else {
         closed_port().await
     };
 
     // status-writer's client identity.
-    let cert = ca.issue(&[STATUS_WRITER]).unwrap();
-    let files = write_tls_files(dir.path(), "status-writer", &ca.pem(), &cert).unwrap();
+    let files = ca.client_files(dir.path(), "status-writer", &[STATUS_WRITER]);
     let transport = Transport::Mtls(TlsStore::load(files).unwrap());
     let channel = |addr: SocketAddr, name: &str| {
         let spec = ChannelSpec {
