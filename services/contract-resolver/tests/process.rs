@@ -20,9 +20,7 @@ use kube::api::{ObjectMeta, PostParams};
 use pacto_proto::resolver::{
     ContractRef, ResolveRequest, contract_resolver_client::ContractResolverClient, resolve_response,
 };
-use pacto_runtime::grpc::{self, ChannelSpec, Transport};
 use pacto_runtime::testing::{JsonLog, TestCa, addr_field, wait_exit, write_tls_files};
-use pacto_runtime::tls::TlsStore;
 use pacto_testenv::ControlPlaneOptions;
 use pacto_testenv::registry::Registry;
 
@@ -114,16 +112,13 @@ async fn binary_resolves_with_a_pull_secret_and_drains_on_sigterm() {
             .flatten()
     });
 
-    let cert = ca.issue(&[STATUS_WRITER]).unwrap();
-    let client_files = write_tls_files(dir.path(), "client", &ca.pem(), &cert).unwrap();
-    let spec = ChannelSpec {
-        address: grpc_addr.to_string(),
-        server_name: Some(SERVER_NAME.to_owned()),
-        connect_timeout: Duration::from_secs(5),
-        request_timeout: Duration::from_secs(30),
-    };
-    let transport = Transport::Mtls(TlsStore::load(client_files).unwrap());
-    let mut client = ContractResolverClient::new(grpc::channel(&spec, &transport).unwrap());
+    let mut client = ContractResolverClient::new(ca.channel(
+        dir.path(),
+        "client",
+        &[STATUS_WRITER],
+        grpc_addr,
+        SERVER_NAME,
+    ));
     let request = ResolveRequest {
         namespace: ns.clone(),
         pacto_name: "svc".into(),
