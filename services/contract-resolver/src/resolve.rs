@@ -230,13 +230,30 @@ fn validate_contract(
             })?,
         _ => raw.to_vec(),
     };
+    // operator.md §2.9: `schema` is read first as a bundle-relative file (bundles only), then
+    // as inline JSON; a configuration with a `ref` has no local schema.
     let mut schemas = BTreeMap::new();
-    if !inline && let Some(contract) = &outcome.contract {
+    if let Some(contract) = &outcome.contract {
         for configuration in &contract.configurations {
-            if let Some(path) = configuration.schema.as_deref()
-                && let Some(bytes) = pacto_contract::rules::read_file(files, path)
-            {
+            let Some(schema) = configuration
+                .schema
+                .as_deref()
+                .filter(|s| !s.trim().is_empty())
+            else {
+                continue;
+            };
+            if configuration.reference.is_some() {
+                continue;
+            }
+            let from_bundle = (!inline)
+                .then(|| pacto_contract::rules::read_file(files, schema))
+                .flatten();
+            if let Some(bytes) = from_bundle {
                 schemas.insert(configuration.name.clone(), bytes.to_vec());
+            } else if serde_json::from_str::<serde_json::Value>(schema)
+                .is_ok_and(|v| v.is_object() || v.is_boolean())
+            {
+                schemas.insert(configuration.name.clone(), schema.as_bytes().to_vec());
             }
         }
     }
@@ -818,6 +835,26 @@ mod tests {
                 .iter()
                 .any(|f| f.code == codes::POLICY_REF_UNRESOLVED)
         );
+    }
+
+    #[test]
+    fn inline_contracts_take_their_configuration_schemas_as_inline_json() {
+        let yaml = "pactoVersion: \"2.0\"\nservice:\n  name: svc\n  version: 1.0.0\nconfigurations:\n  - name: app\n    required: true\n    schema: '{\"type\":\"object\",\"required\":[\"port\"]}'\n  - name: path\n    required: false\n    schema: configuration/missing.json\n";
+        let mut files = BundleFiles::new();
+        files.insert(CONTRACT_FILE, yaml.as_bytes().to_vec());
+        let ok = validate_contract(&files, true, &[], Some(&PolicyBundles::default()))
+            .expect("an inline contract has no bundle files to check");
+        assert_eq!(
+            ok.schemas.get("app").map(Vec::as_slice),
+            Some(&br#"{"type":"object","required":["port"]}"#[..])
+        );
+        assert!(!ok.schemas.contains_key("path"));
+        // In a bundle, `schema` must name a file of the bundle (FILE_NOT_FOUND otherwise).
+        let Err(err) = validate_contract(&files, false, &[], Some(&PolicyBundles::default()))
+        else {
+            panic!("a bundle without the schema files is invalid");
+        };
+        assert!(format!("{err:?}").contains("FILE_NOT_FOUND"), "{err:?}");
     }
 
     #[test]
