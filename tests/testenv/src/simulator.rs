@@ -25,7 +25,18 @@
 //! The annotation may be changed on a running Pod; the simulator re-writes the status on the next
 //! watch event. A `"false"` outcome is reported like a failing readiness probe: the container is
 //! running, not ready, and the Pod's `Ready` condition is `False` with reason `ContainersNotReady`.
+//!
+//! Pod IP, first match wins:
+//! 1. annotation [`POD_IP_ANNOTATION`] on the Pod (from its template) = an IPv4 address, for tests
+//!    that must reach a server they run on this machine through the Pod's endpoint (the API server
+//!    refuses loopback endpoint addresses, so use a non-loopback address of this host);
+//! 2. the IP already in the Pod's status;
+//! 3. the next address of the node's CIDR `10.244.<i>.0/24` (never reachable).
+//!
+//! An annotation that is not an IPv4 address leaves the Pod without a status (logged as a
+//! warning), rather than silently using another address.
 
+use std::net::{AddrParseError, Ipv4Addr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -43,6 +54,9 @@ use tokio::sync::Mutex;
 
 /// Pod annotation declaring the readiness outcome: `"true"` or `"false"`.
 pub const READY_ANNOTATION: &str = "testenv.pacto.trianalab.io/ready";
+/// Pod annotation setting `status.podIP`/`podIPs` to this IPv4 address instead of one from the
+/// node's CIDR.
+pub const POD_IP_ANNOTATION: &str = "testenv.pacto.trianalab.io/pod-ip";
 /// Label put on every simulated Node.
 pub const NODE_LABEL: &str = "testenv.pacto.trianalab.io/simulated";
 const FIELD_MANAGER: &str = "pacto-sim";
@@ -92,6 +106,16 @@ pub enum SimulatorError {
     },
     #[error("the Pod has no {field}")]
     PodField { field: &'static str },
+    #[error(
+        "pod {namespace}/{name}: annotation {POD_IP_ANNOTATION}={value:?} is not an IPv4 address"
+    )]
+    PodIpAnnotation {
+        namespace: String,
+        name: String,
+        value: String,
+        #[source]
+        source: std::net::AddrParseError,
+    },
     #[error("the pod watch failed")]
     Watch(#[source] watcher::Error),
 }
@@ -363,12 +387,14 @@ async fn watch_pods(state: Arc<State>, namespace: Option<String>) -> Result<(), 
         .boxed();
     while let Some(item) = stream.next().await {
         match item {
-            Ok(pod) => {
-                if let Err(e) = sync_pod(&state, &pod).await {
-                    // Conflicts and races with controllers are expected; the next event retries.
-                    tracing::debug!(error = %e, "simulator: pod sync failed");
+            Ok(pod) => match sync_pod(&state, &pod).await {
+                Ok(()) => {}
+                Err(e @ SimulatorError::PodIpAnnotation { .. }) => {
+                    tracing::warn!(error = %e, "simulator: pod left without a status");
                 }
-            }
+                // Conflicts and races with controllers are expected; the next event retries.
+                Err(e) => tracing::debug!(error = %e, "simulator: pod sync failed"),
+            },
             Err(e) => tracing::warn!(error = %e, "simulator: pod watch error"),
         }
     }
@@ -382,6 +408,12 @@ fn desired_ready(pod: &Pod, default_ready: bool) -> bool {
         .as_ref()
         .and_then(|a| a.get(READY_ANNOTATION))
         .map_or(default_ready, |v| v.trim().eq_ignore_ascii_case("true"))
+}
+
+/// The value of [`POD_IP_ANNOTATION`], if any, parsed as an IPv4 address.
+fn declared_pod_ip(pod: &Pod) -> Option<(&str, Result<Ipv4Addr, AddrParseError>)> {
+    let value = pod.metadata.annotations.as_ref()?.get(POD_IP_ANNOTATION)?;
+    Some((value, value.trim().parse()))
 }
 
 async fn sync_pod(state: &State, pod: &Pod) -> Result<(), SimulatorError> {
@@ -465,6 +497,18 @@ async fn sync_pod(state: &State, pod: &Pod) -> Result<(), SimulatorError> {
     };
 
     let ready = desired_ready(pod, state.default_ready);
+    let declared_ip = match declared_pod_ip(pod) {
+        None => None,
+        Some((_, Ok(ip))) => Some(ip.to_string()),
+        Some((value, Err(source))) => {
+            return Err(SimulatorError::PodIpAnnotation {
+                namespace,
+                name,
+                value: value.to_owned(),
+                source,
+            });
+        }
+    };
     let status = pod.status.clone().unwrap_or_default();
     let condition = |t: &str| {
         status
@@ -476,6 +520,9 @@ async fn sync_pod(state: &State, pod: &Pod) -> Result<(), SimulatorError> {
     let want = if ready { "True" } else { "False" };
     if status.phase.as_deref() == Some("Running")
         && status.pod_ip.is_some()
+        && declared_ip
+            .as_ref()
+            .is_none_or(|ip| status.pod_ip.as_ref() == Some(ip))
         && condition("Ready").as_deref() == Some(want)
         && condition("ContainersReady").as_deref() == Some(want)
     {
@@ -484,9 +531,8 @@ async fn sync_pod(state: &State, pod: &Pod) -> Result<(), SimulatorError> {
 
     let _guard = state.write_lock.lock().await;
     let now = now_rfc3339();
-    let pod_ip = status
-        .pod_ip
-        .clone()
+    let pod_ip = declared_ip
+        .or_else(|| status.pod_ip.clone())
         .unwrap_or_else(|| node.allocate_pod_ip());
     let start_time = status
         .start_time
@@ -577,5 +623,34 @@ mod tests {
             "True".to_owned(),
         )]));
         assert!(desired_ready(&pod, false));
+    }
+
+    #[test]
+    fn pod_ip_follows_the_annotation() {
+        let mut pod = Pod::default();
+        assert!(declared_pod_ip(&pod).is_none());
+        let annotate = |pod: &mut Pod, value: &str| {
+            pod.metadata.annotations = Some(BTreeMap::from([(
+                POD_IP_ANNOTATION.to_owned(),
+                value.to_owned(),
+            )]));
+        };
+        annotate(&mut pod, " 192.0.2.2 ");
+        let (_, parsed) = declared_pod_ip(&pod).unwrap();
+        assert_eq!(parsed.unwrap(), Ipv4Addr::new(192, 0, 2, 2));
+        for bad in ["", "not-an-ip", "2001:db8::1", "192.0.2.256"] {
+            annotate(&mut pod, bad);
+            let (value, parsed) = declared_pod_ip(&pod).unwrap();
+            assert_eq!(value, bad);
+            let error = SimulatorError::PodIpAnnotation {
+                namespace: "ns".into(),
+                name: "web".into(),
+                value: value.to_owned(),
+                source: parsed.unwrap_err(),
+            }
+            .to_string();
+            assert!(error.contains(POD_IP_ANNOTATION), "{error}");
+            assert!(error.contains(&format!("{bad:?}")), "{error}");
+        }
     }
 }

@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
-use pacto_testenv::simulator::{READY_ANNOTATION, Simulator, SimulatorOptions};
+use pacto_testenv::simulator::{POD_IP_ANNOTATION, READY_ANNOTATION, Simulator, SimulatorOptions};
 use pacto_testenv::{ControlPlane, ControlPlaneOptions};
 use serde_json::json;
 
@@ -30,6 +30,17 @@ async fn deploy(client: &Client, ns: &str, name: &str, replicas: i32, ready: Opt
     if let Some(r) = ready {
         annotations.insert(READY_ANNOTATION.into(), json!(r.to_string()));
     }
+    deploy_annotated(client, ns, name, replicas, annotations).await;
+}
+
+/// A Deployment whose pod template carries `annotations`, and a Service selecting it.
+async fn deploy_annotated(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    replicas: i32,
+    annotations: serde_json::Map<String, serde_json::Value>,
+) {
     let deployment: Deployment = serde_json::from_value(json!({
         "metadata": { "name": name },
         "spec": {
@@ -217,4 +228,47 @@ async fn not_ready_pods_give_not_ready_endpoints() {
     let status = d.status.unwrap();
     assert_eq!(status.replicas, Some(2));
     assert_eq!(status.ready_replicas.unwrap_or(0), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn declared_pod_ip_reaches_pod_status_and_endpoint_slices() {
+    let cp = cluster().await;
+    let ns = cp.create_namespace("podip").await.unwrap();
+    let client = cp.client().unwrap();
+    let _sim = Simulator::start(
+        client.clone(),
+        SimulatorOptions {
+            nodes: vec![format!("{ns}-a")],
+            namespace: Some(ns.clone()),
+            ..SimulatorOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    // A documentation address (never contacted here): the API server accepts it as an endpoint.
+    let mut annotations = serde_json::Map::new();
+    annotations.insert(POD_IP_ANNOTATION.into(), json!("192.0.2.77"));
+    deploy_annotated(&client, &ns, "pinned", 1, annotations).await;
+    eventually("the declared IP as a ready endpoint", TIMEOUT, || async {
+        let e = endpoints(&client, &ns, "pinned").await;
+        (e == [("192.0.2.77".to_owned(), true)]).then_some(())
+    })
+    .await;
+    let pods = Api::<Pod>::namespaced(client.clone(), &ns)
+        .list(&ListParams::default().labels("app=pinned"))
+        .await
+        .unwrap();
+    assert_eq!(pods.items.len(), 1);
+    let status = pods.items[0].status.clone().unwrap();
+    assert_eq!(status.pod_ip.as_deref(), Some("192.0.2.77"));
+    let ips: Vec<String> = status.pod_ips.unwrap().into_iter().map(|p| p.ip).collect();
+    assert_eq!(ips, ["192.0.2.77"]);
+    // Pods of the same namespace without the annotation still get addresses from the node CIDR.
+    deploy(&client, &ns, "plain", 1, None).await;
+    let plain = eventually("an allocated IP as a ready endpoint", TIMEOUT, || async {
+        let e = endpoints(&client, &ns, "plain").await;
+        (e.len() == 1 && e[0].1).then_some(e)
+    })
+    .await;
+    assert!(plain[0].0.starts_with("10.244."), "{plain:?}");
 }
