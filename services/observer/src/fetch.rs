@@ -28,7 +28,17 @@ pub const SECRET_FORBIDDEN_HINT: &str = "the observer has no access to Secrets (
      pacto-observer chart value rbac.secretMetadata=true";
 
 fn failure(query: &str, error: &kube::Error) -> ApiFailure {
-    ApiFailure::new(format!("{query}: {error}"))
+    ApiFailure::new(format!("{query}: {}", error_text(error)))
+}
+
+/// How a failed query reads in the `RuntimeObserved` message and the log: for an error the API
+/// server answered, its own Status text (`<message>: <reason>`, as kubectl prints it) rather
+/// than kube's rendering, which appends the Rust debug form of the whole Status object.
+pub fn error_text(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) => status.to_string(),
+        other => other.to_string(),
+    }
 }
 
 /// Whether the API server refused the request for lack of RBAC rights (HTTP 403).
@@ -199,7 +209,10 @@ impl KubeCluster {
             .map_err(|e| {
                 let query = format!("get secrets {namespace}/{name} (metadata)");
                 if is_forbidden(&e) {
-                    ApiFailure::new(format!("{query}: {e}; {SECRET_FORBIDDEN_HINT}"))
+                    ApiFailure::new(format!(
+                        "{query}: {}; {SECRET_FORBIDDEN_HINT}",
+                        error_text(&e)
+                    ))
                 } else {
                     failure(&query, &e)
                 }
@@ -219,5 +232,28 @@ impl KubeCluster {
             .await
             .map(|list| list.items)
             .map_err(|e| failure("list pactos", &e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn api_errors_read_as_the_api_server_wrote_them() {
+        let status = kube::core::Status::failure(
+            "configmaps \"settings\" is forbidden: User \"system:serviceaccount:ns:obs\" cannot get resource \"configmaps\"",
+            "Forbidden",
+        )
+        .with_code(403);
+        let error = kube::Error::Api(Box::new(status));
+        let failure = failure("get configmaps ns/settings", &error);
+        assert_eq!(
+            failure.message,
+            "get configmaps ns/settings: configmaps \"settings\" is forbidden: User \"system:serviceaccount:ns:obs\" cannot get resource \"configmaps\": Forbidden"
+        );
+        assert!(is_forbidden(&error));
+        let other = kube::Error::LinesCodecMaxLineLengthExceeded;
+        assert_eq!(error_text(&other), other.to_string());
     }
 }

@@ -173,7 +173,7 @@ pub enum ObserverError {
 
 /// Serves gRPC and the admin endpoints until `shutdown` is cancelled, then drains in-flight
 /// calls (WatchTargets streams end with OK). `/readyz` turns true once the observer's caches
-/// completed their initial lists.
+/// completed their initial lists or were refused by RBAC (see [`cache`]).
 pub async fn serve(
     config: ServeConfig,
     service: ObserverService,
