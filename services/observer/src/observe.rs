@@ -114,6 +114,8 @@ pub struct ObserveOutput {
     pub evidence: EvidenceSet,
     /// The windows to persist, pruned and sorted.
     pub windows: Vec<Window>,
+    /// When the earliest pending streak spans the window (observe again then to confirm it).
+    pub window_due_at: Option<pacto_engine::Timestamp>,
     /// Failed Kubernetes API queries, first one first.
     pub api_errors: Vec<String>,
     /// The legacy snapshot.
@@ -532,6 +534,7 @@ impl Observer {
                 observed_at: now,
                 observations: Some(out.observations),
             },
+            window_due_at: out.windows.next_due(&declared),
             windows: out.windows.finish(&declared),
             api_errors: errors.0,
             snapshot,

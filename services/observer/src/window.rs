@@ -190,6 +190,19 @@ impl Windows {
         verdict
     }
 
+    /// The earliest instant after [`Self::now`] at which a declared entry's streak spans the
+    /// window (it is still pending now); `None` when no streak is pending.
+    pub fn next_due(&self, declared: &BTreeSet<WindowKey>) -> Option<Timestamp> {
+        let window = chrono::Duration::from_std(self.window).ok()?;
+        self.entries
+            .iter()
+            .filter(|(key, _)| declared.contains(key))
+            .filter_map(|(_, first)| first.as_datetime().checked_add_signed(window))
+            .map(Timestamp::from)
+            .filter(|due| *due > self.now)
+            .min()
+    }
+
     /// The windows to persist: entries whose key is not declared are pruned; the rest sorted by
     /// (kind, subject).
     pub fn finish(self, declared: &BTreeSet<WindowKey>) -> Vec<Window> {
@@ -213,6 +226,29 @@ mod tests {
     }
 
     const W: Duration = DEFAULT_STABILIZATION_WINDOW;
+
+    #[test]
+    fn next_due_is_the_earliest_pending_streak_end() {
+        let key = |s: &str| WindowKey::new(WindowKind::Interface, s);
+        let persisted = [("a", 0), ("b", -60), ("c", -500), ("gone", -10)].map(|(s, t)| Window {
+            key: key(s),
+            first_observed_negative_at: at(t),
+        });
+        let declared: BTreeSet<_> = ["a", "b", "c"].map(key).into_iter().collect();
+        let windows = Windows::new(persisted, at(0), W);
+        // b (started 60 s ago) is due in 60 s; c is already confirmed; gone is not declared.
+        assert_eq!(windows.next_due(&declared), Some(at(60)));
+        let confirmed = Windows::new(
+            [Window {
+                key: key("c"),
+                first_observed_negative_at: at(-500),
+            }],
+            at(0),
+            W,
+        );
+        assert_eq!(confirmed.next_due(&declared), None);
+        assert_eq!(Windows::new([], at(0), W).next_due(&declared), None);
+    }
 
     #[test]
     fn stabilize_table() {

@@ -249,6 +249,10 @@ pub fn observe_output_to_proto(output: &ObserveOutput) -> pb::ObserveResponse {
             })
             .collect(),
         api_errors: output.api_errors.clone(),
+        window_due_at: output
+            .window_due_at
+            .as_ref()
+            .map(convert::timestamp_to_proto),
         snapshot: Some(pb::RuntimeSnapshot {
             service: snapshot.service.as_ref().map(existence),
             workload: snapshot.workload.as_ref().map(existence),

@@ -618,6 +618,24 @@ fn backend_failed(resolution: &Resolution, runtime: Option<&Runtime>) -> bool {
         )
 }
 
+/// Slack after a window's due instant, so the next Observe judges it at or after the instant.
+const WINDOW_DUE_SLACK: Duration = Duration::from_millis(200);
+
+/// How long until the earliest pending absence spans its stabilization window (plus a little
+/// slack), when the observer reported one: observing again then confirms the absence at once
+/// instead of one `checkIntervalSeconds` later (operator.md §2.10 "Effective latency").
+fn window_due(runtime: Option<&Runtime>) -> Option<Duration> {
+    let Some(Runtime::Observed { observed, .. }) = runtime else {
+        return None;
+    };
+    let due = observed.window_due_at.as_ref()?;
+    let wait = due
+        .0
+        .as_millisecond()
+        .saturating_sub(Timestamp::now().as_millisecond());
+    Some(Duration::from_millis(u64::try_from(wait).unwrap_or(0)) + WINDOW_DUE_SLACK)
+}
+
 /// One reconcile of one Pacto (DESIGN.md §1 steps 1–5).
 pub async fn reconcile(pacto: Arc<Pacto>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
     let started = Instant::now();
@@ -680,7 +698,7 @@ pub async fn reconcile(pacto: Arc<Pacto>, ctx: Arc<Context>) -> Result<Action, R
             delay
         } else {
             failures.remove(&key);
-            interval
+            window_due(runtime.as_ref()).map_or(interval, |due| due.min(interval))
         }
     };
     let result = if failed { "unknown_backend" } else { "ok" };
@@ -863,6 +881,28 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>, shutdown: Cancell
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pending_window_shortens_the_requeue() {
+        let runtime = |due: Option<Timestamp>| Runtime::Observed {
+            observed: Box::new(crate::model::Observed {
+                window_due_at: due.map(Time),
+                ..crate::model::Observed::default()
+            }),
+            evaluated: Err(BackendFailure::new(Backend::Evaluator, "irrelevant here")),
+        };
+        assert_eq!(window_due(None), None);
+        assert_eq!(window_due(Some(&runtime(None))), None);
+        let soon = Timestamp::now() + std::time::Duration::from_secs(5);
+        let wait = window_due(Some(&runtime(Some(soon)))).unwrap();
+        assert!(wait > Duration::from_secs(4) && wait <= Duration::from_secs(5) + WINDOW_DUE_SLACK);
+        // Already due (clock skew, a slow pass): observe again right away.
+        let past = Timestamp::now() - std::time::Duration::from_secs(5);
+        assert_eq!(
+            window_due(Some(&runtime(Some(past)))),
+            Some(WINDOW_DUE_SLACK)
+        );
+    }
 
     #[test]
     fn backend_failures_are_detected() {

@@ -122,6 +122,9 @@ pub struct Observed {
     pub resources: Option<ResourcesStatus>,
     /// Observed runtime facts; `None` when the workload does not exist.
     pub observed_runtime: Option<ObservedRuntime>,
+    /// When the earliest pending absence spans its stabilization window: the reconcile is
+    /// requeued for then (not after the full interval), so the absence is confirmed promptly.
+    pub window_due_at: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
 }
 
 /// What the evaluator returned.

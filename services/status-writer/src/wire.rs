@@ -204,11 +204,17 @@ pub fn observed_from_proto(response: &observer::ObserveResponse) -> Result<Obser
         has_empty_dir: r.has_empty_dir,
         health_probe_initial_delay_seconds: r.health_probe_initial_delay_seconds,
     });
+    let window_due_at = response
+        .window_due_at
+        .as_ref()
+        .map(|ts| time_from_proto(ts, "window_due_at"))
+        .transpose()?;
     Ok(Observed {
         windows,
         api_errors: response.api_errors.clone(),
         resources,
         observed_runtime,
+        window_due_at,
     })
 }
 

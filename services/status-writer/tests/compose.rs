@@ -173,6 +173,7 @@ fn observed(api_errors: Vec<String>) -> Observed {
             workload: None,
         }),
         observed_runtime: None,
+        window_due_at: None,
     }
 }
 
