@@ -34,9 +34,8 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use pacto_testenv::simulator::POD_IP_ANNOTATION;
 use serde_json::{Value, json};
-use support::{Stack, StackOptions, condition};
+use support::{STATUS_DEADLINE, Stack, StackOptions, condition};
 
-const STATUS_DEADLINE: Duration = Duration::from_mins(1);
 /// How long an absence may take to be confirmed once it reads Unknown: the 5 s window plus
 /// headroom, and less than the Pactos' 30 s `checkIntervalSeconds`, so only the requeue at the
 /// window's end (not the regular one) can meet it.

@@ -13,35 +13,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use support::{Stack, StackOptions, condition};
-
-const STATUS_DEADLINE: Duration = Duration::from_mins(1);
-
-fn indent(text: &str, by: &str) -> String {
-    text.lines().fold(String::new(), |mut out, line| {
-        out.push_str(by);
-        out.push_str(line);
-        out.push('\n');
-        out
-    })
-}
-
-/// A Pacto whose contract is inline; `target` is the YAML body of `spec.target` (unindented).
-fn inline_pacto(name: &str, contract: &str, target: Option<&str>) -> String {
-    let target = target
-        .map(|t| format!("  target:\n{}", indent(t, "    ")))
-        .unwrap_or_default();
-    format!(
-        "apiVersion: pacto.trianalab.io/v1alpha1\nkind: Pacto\nmetadata:\n  name: {name}\nspec:\n  checkIntervalSeconds: 30\n  contractRef:\n    inline: |\n{}{target}",
-        indent(contract, "      ")
-    )
-}
-
-fn deployment(name: &str) -> String {
-    format!(
-        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\nspec:\n  replicas: 1\n  selector:\n    matchLabels: {{app: {name}}}\n  template:\n    metadata:\n      labels: {{app: {name}}}\n    spec:\n      containers:\n        - name: app\n          image: registry.local/{name}:1\n"
-    )
-}
+use support::{STATUS_DEADLINE, Stack, StackOptions, condition, deployment, indent, inline_pacto};
 
 /// The whole condition object `kind` (for stickiness: lastTransitionTime, observedGeneration).
 fn condition_object(pacto: &Value, kind: &str) -> Value {

@@ -8,33 +8,9 @@ mod support;
 
 use std::time::Duration;
 
-use support::{Stack, condition};
-
-const STATUS_DEADLINE: Duration = Duration::from_mins(1);
-
-fn inline_pacto(name: &str, contract: &str, target: Option<&str>) -> String {
-    let indented = contract.lines().fold(String::new(), |mut out, line| {
-        out.push_str("      ");
-        out.push_str(line);
-        out.push('\n');
-        out
-    });
-    let target = target
-        .map(|t| format!("  target:\n    serviceName: {t}\n"))
-        .unwrap_or_default();
-    format!(
-        "apiVersion: pacto.trianalab.io/v1alpha1\nkind: Pacto\nmetadata:\n  name: {name}\nspec:\n  checkIntervalSeconds: 30\n  contractRef:\n    inline: |\n{indented}{target}"
-    )
-}
-
-fn oci_pacto(name: &str, reference: &str, target: Option<&str>) -> String {
-    let target = target
-        .map(|t| format!("  target:\n    serviceName: {t}\n"))
-        .unwrap_or_default();
-    format!(
-        "apiVersion: pacto.trianalab.io/v1alpha1\nkind: Pacto\nmetadata:\n  name: {name}\nspec:\n  checkIntervalSeconds: 30\n  contractRef:\n    oci: {reference}\n{target}"
-    )
-}
+use support::{
+    STATUS_DEADLINE, Stack, condition, deployment, inline_pacto, oci_pacto, service_target,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inline_contracts_reference_and_invalid_and_prometheus() {
@@ -93,7 +69,7 @@ async fn inline_contracts_reference_and_invalid_and_prometheus() {
         .apply(&inline_pacto(
             "broken",
             "pactoVersion: \"2.0\"\nservice:\n  name: orders\n  version: not-a-version\n",
-            Some("orders"),
+            Some(&service_target("orders")),
         ))
         .await
         .unwrap();
@@ -177,7 +153,11 @@ async fn registry_contracts_compliant_and_unavailable() {
         .await
         .unwrap();
     stack
-        .apply(&oci_pacto("payments", &repository, Some("payments")))
+        .apply(&oci_pacto(
+            "payments",
+            &repository,
+            Some(&service_target("payments")),
+        ))
         .await
         .unwrap();
     let pacto = stack
@@ -213,7 +193,11 @@ async fn registry_contracts_compliant_and_unavailable() {
         stack.private_registry.host()
     );
     stack
-        .apply(&oci_pacto("private", &private, Some("payments")))
+        .apply(&oci_pacto(
+            "private",
+            &private,
+            Some(&service_target("payments")),
+        ))
         .await
         .unwrap();
     let pacto = stack
@@ -278,7 +262,11 @@ async fn readiness_unsupported_dimensions_and_workload_mismatch() {
         .unwrap();
     stack.apply(&deployment("orders-api")).await.unwrap();
     stack
-        .apply(&oci_pacto("orders-api", &repository, Some("orders-api")))
+        .apply(&oci_pacto(
+            "orders-api",
+            &repository,
+            Some(&service_target("orders-api")),
+        ))
         .await
         .unwrap();
     let pacto = stack
@@ -375,7 +363,11 @@ async fn unversioned_reference_without_semver_tags_is_unavailable() {
         .await
         .unwrap();
     stack
-        .apply(&oci_pacto("nosemver", &repository, Some("nosemver")))
+        .apply(&oci_pacto(
+            "nosemver",
+            &repository,
+            Some(&service_target("nosemver")),
+        ))
         .await
         .unwrap();
     let pacto = stack
@@ -395,12 +387,6 @@ async fn unversioned_reference_without_semver_tags_is_unavailable() {
         .wait_describe("nosemver", &["ContractUnavailable"], STATUS_DEADLINE)
         .await
         .unwrap();
-}
-
-fn deployment(name: &str) -> String {
-    format!(
-        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\nspec:\n  replicas: 1\n  selector:\n    matchLabels: {{app: {name}}}\n  template:\n    metadata:\n      labels: {{app: {name}}}\n    spec:\n      containers:\n        - name: app\n          image: registry.local/{name}:1\n"
-    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

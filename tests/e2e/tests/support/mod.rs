@@ -697,3 +697,53 @@ pub fn condition(pacto: &serde_json::Value, kind: &str) -> Option<(String, Strin
     let field = |f: &str| c[f].as_str().unwrap_or_default().to_owned();
     Some((field("status"), field("reason"), field("message")))
 }
+
+/// How long a test waits for a status, an event or a describe line.
+pub const STATUS_DEADLINE: Duration = Duration::from_mins(1);
+
+/// Every line of `text` prefixed with `by`.
+pub fn indent(text: &str, by: &str) -> String {
+    text.lines().fold(String::new(), |mut out, line| {
+        out.push_str(by);
+        out.push_str(line);
+        out.push('\n');
+        out
+    })
+}
+
+fn pacto_yaml(name: &str, contract_ref: &str, target: Option<&str>) -> String {
+    let target = target
+        .map(|t| format!("  target:\n{}", indent(t, "    ")))
+        .unwrap_or_default();
+    format!(
+        "apiVersion: pacto.trianalab.io/v1alpha1\nkind: Pacto\nmetadata:\n  name: {name}\nspec:\n  checkIntervalSeconds: 30\n  contractRef:\n{}{target}",
+        indent(contract_ref, "    ")
+    )
+}
+
+/// A Pacto whose contract is inline; `target` is the YAML body of `spec.target` (unindented),
+/// e.g. [`service_target`].
+pub fn inline_pacto(name: &str, contract: &str, target: Option<&str>) -> String {
+    pacto_yaml(
+        name,
+        &format!("inline: |\n{}", indent(contract, "  ")),
+        target,
+    )
+}
+
+/// A Pacto whose contract is the OCI reference `reference`; `target` as for [`inline_pacto`].
+pub fn oci_pacto(name: &str, reference: &str, target: Option<&str>) -> String {
+    pacto_yaml(name, &format!("oci: {reference}"), target)
+}
+
+/// The `spec.target` body naming Service `service`.
+pub fn service_target(service: &str) -> String {
+    format!("serviceName: {service}\n")
+}
+
+/// A one-replica Deployment `name` with pods labelled `app: <name>`.
+pub fn deployment(name: &str) -> String {
+    format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\nspec:\n  replicas: 1\n  selector:\n    matchLabels: {{app: {name}}}\n  template:\n    metadata:\n      labels: {{app: {name}}}\n    spec:\n      containers:\n        - name: app\n          image: registry.local/{name}:1\n"
+    )
+}
