@@ -463,6 +463,69 @@ fn pipeline_writes(before: &Requests, after: &Requests) -> String {
         .join(", ")
 }
 
+/// The samples of `metric` on a service's admin `/metrics`, as `labels value`.
+async fn metric_lines(stack: &Stack, service: &str, metric: &str) -> anyhow::Result<Vec<String>> {
+    let admin = stack
+        .services
+        .iter()
+        .find(|s| s.name == service)
+        .with_context(|| format!("no service {service}"))?
+        .admin;
+    let text = reqwest::get(format!("http://{admin}/metrics"))
+        .await?
+        .text()
+        .await?;
+    Ok(text
+        .lines()
+        .filter_map(|l| l.strip_prefix(metric))
+        .filter(|rest| rest.starts_with(['{', ' ']))
+        .map(|rest| rest.trim().to_owned())
+        .collect())
+}
+
+/// When Pactos `<prefix>…` are Unknown, prints why: the status-writer's reconcile results and
+/// backend failures, and the conditions of one of them.
+async fn explain_unknown(stack: &Stack, statuses: &Statuses, prefix: &str) -> anyhow::Result<()> {
+    let unknown = statuses.snapshot(|map| {
+        map.iter()
+            .find(|(name, seen)| {
+                name.starts_with(prefix) && seen.status.as_deref() == Some("Unknown")
+            })
+            .map(|(name, _)| name.clone())
+    });
+    let Some(name) = unknown else {
+        return Ok(());
+    };
+    let results = metric_lines(
+        stack,
+        "status-writer",
+        "pacto_status_writer_reconciles_total",
+    )
+    .await?;
+    let failures = metric_lines(
+        stack,
+        "status-writer",
+        "pacto_status_writer_backend_failures_total",
+    )
+    .await?;
+    println!(
+        "  Unknown: status-writer reconciles by result {}; backend failures {}",
+        results.join(", "),
+        if failures.is_empty() {
+            "none".to_owned()
+        } else {
+            failures.join(", ")
+        }
+    );
+    let pacto = stack.get_pacto(&name).await?;
+    for kind in ["ContractValid", "RuntimeObserved"] {
+        if let Some((status, reason, message)) = support::condition(&pacto, kind) {
+            println!("  {name} {kind}: {status}/{reason}: {message}");
+        }
+    }
+    Ok(())
+}
+
 fn millis(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
@@ -728,6 +791,31 @@ async fn main() -> anyhow::Result<()> {
         pipeline_writes(&requests_before, &requests_after)
     );
     println!("  CPU: {}", cpu.report());
+    explain_unknown(&stack, &statuses, "b-").await?;
+    // The verdict that counts: every backlog Pacto Compliant (Unknowns retry with backoff).
+    statuses
+        .wait(
+            &format!("{n} Pactos b-* Compliant"),
+            PHASE_DEADLINE,
+            |map| {
+                let done = map
+                    .iter()
+                    .filter(|(name, seen)| {
+                        name.starts_with("b-") && seen.status.as_deref() == Some("Compliant")
+                    })
+                    .count();
+                (done >= n).then_some(())
+            },
+            |map| format_counts(&status_counts(map, "b-")),
+        )
+        .await?;
+    let compliant = started.elapsed();
+    let reconciles = stack.metric_sum("status-writer", writer_reconciles).await?;
+    println!(
+        "  all {n} Compliant {:.2} s after the restart ({:.1} Pactos/s; {reconciles:.0} reconciles by then)",
+        compliant.as_secs_f64(),
+        n as f64 / compliant.as_secs_f64()
+    );
 
     // (2b) N more Pactos created while the whole pipeline runs, timed from the first create.
     let reconciles_before = stack.metric_sum("status-writer", writer_reconciles).await?;
@@ -878,6 +966,11 @@ async fn main() -> anyhow::Result<()> {
         })
         .collect();
     println!("peak RSS (VmHWM): {}", rss.join(", "));
+    println!(
+        "statuses at the end: (a) {}; (b) {}",
+        statuses.snapshot(|map| format_counts(&status_counts(map, "b-"))),
+        statuses.snapshot(|map| format_counts(&status_counts(map, "p-")))
+    );
     println!(
         "wall time: {:.1} s (N = {n}; 2-core machine shared with other helpers' e2e runs)",
         wall.elapsed().as_secs_f64()
