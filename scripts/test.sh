@@ -7,6 +7,17 @@ cd "$(dirname "$0")/.."
 
 step() { printf '\n==> %s (%s)\n' "$1" "$(date -u +%H:%M:%S)" >&2; }
 
+# A clean build writes several GB under target/; say so up front rather than fail in the linker.
+# Incremental state only helps rebuilds, which a clean checkout never does.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+target_dir="${CARGO_TARGET_DIR:-target}"
+mkdir -p "$target_dir"
+free_kib="$(df -Pk "$target_dir" | awk 'NR == 2 { print $4 }')"
+step "disk: $((free_kib / 1024 / 1024)) GiB free for $target_dir (a clean build needs about 5 GiB)"
+if [ "$free_kib" -lt $((5 * 1024 * 1024)) ]; then
+    echo "warning: less than 5 GiB free under $target_dir; the build may fail with 'No space left on device'" >&2
+fi
+
 step "system packages"
 scripts/install-deps.sh
 
