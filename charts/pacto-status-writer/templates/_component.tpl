@@ -30,6 +30,9 @@
 {{- with .Values.controller.revisionMirrorInterval }}
 - --revision-mirror-interval={{ . }}
 {{- end }}
+{{- with .Values.controller.maxConcurrentReconciles }}
+- --max-concurrent-reconciles={{ . }}
+{{- end }}
 {{- if .Values.leaderElection.enabled }}
 - --leader-elect
 - --leader-election-id={{ .Values.leaderElection.leaseName }}

@@ -147,6 +147,9 @@ pub struct Backends {
     pub retry: RetryPolicy,
 }
 
+/// Pactos reconciled at the same time unless `--max-concurrent-reconciles` says otherwise.
+pub const DEFAULT_CONCURRENT_RECONCILES: u16 = 16;
+
 /// Shared state of the controller.
 pub struct Context {
     /// The Kubernetes client.
@@ -159,6 +162,8 @@ pub struct Context {
     pub stabilization_window: Option<Duration>,
     /// The event reporter instance (pod name), if known.
     pub instance: Option<String>,
+    /// Pactos reconciled at the same time.
+    pub concurrency: u16,
     /// Consecutive backend failures per Pacto (backoff).
     failures: Mutex<HashMap<(String, String), u32>>,
     /// Reconciles finished by this context.
@@ -174,6 +179,7 @@ impl std::fmt::Debug for Context {
         f.debug_struct("Context")
             .field("stabilization_window", &self.stabilization_window)
             .field("instance", &self.instance)
+            .field("concurrency", &self.concurrency)
             .finish_non_exhaustive()
     }
 }
@@ -193,11 +199,19 @@ impl Context {
             gauges,
             stabilization_window,
             instance,
+            concurrency: DEFAULT_CONCURRENT_RECONCILES,
             failures: Mutex::new(HashMap::new()),
             reconciles: AtomicU64::new(0),
             writes: AtomicU64::new(0),
             mirror_passes: AtomicU64::new(0),
         }
+    }
+
+    /// The same context reconciling at most `concurrency` Pactos at once (at least one).
+    #[must_use]
+    pub fn with_concurrency(mut self, concurrency: u16) -> Self {
+        self.concurrency = concurrency.max(1);
+        self
     }
 
     /// Revision-mirror passes finished so far.
@@ -864,6 +878,7 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>, shutdown: Cancell
                 kube::runtime::utils::PredicateConfig::default(),
             );
     Controller::for_stream(stream, reader)
+        .with_config(kube::runtime::controller::Config::default().concurrency(ctx.concurrency))
         .owns(revisions, watcher::Config::default())
         .reconcile_on(trigger_stream)
         .graceful_shutdown_on(async move { stop.cancelled().await })

@@ -119,6 +119,17 @@ pub struct Args {
         value_parser = parse_duration
     )]
     pub revision_mirror_interval: Duration,
+    /// Pactos reconciled at the same time (each pass calls the resolver, the observer and the
+    /// evaluator). Bounds the load a backlog puts on the backends, e.g. after a restart with
+    /// thousands of Pactos; more Pactos wait in the queue instead of timing out at a backend.
+    #[arg(
+        long = "max-concurrent-reconciles",
+        env = "PACTO_MAX_CONCURRENT_RECONCILES",
+        value_name = "N",
+        default_value_t = controller::DEFAULT_CONCURRENT_RECONCILES,
+        value_parser = clap::value_parser!(u16).range(1..)
+    )]
+    pub max_concurrent_reconciles: u16,
     /// Reconcile only while holding the Lease `--leader-election-id` in
     /// `--leader-election-namespace` (run several replicas safely).
     #[arg(
@@ -323,13 +334,16 @@ pub async fn run(args: Args) -> Result<(), StatusWriterError> {
     let client = kube::Client::try_default()
         .await
         .map_err(StatusWriterError::Kubernetes)?;
-    let ctx = Arc::new(controller::Context::new(
-        client,
-        backends(&args, &transport)?,
-        gauges::Gauges::new(),
-        args.stabilization_window,
-        args.pod_name.clone(),
-    ));
+    let ctx = Arc::new(
+        controller::Context::new(
+            client,
+            backends(&args, &transport)?,
+            gauges::Gauges::new(),
+            args.stabilization_window,
+            args.pod_name.clone(),
+        )
+        .with_concurrency(args.max_concurrent_reconciles),
+    );
     let lease = if args.leader_elect {
         Some(leader::LeaseConfig {
             name: args.leader_election_id.clone(),

@@ -88,7 +88,7 @@ fn variants(chart: &str) -> Vec<Vec<String>> {
     if chart == "pacto-status-writer" {
         out.push(vec![
             "--set".to_owned(),
-            "controller.watchNamespace=x,controller.stabilizationWindow=1m,controller.revisionMirrorInterval=10m,nodeAgent.enabled=true,backends.resolver=r.example:1".to_owned(),
+            "controller.watchNamespace=x,controller.stabilizationWindow=1m,controller.revisionMirrorInterval=10m,controller.maxConcurrentReconciles=4,nodeAgent.enabled=true,backends.resolver=r.example:1".to_owned(),
         ]);
     }
     if chart == "pacto-contract-resolver" {
