@@ -463,26 +463,6 @@ fn pipeline_writes(before: &Requests, after: &Requests) -> String {
         .join(", ")
 }
 
-/// The samples of `metric` on a service's admin `/metrics`, as `labels value`.
-async fn metric_lines(stack: &Stack, service: &str, metric: &str) -> anyhow::Result<Vec<String>> {
-    let admin = stack
-        .services
-        .iter()
-        .find(|s| s.name == service)
-        .with_context(|| format!("no service {service}"))?
-        .admin;
-    let text = reqwest::get(format!("http://{admin}/metrics"))
-        .await?
-        .text()
-        .await?;
-    Ok(text
-        .lines()
-        .filter_map(|l| l.strip_prefix(metric))
-        .filter(|rest| rest.starts_with(['{', ' ']))
-        .map(|rest| rest.trim().to_owned())
-        .collect())
-}
-
 /// When Pactos `<prefix>…` are Unknown, prints why: the status-writer's reconcile results and
 /// backend failures, and the conditions of one of them.
 async fn explain_unknown(stack: &Stack, statuses: &Statuses, prefix: &str) -> anyhow::Result<()> {
@@ -496,18 +476,15 @@ async fn explain_unknown(stack: &Stack, statuses: &Statuses, prefix: &str) -> an
     let Some(name) = unknown else {
         return Ok(());
     };
-    let results = metric_lines(
-        stack,
-        "status-writer",
-        "pacto_status_writer_reconciles_total",
-    )
-    .await?;
-    let failures = metric_lines(
-        stack,
-        "status-writer",
-        "pacto_status_writer_backend_failures_total",
-    )
-    .await?;
+    let results = stack
+        .metric_lines("status-writer", "pacto_status_writer_reconciles_total")
+        .await?;
+    let failures = stack
+        .metric_lines(
+            "status-writer",
+            "pacto_status_writer_backend_failures_total",
+        )
+        .await?;
     println!(
         "  Unknown: status-writer reconciles by result {}; backend failures {}",
         results.join(", "),

@@ -34,7 +34,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use pacto_testenv::simulator::POD_IP_ANNOTATION;
 use serde_json::{Value, json};
-use support::{STATUS_DEADLINE, Stack, StackOptions, condition};
+use support::{STATUS_DEADLINE, Stack, StackOptions, condition, expect_runtime_found};
 
 /// How long an absence may take to be confirmed once it reads Unknown: the 5 s window plus
 /// headroom, and less than the Pactos' 30 s `checkIntervalSeconds`, so only the requeue at the
@@ -392,14 +392,7 @@ async fn health_probed_found_then_absent_beyond_the_window_then_recovered() {
         .wait_contract_status("orders", "Compliant", STATUS_DEADLINE)
         .await
         .unwrap();
-    assert_eq!(
-        condition(&pacto, "RuntimeObserved").unwrap(),
-        (
-            "True".into(),
-            "Found".into(),
-            "Runtime evidence collected successfully".into()
-        )
-    );
+    expect_runtime_found(&pacto);
     assert!(findings(&pacto).is_empty(), "{pacto:#}");
     // Both required assertions (interface http, capability health) were evaluated.
     assert_eq!(
@@ -530,14 +523,7 @@ async fn metrics_scraped_on_the_ready_pod_ip() {
         .wait_contract_status("shop", "Compliant", STATUS_DEADLINE)
         .await
         .unwrap();
-    assert_eq!(
-        condition(&pacto, "RuntimeObserved").unwrap(),
-        (
-            "True".into(),
-            "Found".into(),
-            "Runtime evidence collected successfully".into()
-        )
-    );
+    expect_runtime_found(&pacto);
     // No OBSERVATION_UNSUPPORTED (or any other finding) for capability/metrics.
     assert!(findings(&pacto).is_empty(), "{pacto:#}");
     assert_eq!(

@@ -13,7 +13,10 @@ mod support;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use support::{STATUS_DEADLINE, Stack, StackOptions, condition, deployment, indent, inline_pacto};
+use support::{
+    STATUS_DEADLINE, Stack, StackOptions, condition, deployment, expect_condition, indent,
+    inline_pacto,
+};
 
 /// The whole condition object `kind` (for stickiness: lastTransitionTime, observedGeneration).
 fn condition_object(pacto: &Value, kind: &str) -> Value {
@@ -623,11 +626,7 @@ async fn a_backend_that_is_down_reads_unknown_naming_it_and_recovers() {
         .wait_contract_status("payments", "Unknown", STATUS_DEADLINE)
         .await
         .unwrap();
-    let (status, reason, message) = condition(&down, "RuntimeObserved").unwrap();
-    assert_eq!(
-        (status.as_str(), reason.as_str()),
-        ("Unknown", "Unavailable")
-    );
+    let message = expect_condition(&down, "RuntimeObserved", "Unknown", "Unavailable");
     assert!(message.starts_with("evaluator unavailable: "), "{message}");
     assert_eq!(condition_object(&down, "ContractValid"), contract_valid);
     assert_eq!(kept_fields(&down), kept, "{down}");
@@ -682,11 +681,7 @@ async fn a_backend_that_is_down_reads_unknown_naming_it_and_recovers() {
         .wait_contract_status("payments", "Unknown", STATUS_DEADLINE)
         .await
         .unwrap();
-    let (status, reason, message) = condition(&down, "ContractValid").unwrap();
-    assert_eq!(
-        (status.as_str(), reason.as_str()),
-        ("Unknown", "Unavailable")
-    );
+    let message = expect_condition(&down, "ContractValid", "Unknown", "Unavailable");
     assert!(
         message.starts_with("contract-resolver unavailable: "),
         "{message}"
@@ -722,11 +717,7 @@ async fn a_backend_that_is_down_reads_unknown_naming_it_and_recovers() {
         .wait_contract_status("payments", "Unknown", STATUS_DEADLINE)
         .await
         .unwrap();
-    let (status, reason, message) = condition(&down, "RuntimeObserved").unwrap();
-    assert_eq!(
-        (status.as_str(), reason.as_str()),
-        ("Unknown", "Unavailable")
-    );
+    let message = expect_condition(&down, "RuntimeObserved", "Unknown", "Unavailable");
     assert!(message.starts_with("observer unavailable: "), "{message}");
     assert_eq!(condition(&down, "ContractValid").unwrap().1, "Parsed");
     assert_eq!(kept_fields(&down), kept, "{down}");
@@ -804,12 +795,7 @@ async fn a_refused_cluster_query_is_observation_failed_and_collection_failed() {
         .wait_contract_status("billing", "Unknown", STATUS_DEADLINE)
         .await
         .unwrap();
-    let (status, reason, message) = condition(&pacto, "RuntimeObserved").unwrap();
-    assert_eq!(
-        (status.as_str(), reason.as_str()),
-        ("False", "ObservationFailed"),
-        "{pacto}"
-    );
+    let message = expect_condition(&pacto, "RuntimeObserved", "False", "ObservationFailed");
     assert!(
         message.starts_with("Runtime observation failed: "),
         "{message}"
@@ -887,12 +873,7 @@ async fn a_refused_cluster_query_is_observation_failed_and_collection_failed() {
         .wait_contract_status("orders", "Unknown", STATUS_DEADLINE)
         .await
         .unwrap();
-    let (status, reason, message) = condition(&pacto, "RuntimeObserved").unwrap();
-    assert_eq!(
-        (status.as_str(), reason.as_str()),
-        ("False", "ObservationFailed"),
-        "{pacto}"
-    );
+    let message = expect_condition(&pacto, "RuntimeObserved", "False", "ObservationFailed");
     assert!(
         message.starts_with(&format!(
             "Runtime observation failed: list endpointslices {ns}: endpointslices.discovery.k8s.io is forbidden: User \"system:serviceaccount:{ns}:"

@@ -9,7 +9,8 @@ mod support;
 use std::time::Duration;
 
 use support::{
-    STATUS_DEADLINE, Stack, condition, deployment, inline_pacto, oci_pacto, service_target,
+    STATUS_DEADLINE, Stack, condition, deployment, expect_condition, expect_runtime_found,
+    inline_pacto, oci_pacto, service_target,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -77,8 +78,7 @@ async fn inline_contracts_reference_and_invalid_and_prometheus() {
         .wait_contract_status("broken", "Invalid", STATUS_DEADLINE)
         .await
         .unwrap();
-    let (status, reason, message) = condition(&pacto, "ContractValid").unwrap();
-    assert_eq!((status.as_str(), reason.as_str()), ("False", "Invalid"));
+    let message = expect_condition(&pacto, "ContractValid", "False", "Invalid");
     assert!(condition(&pacto, "RuntimeObserved").is_none(), "{pacto}");
     assert_eq!(pacto["status"]["summary"]["errorCount"], 1, "{pacto}");
     let described = stack
@@ -164,14 +164,7 @@ async fn registry_contracts_compliant_and_unavailable() {
         .wait_contract_status("payments", "Compliant", STATUS_DEADLINE)
         .await
         .unwrap();
-    assert_eq!(
-        condition(&pacto, "RuntimeObserved").unwrap(),
-        (
-            "True".into(),
-            "Found".into(),
-            "Runtime evidence collected successfully".into()
-        )
-    );
+    expect_runtime_found(&pacto);
     assert_eq!(
         condition(&pacto, "ContractValid").unwrap().1,
         "Parsed",
@@ -204,11 +197,7 @@ async fn registry_contracts_compliant_and_unavailable() {
         .wait_contract_status("private", "Unknown", STATUS_DEADLINE)
         .await
         .unwrap();
-    let (status, reason, message) = condition(&pacto, "ContractValid").unwrap();
-    assert_eq!(
-        (status.as_str(), reason.as_str()),
-        ("Unknown", "Unavailable")
-    );
+    let message = expect_condition(&pacto, "ContractValid", "Unknown", "Unavailable");
     assert!(!message.is_empty(), "{pacto}");
     stack
         .wait_describe("private", &["ContractUnavailable"], STATUS_DEADLINE)

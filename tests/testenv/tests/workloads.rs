@@ -25,6 +25,20 @@ async fn cluster() -> &'static ControlPlane {
         .expect("start the control plane with kube-controller-manager")
 }
 
+/// A simulator for the pods of `ns` on one node, `<ns>-a`.
+async fn one_node_simulator(client: &Client, ns: &str) -> Simulator {
+    Simulator::start(
+        client.clone(),
+        SimulatorOptions {
+            nodes: vec![format!("{ns}-a")],
+            namespace: Some(ns.to_owned()),
+            ..SimulatorOptions::default()
+        },
+    )
+    .await
+    .unwrap()
+}
+
 async fn deploy(client: &Client, ns: &str, name: &str, replicas: i32, ready: Option<bool>) {
     let mut annotations = serde_json::Map::new();
     if let Some(r) = ready {
@@ -204,16 +218,7 @@ async fn not_ready_pods_give_not_ready_endpoints() {
     let cp = cluster().await;
     let ns = cp.create_namespace("notready").await.unwrap();
     let client = cp.client().unwrap();
-    let _sim = Simulator::start(
-        client.clone(),
-        SimulatorOptions {
-            nodes: vec![format!("{ns}-a")],
-            namespace: Some(ns.clone()),
-            ..SimulatorOptions::default()
-        },
-    )
-    .await
-    .unwrap();
+    let _sim = one_node_simulator(&client, &ns).await;
     deploy(&client, &ns, "api", 2, Some(false)).await;
     let eps = eventually("2 not-ready endpoints", TIMEOUT, || async {
         let e = endpoints(&client, &ns, "api").await;
@@ -235,16 +240,7 @@ async fn declared_pod_ip_reaches_pod_status_and_endpoint_slices() {
     let cp = cluster().await;
     let ns = cp.create_namespace("podip").await.unwrap();
     let client = cp.client().unwrap();
-    let _sim = Simulator::start(
-        client.clone(),
-        SimulatorOptions {
-            nodes: vec![format!("{ns}-a")],
-            namespace: Some(ns.clone()),
-            ..SimulatorOptions::default()
-        },
-    )
-    .await
-    .unwrap();
+    let _sim = one_node_simulator(&client, &ns).await;
     // A documentation address (never contacted here): the API server accepts it as an endpoint.
     let mut annotations = serde_json::Map::new();
     annotations.insert(POD_IP_ANNOTATION.into(), json!("192.0.2.77"));

@@ -646,8 +646,8 @@ impl Stack {
         }
     }
 
-    /// Sum of the samples of `metric` on a service's admin `/metrics`.
-    pub async fn metric_sum(&self, service: &str, metric: &str) -> anyhow::Result<f64> {
+    /// The samples of `metric` on a service's admin `/metrics`, each as `{labels} value`.
+    pub async fn metric_lines(&self, service: &str, metric: &str) -> anyhow::Result<Vec<String>> {
         let admin = self
             .services
             .iter()
@@ -660,10 +660,18 @@ impl Stack {
             .await?;
         Ok(text
             .lines()
-            .filter(|l| {
-                l.strip_prefix(metric)
-                    .is_some_and(|rest| rest.starts_with(['{', ' ']))
-            })
+            .filter_map(|l| l.strip_prefix(metric))
+            .filter(|rest| rest.starts_with(['{', ' ']))
+            .map(|rest| rest.trim().to_owned())
+            .collect())
+    }
+
+    /// Sum of the samples of `metric` on a service's admin `/metrics`.
+    pub async fn metric_sum(&self, service: &str, metric: &str) -> anyhow::Result<f64> {
+        Ok(self
+            .metric_lines(service, metric)
+            .await?
+            .iter()
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
             .sum())
     }
@@ -696,6 +704,33 @@ pub fn condition(pacto: &serde_json::Value, kind: &str) -> Option<(String, Strin
         .find(|c| c["type"] == kind)?;
     let field = |f: &str| c[f].as_str().unwrap_or_default().to_owned();
     Some((field("status"), field("reason"), field("message")))
+}
+
+/// The message of the Pacto's condition `kind`, after asserting its status and reason (the whole
+/// Pacto is printed when they differ or the condition is missing).
+pub fn expect_condition(
+    pacto: &serde_json::Value,
+    kind: &str,
+    status: &str,
+    reason: &str,
+) -> String {
+    let Some((got_status, got_reason, message)) = condition(pacto, kind) else {
+        panic!("no {kind} condition:\n{pacto:#}");
+    };
+    assert_eq!(
+        (got_status.as_str(), got_reason.as_str()),
+        (status, reason),
+        "{kind}: {message}\n{pacto:#}"
+    );
+    message
+}
+
+/// Asserts RuntimeObserved True/Found with the spec's message.
+pub fn expect_runtime_found(pacto: &serde_json::Value) {
+    assert_eq!(
+        expect_condition(pacto, "RuntimeObserved", "True", "Found"),
+        "Runtime evidence collected successfully"
+    );
 }
 
 /// How long a test waits for a status, an event or a describe line.
