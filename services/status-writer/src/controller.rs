@@ -147,6 +147,36 @@ pub struct Backends {
     pub retry: RetryPolicy,
 }
 
+/// A status this controller wrote, and the object it was composed from.
+#[derive(Debug, Clone)]
+struct Written {
+    uid: Option<String>,
+    /// resourceVersion of the Pacto the written status was composed from.
+    over: Option<String>,
+    status: pacto_api::PactoStatus,
+}
+
+/// The status a pass starts from. A reconcile triggered right after a status write (e.g. by the
+/// PactoRevision it created) can read the Pacto from a cache that has not seen the write yet:
+/// when the cached object is still exactly the one the last write was composed from (same uid
+/// and resourceVersion), that write's status is the real previous one. Otherwise (the cache has
+/// moved on, or nothing was written) the cached status is. Without this, such a pass would write
+/// the same status again and could repeat its transition events.
+fn previous_status<'a>(
+    pacto: &'a Pacto,
+    written: Option<&'a Written>,
+) -> Option<&'a pacto_api::PactoStatus> {
+    match written {
+        Some(w) if cache_predates(pacto, w) => Some(&w.status),
+        _ => pacto.status.as_ref(),
+    }
+}
+
+/// Whether the cached `pacto` is still the object the write `w` was composed from.
+fn cache_predates(pacto: &Pacto, w: &Written) -> bool {
+    w.uid == pacto.metadata.uid && w.over == pacto.metadata.resource_version
+}
+
 /// Pactos reconciled at the same time unless `--max-concurrent-reconciles` says otherwise.
 pub const DEFAULT_CONCURRENT_RECONCILES: u16 = 16;
 
@@ -166,6 +196,8 @@ pub struct Context {
     pub concurrency: u16,
     /// Consecutive backend failures per Pacto (backoff).
     failures: Mutex<HashMap<(String, String), u32>>,
+    /// The status last written per Pacto, until the Pacto cache shows that write.
+    written: Mutex<HashMap<(String, String), Written>>,
     /// Reconciles finished by this context.
     reconciles: AtomicU64,
     /// Status writes made by this context.
@@ -201,6 +233,7 @@ impl Context {
             instance,
             concurrency: DEFAULT_CONCURRENT_RECONCILES,
             failures: Mutex::new(HashMap::new()),
+            written: Mutex::new(HashMap::new()),
             reconciles: AtomicU64::new(0),
             writes: AtomicU64::new(0),
             mirror_passes: AtomicU64::new(0),
@@ -212,6 +245,14 @@ impl Context {
     pub fn with_concurrency(mut self, concurrency: u16) -> Self {
         self.concurrency = concurrency.max(1);
         self
+    }
+
+    /// Forgets the status written for a deleted Pacto.
+    fn forget(&self, namespace: &str, name: &str) {
+        self.written
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&(namespace.to_owned(), name.to_owned()));
     }
 
     /// Revision-mirror passes finished so far.
@@ -669,6 +710,15 @@ pub async fn reconcile(pacto: Arc<Pacto>, ctx: Arc<Context>) -> Result<Action, R
         }
         _ => (None, None),
     };
+    let key = (namespace.clone(), name.clone());
+    let written = {
+        let mut map = ctx.written.lock().unwrap_or_else(PoisonError::into_inner);
+        let current = map.get(&key).filter(|w| cache_predates(&pacto, w)).cloned();
+        if current.is_none() {
+            map.remove(&key);
+        }
+        current
+    };
     let Composed {
         status,
         changed,
@@ -676,7 +726,7 @@ pub async fn reconcile(pacto: Arc<Pacto>, ctx: Arc<Context>) -> Result<Action, R
     } = compose(&Pass {
         spec: &pacto.spec,
         generation: pacto.metadata.generation,
-        previous: pacto.status.as_ref(),
+        previous: previous_status(&pacto, written.as_ref()),
         now: now(),
         resolution: &resolution,
         runtime: runtime.as_ref(),
@@ -686,6 +736,17 @@ pub async fn reconcile(pacto: Arc<Pacto>, ctx: Arc<Context>) -> Result<Action, R
         let applied = apply_status(&ctx.client, &namespace, &name, &status).await;
         if applied.is_ok() {
             ctx.writes.fetch_add(1, Ordering::SeqCst);
+            ctx.written
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(
+                    key.clone(),
+                    Written {
+                        uid: pacto.metadata.uid.clone(),
+                        over: pacto.metadata.resource_version.clone(),
+                        status: status.clone(),
+                    },
+                );
         }
         if let Err(error) = applied {
             ctx.reconciles.fetch_add(1, Ordering::SeqCst);
@@ -699,7 +760,6 @@ pub async fn reconcile(pacto: Arc<Pacto>, ctx: Arc<Context>) -> Result<Action, R
     }
 
     let interval = check_interval(&pacto);
-    let key = (namespace, name);
     let failed = backend_failed(&resolution, runtime.as_ref());
     let delay = {
         let mut failures = ctx.failures.lock().unwrap_or_else(PoisonError::into_inner);
@@ -799,14 +859,16 @@ fn spec_or_metadata(pacto: &Pacto) -> Option<u64> {
     Some(hasher.finish())
 }
 
-/// Removes the gauges of deleted Pactos: a metadata watch (the controller itself only sees
-/// applied objects); after each (re)list, series of Pactos that no longer exist are dropped.
+/// Removes the gauges (and the remembered last write) of deleted Pactos: a metadata watch (the
+/// controller itself only sees applied objects); after each (re)list, what belongs to Pactos that
+/// no longer exist is dropped.
 async fn watch_deletions(
     api: Api<PartialObjectMeta<Pacto>>,
-    gauges: Gauges,
+    ctx: Arc<Context>,
     shutdown: CancellationToken,
 ) {
     use kube::runtime::watcher::Event as WatchEvent;
+    let gauges = &ctx.gauges;
     let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
     futures::pin_mut!(stream);
     let mut listing = std::collections::BTreeSet::new();
@@ -822,6 +884,7 @@ async fn watch_deletions(
             None => return,
             Some(Ok(WatchEvent::Delete(meta))) => {
                 let (ns, name) = key(&meta);
+                ctx.forget(&ns, &name);
                 if gauges.remove(&ns, &name) {
                     tracing::info!(namespace = %ns, pacto = %name, "Pacto deleted; removed its metric series");
                 }
@@ -830,7 +893,13 @@ async fn watch_deletions(
             Some(Ok(WatchEvent::InitApply(meta))) => {
                 listing.insert(key(&meta));
             }
-            Some(Ok(WatchEvent::InitDone)) => gauges.retain(&listing),
+            Some(Ok(WatchEvent::InitDone)) => {
+                gauges.retain(&listing);
+                ctx.written
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .retain(|key, _| listing.contains(key));
+            }
             Some(Ok(WatchEvent::Apply(_))) => {}
             Some(Err(error)) => tracing::debug!(%error, "Pacto metadata watch error"),
         }
@@ -858,11 +927,7 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>, shutdown: Cancell
             Api::all(client),
         ),
     };
-    tokio::spawn(watch_deletions(
-        metadata,
-        ctx.gauges.clone(),
-        shutdown.clone(),
-    ));
+    tokio::spawn(watch_deletions(metadata, ctx.clone(), shutdown.clone()));
     let mut triggers = watch_targets(&ctx, shutdown.clone());
     let trigger_stream = futures::stream::poll_fn(move |cx| triggers.poll_recv(cx));
     let stop = shutdown.clone();
@@ -896,6 +961,58 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>, shutdown: Cancell
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cache_that_predates_our_write_starts_from_the_written_status() {
+        use pacto_api::{ContractRef, ContractStatus, PactoSpec, PactoStatus};
+        let mut cached = Pacto::new(
+            "p",
+            PactoSpec {
+                contract_ref: ContractRef {
+                    oci: None,
+                    inline: Some("yaml".into()),
+                    pull_secret_ref: None,
+                },
+                target: None,
+                overrides: None,
+                check_interval_seconds: None,
+            },
+        );
+        cached.metadata.uid = Some("u1".into());
+        cached.metadata.resource_version = Some("10".into());
+        let written = Written {
+            uid: Some("u1".into()),
+            over: Some("10".into()),
+            status: PactoStatus {
+                contract_status: Some(ContractStatus::Compliant),
+                ..PactoStatus::default()
+            },
+        };
+        // Nothing written: the cached status (none yet).
+        assert_eq!(previous_status(&cached, None), None);
+        // The cache still shows the object the write was composed from: the written status.
+        assert_eq!(
+            previous_status(&cached, Some(&written)).and_then(|s| s.contract_status),
+            Some(ContractStatus::Compliant)
+        );
+        // The cache has moved on (our write or anyone's): the cached status.
+        cached.metadata.resource_version = Some("11".into());
+        cached.status = Some(PactoStatus {
+            contract_status: Some(ContractStatus::NonCompliant),
+            ..PactoStatus::default()
+        });
+        assert_eq!(
+            previous_status(&cached, Some(&written)).and_then(|s| s.contract_status),
+            Some(ContractStatus::NonCompliant)
+        );
+        // A Pacto of the same name re-created (another uid): never the old write.
+        cached.metadata.resource_version = Some("10".into());
+        cached.metadata.uid = Some("u2".into());
+        assert_eq!(
+            previous_status(&cached, Some(&written)).and_then(|s| s.contract_status),
+            Some(ContractStatus::NonCompliant)
+        );
+    }
 
     #[test]
     fn a_pending_window_shortens_the_requeue() {
