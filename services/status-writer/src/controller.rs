@@ -148,7 +148,7 @@ pub struct Backends {
 }
 
 /// A status this controller wrote, and the object it was composed from.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 struct Written {
     uid: Option<String>,
     /// resourceVersion of the Pacto the written status was composed from.
@@ -156,25 +156,53 @@ struct Written {
     status: pacto_api::PactoStatus,
 }
 
-/// The status a pass starts from. A reconcile triggered right after a status write (e.g. by the
-/// PactoRevision it created) can read the Pacto from a cache that has not seen the write yet:
-/// when the cached object is still exactly the one the last write was composed from (same uid
-/// and resourceVersion), that write's status is the real previous one. Otherwise (the cache has
-/// moved on, or nothing was written) the cached status is. Without this, such a pass would write
-/// the same status again and could repeat its transition events.
-fn previous_status<'a>(
-    pacto: &'a Pacto,
-    written: Option<&'a Written>,
-) -> Option<&'a pacto_api::PactoStatus> {
-    match written {
-        Some(w) if cache_predates(pacto, w) => Some(&w.status),
-        _ => pacto.status.as_ref(),
-    }
-}
+/// The last status write per Pacto (namespace, name), kept until the Pacto cache shows it.
+///
+/// A reconcile triggered right after a status write (e.g. by the PactoRevision it created) can
+/// read the Pacto from a cache that is still exactly the object the write was composed from
+/// (same uid and resourceVersion); that write's status is then the real previous one. Without
+/// it, such a pass would write the same status again and could repeat its transition events.
+#[derive(Debug, Default)]
+struct WriteMemo(Mutex<HashMap<(String, String), Written>>);
 
-/// Whether the cached `pacto` is still the object the write `w` was composed from.
-fn cache_predates(pacto: &Pacto, w: &Written) -> bool {
-    w.uid == pacto.metadata.uid && w.over == pacto.metadata.resource_version
+impl WriteMemo {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Written>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Our last write for `pacto` if the cached object has not seen it yet; a write the cache
+    /// has caught up with (or that belongs to an older object of the same name) is dropped.
+    fn unseen(&self, key: &(String, String), pacto: &Pacto) -> Option<pacto_api::PactoStatus> {
+        let mut written = self.lock();
+        let w = written.get(key)?;
+        if w.uid == pacto.metadata.uid && w.over == pacto.metadata.resource_version {
+            return Some(w.status.clone());
+        }
+        written.remove(key);
+        None
+    }
+
+    /// Remembers `status`, just written over the cached `pacto`.
+    fn remember(&self, key: (String, String), pacto: &Pacto, status: &pacto_api::PactoStatus) {
+        self.lock().insert(
+            key,
+            Written {
+                uid: pacto.metadata.uid.clone(),
+                over: pacto.metadata.resource_version.clone(),
+                status: status.clone(),
+            },
+        );
+    }
+
+    /// Forgets the write of a deleted Pacto.
+    fn forget(&self, key: &(String, String)) {
+        self.lock().remove(key);
+    }
+
+    /// Forgets the writes of Pactos for which `exists` is false (deleted while not watched).
+    fn retain(&self, exists: impl Fn(&(String, String)) -> bool) {
+        self.lock().retain(|key, _| exists(key));
+    }
 }
 
 /// Pactos reconciled at the same time unless `--max-concurrent-reconciles` says otherwise.
@@ -197,7 +225,7 @@ pub struct Context {
     /// Consecutive backend failures per Pacto (backoff).
     failures: Mutex<HashMap<(String, String), u32>>,
     /// The status last written per Pacto, until the Pacto cache shows that write.
-    written: Mutex<HashMap<(String, String), Written>>,
+    written: WriteMemo,
     /// Reconciles finished by this context.
     reconciles: AtomicU64,
     /// Status writes made by this context.
@@ -233,7 +261,7 @@ impl Context {
             instance,
             concurrency: DEFAULT_CONCURRENT_RECONCILES,
             failures: Mutex::new(HashMap::new()),
-            written: Mutex::new(HashMap::new()),
+            written: WriteMemo::default(),
             reconciles: AtomicU64::new(0),
             writes: AtomicU64::new(0),
             mirror_passes: AtomicU64::new(0),
@@ -245,14 +273,6 @@ impl Context {
     pub fn with_concurrency(mut self, concurrency: u16) -> Self {
         self.concurrency = concurrency.max(1);
         self
-    }
-
-    /// Forgets the status written for a deleted Pacto.
-    fn forget(&self, namespace: &str, name: &str) {
-        self.written
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&(namespace.to_owned(), name.to_owned()));
     }
 
     /// Revision-mirror passes finished so far.
@@ -711,14 +731,7 @@ pub async fn reconcile(pacto: Arc<Pacto>, ctx: Arc<Context>) -> Result<Action, R
         _ => (None, None),
     };
     let key = (namespace.clone(), name.clone());
-    let written = {
-        let mut map = ctx.written.lock().unwrap_or_else(PoisonError::into_inner);
-        let current = map.get(&key).filter(|w| cache_predates(&pacto, w)).cloned();
-        if current.is_none() {
-            map.remove(&key);
-        }
-        current
-    };
+    let unseen = ctx.written.unseen(&key, &pacto);
     let Composed {
         status,
         changed,
@@ -726,7 +739,7 @@ pub async fn reconcile(pacto: Arc<Pacto>, ctx: Arc<Context>) -> Result<Action, R
     } = compose(&Pass {
         spec: &pacto.spec,
         generation: pacto.metadata.generation,
-        previous: previous_status(&pacto, written.as_ref()),
+        previous: unseen.as_ref().or(pacto.status.as_ref()),
         now: now(),
         resolution: &resolution,
         runtime: runtime.as_ref(),
@@ -736,17 +749,7 @@ pub async fn reconcile(pacto: Arc<Pacto>, ctx: Arc<Context>) -> Result<Action, R
         let applied = apply_status(&ctx.client, &namespace, &name, &status).await;
         if applied.is_ok() {
             ctx.writes.fetch_add(1, Ordering::SeqCst);
-            ctx.written
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .insert(
-                    key.clone(),
-                    Written {
-                        uid: pacto.metadata.uid.clone(),
-                        over: pacto.metadata.resource_version.clone(),
-                        status: status.clone(),
-                    },
-                );
+            ctx.written.remember(key.clone(), &pacto, &status);
         }
         if let Err(error) = applied {
             ctx.reconciles.fetch_add(1, Ordering::SeqCst);
@@ -884,10 +887,10 @@ async fn watch_deletions(
             None => return,
             Some(Ok(WatchEvent::Delete(meta))) => {
                 let (ns, name) = key(&meta);
-                ctx.forget(&ns, &name);
                 if gauges.remove(&ns, &name) {
                     tracing::info!(namespace = %ns, pacto = %name, "Pacto deleted; removed its metric series");
                 }
+                ctx.written.forget(&(ns, name));
             }
             Some(Ok(WatchEvent::Init)) => listing.clear(),
             Some(Ok(WatchEvent::InitApply(meta))) => {
@@ -895,10 +898,7 @@ async fn watch_deletions(
             }
             Some(Ok(WatchEvent::InitDone)) => {
                 gauges.retain(&listing);
-                ctx.written
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .retain(|key, _| listing.contains(key));
+                ctx.written.retain(|key| listing.contains(key));
             }
             Some(Ok(WatchEvent::Apply(_))) => {}
             Some(Err(error)) => tracing::debug!(%error, "Pacto metadata watch error"),
@@ -963,55 +963,58 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_cache_that_predates_our_write_starts_from_the_written_status() {
+    fn a_write_the_cache_has_not_seen_is_the_previous_status() {
         use pacto_api::{ContractRef, ContractStatus, PactoSpec, PactoStatus};
-        let mut cached = Pacto::new(
-            "p",
-            PactoSpec {
-                contract_ref: ContractRef {
-                    oci: None,
-                    inline: Some("yaml".into()),
-                    pull_secret_ref: None,
+        let pacto = |uid: &str, rv: &str| {
+            let mut p = Pacto::new(
+                "p",
+                PactoSpec {
+                    contract_ref: ContractRef {
+                        oci: None,
+                        inline: Some("yaml".into()),
+                        pull_secret_ref: None,
+                    },
+                    target: None,
+                    overrides: None,
+                    check_interval_seconds: None,
                 },
-                target: None,
-                overrides: None,
-                check_interval_seconds: None,
-            },
-        );
-        cached.metadata.uid = Some("u1".into());
-        cached.metadata.resource_version = Some("10".into());
-        let written = Written {
-            uid: Some("u1".into()),
-            over: Some("10".into()),
-            status: PactoStatus {
-                contract_status: Some(ContractStatus::Compliant),
-                ..PactoStatus::default()
-            },
+            );
+            p.metadata.uid = Some(uid.into());
+            p.metadata.resource_version = Some(rv.into());
+            p
         };
-        // Nothing written: the cached status (none yet).
-        assert_eq!(previous_status(&cached, None), None);
-        // The cache still shows the object the write was composed from: the written status.
-        assert_eq!(
-            previous_status(&cached, Some(&written)).and_then(|s| s.contract_status),
-            Some(ContractStatus::Compliant)
-        );
-        // The cache has moved on (our write or anyone's): the cached status.
-        cached.metadata.resource_version = Some("11".into());
-        cached.status = Some(PactoStatus {
-            contract_status: Some(ContractStatus::NonCompliant),
+        let verdict = |s: Option<PactoStatus>| s.and_then(|s| s.contract_status);
+        let key = ("ns".to_owned(), "p".to_owned());
+        let compliant = PactoStatus {
+            contract_status: Some(ContractStatus::Compliant),
             ..PactoStatus::default()
-        });
-        assert_eq!(
-            previous_status(&cached, Some(&written)).and_then(|s| s.contract_status),
-            Some(ContractStatus::NonCompliant)
-        );
-        // A Pacto of the same name re-created (another uid): never the old write.
-        cached.metadata.resource_version = Some("10".into());
-        cached.metadata.uid = Some("u2".into());
-        assert_eq!(
-            previous_status(&cached, Some(&written)).and_then(|s| s.contract_status),
-            Some(ContractStatus::NonCompliant)
-        );
+        };
+        let memo = WriteMemo::default();
+        // Nothing written.
+        assert_eq!(memo.unseen(&key, &pacto("u1", "10")), None);
+        // Written over rv 10; the cache still shows rv 10: the written status, as often as asked.
+        memo.remember(key.clone(), &pacto("u1", "10"), &compliant);
+        for _ in 0..2 {
+            assert_eq!(
+                verdict(memo.unseen(&key, &pacto("u1", "10"))),
+                Some(ContractStatus::Compliant)
+            );
+        }
+        // A Pacto of the same name re-created (another uid) never gets the old write; it is
+        // dropped.
+        assert_eq!(memo.unseen(&key, &pacto("u2", "10")), None);
+        assert_eq!(memo.unseen(&key, &pacto("u1", "10")), None);
+        // The cache has moved on (our write or anyone's): the write is dropped.
+        memo.remember(key.clone(), &pacto("u1", "10"), &compliant);
+        assert_eq!(memo.unseen(&key, &pacto("u1", "11")), None);
+        assert_eq!(memo.unseen(&key, &pacto("u1", "10")), None);
+        // Deleted Pactos, while watched or not, are forgotten.
+        memo.remember(key.clone(), &pacto("u1", "10"), &compliant);
+        memo.forget(&key);
+        assert_eq!(memo.unseen(&key, &pacto("u1", "10")), None);
+        memo.remember(key.clone(), &pacto("u1", "10"), &compliant);
+        memo.retain(|k| k != &key);
+        assert_eq!(memo.unseen(&key, &pacto("u1", "10")), None);
     }
 
     #[test]
