@@ -15,7 +15,7 @@ use serde::Deserialize;
 /// in step.
 pub const TOOLS_VERSION_KEY: &str = "helm-3.19.0-helmfile-0.166.0-kv-1.37.0";
 
-/// Every chart under `charts/`.
+/// Every installable chart under `charts/` (the library chart [`LIBRARY_CHART`] aside).
 pub const CHARTS: &[&str] = &[
     "pacto-crds",
     "pacto-pki",
@@ -26,13 +26,17 @@ pub const CHARTS: &[&str] = &[
     "pacto-node-agent",
 ];
 
-/// The charts of the four services (they share `charts/.shared`).
+/// The charts of the four services (their common templates come from [`LIBRARY_CHART`],
+/// their common values and schema are generated from it).
 pub const SERVICE_CHARTS: &[&str] = &[
     "pacto-contract-resolver",
     "pacto-observer",
     "pacto-evaluator",
     "pacto-status-writer",
 ];
+
+/// The library chart holding the templates the service charts share (`charts/pacto-lib`).
+pub const LIBRARY_CHART: &str = "pacto-lib";
 
 /// The tools the chart tests run.
 pub const TOOLS: &[&str] = &["helm", "helmfile", "kubectl", "kubernetes-validate"];

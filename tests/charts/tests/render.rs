@@ -736,64 +736,6 @@ fn known_metric_names() -> Result<BTreeSet<String>> {
 }
 
 #[test]
-fn shared_chart_parts_are_in_sync() -> Result<()> {
-    let root = repo_root().join("charts");
-    let shared = root.join(".shared");
-    let marker = "# ==== shared values: edit charts/.shared/values-common.yaml, then run charts/.shared/sync.sh ====";
-    let common_values = std::fs::read_to_string(shared.join("values-common.yaml"))?;
-    let common_schema: Value =
-        serde_json::from_str(&std::fs::read_to_string(shared.join("schema-common.json"))?)?;
-    let hint = "run charts/.shared/sync.sh";
-    for chart in SERVICE_CHARTS {
-        for entry in std::fs::read_dir(shared.join("templates"))? {
-            let path = entry?.path();
-            let name = path.file_name().context("file name")?;
-            let copy = root.join(chart).join("templates").join(name);
-            ensure!(
-                std::fs::read(&path)? == std::fs::read(&copy).unwrap_or_default(),
-                "{} differs from charts/.shared: {hint}",
-                copy.display()
-            );
-        }
-        let values = std::fs::read_to_string(root.join(chart).join("values.yaml"))?;
-        let (_, tail) = values.split_once(&format!("{marker}\n")).with_context(|| {
-            format!("{chart}/values.yaml lacks the shared-values marker: {hint}")
-        })?;
-        ensure!(
-            tail == common_values,
-            "{chart}/values.yaml shared part drifted: {hint}"
-        );
-        let part: Value = serde_json::from_str(&std::fs::read_to_string(
-            shared.join(format!("schema-{chart}.json")),
-        )?)?;
-        let mut want = common_schema.clone();
-        merge(&mut want, &part);
-        let got: Value = serde_json::from_str(&std::fs::read_to_string(
-            root.join(chart).join("values.schema.json"),
-        )?)?;
-        ensure!(got == want, "{chart}/values.schema.json drifted: {hint}");
-    }
-    Ok(())
-}
-
-/// jq's `*`: objects merge recursively, anything else is replaced.
-fn merge(base: &mut Value, overlay: &Value) {
-    match (base, overlay) {
-        (Value::Object(b), Value::Object(o)) => {
-            for (k, v) in o {
-                match b.get_mut(k) {
-                    Some(existing) if existing.is_object() && v.is_object() => merge(existing, v),
-                    _ => {
-                        b.insert(k.clone(), v.clone());
-                    }
-                }
-            }
-        }
-        (b, o) => *b = o.clone(),
-    }
-}
-
-#[test]
 fn metric_name_extraction_respects_identifier_boundaries() {
     let names = metric_names_in("sum(rate(pacto_a_total{x=\"pacto_b\"}[5m])) / xpacto_c + pacto_d");
     assert_eq!(names, set(&["pacto_a_total", "pacto_b", "pacto_d"]));

@@ -1,4 +1,7 @@
-{{- /* Identical in every service chart. */ -}}
+{{/*
+The ServiceMonitor scraping the metrics Service.
+*/}}
+{{- define "pacto.serviceMonitor" -}}
 {{- if and .Values.metrics.service.enabled .Values.metrics.serviceMonitor.enabled }}
 apiVersion: monitoring.coreos.com/v1
 kind: ServiceMonitor
@@ -29,4 +32,5 @@ spec:
       {{- with .Values.metrics.serviceMonitor.scrapeTimeout }}
       scrapeTimeout: {{ . }}
       {{- end }}
+{{- end }}
 {{- end }}

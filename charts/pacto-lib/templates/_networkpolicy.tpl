@@ -1,4 +1,8 @@
-{{- /* Identical in every service chart; the allowed peers come from _component.tpl. */ -}}
+{{/*
+The service's NetworkPolicy; the chart's pacto.grpcIngressFrom and pacto.egressRules name
+the allowed peers.
+*/}}
+{{- define "pacto.networkPolicy" -}}
 {{- if .Values.networkPolicy.enabled }}
 apiVersion: networking.k8s.io/v1
 kind: NetworkPolicy
@@ -55,4 +59,5 @@ spec:
   {{- else }}
   egress: []
   {{- end }}
+{{- end }}
 {{- end }}

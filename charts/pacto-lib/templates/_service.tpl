@@ -1,4 +1,7 @@
-{{- /* Identical in every service chart. */ -}}
+{{/*
+The gRPC Service (only when the chart has a gRPC server) and the metrics Service.
+*/}}
+{{- define "pacto.service" -}}
 {{- if eq (include "pacto.hasGrpcServer" .) "true" }}
 apiVersion: v1
 kind: Service
@@ -38,4 +41,5 @@ spec:
       targetPort: admin
       protocol: TCP
       appProtocol: http
+{{- end }}
 {{- end }}

@@ -1,4 +1,7 @@
-{{- /* Identical in every service chart; per-service parts come from _component.tpl. */ -}}
+{{/*
+The service's Deployment; the per-service flags come from the chart's pacto.serviceArgs.
+*/}}
+{{- define "pacto.deployment" -}}
 apiVersion: apps/v1
 kind: Deployment
 metadata:
@@ -117,3 +120,4 @@ spec:
       topologySpreadConstraints:
         {{- toYaml . | nindent 8 }}
       {{- end }}
+{{- end }}

@@ -1,4 +1,7 @@
-{{- /* Identical in every service chart. */ -}}
+{{/*
+The service's ServiceAccount (token mounted only when pacto.needsKubernetes is true).
+*/}}
+{{- define "pacto.serviceAccount" -}}
 {{- if .Values.serviceAccount.create }}
 apiVersion: v1
 kind: ServiceAccount
@@ -12,4 +15,5 @@ metadata:
     {{- toYaml . | nindent 4 }}
   {{- end }}
 automountServiceAccountToken: {{ include "pacto.needsKubernetes" . }}
+{{- end }}
 {{- end }}

@@ -1,4 +1,7 @@
-{{- /* Identical in every service chart; the rules come from _component.tpl. */ -}}
+{{/*
+The service's PrometheusRule: the alerts every service has, then the chart's pacto.alertRules.
+*/}}
+{{- define "pacto.prometheusRule" -}}
 {{- if .Values.metrics.prometheusRule.enabled }}
 {{- $job := printf "%s-metrics" (include "pacto.fullname" .) }}
 {{- $ctx := dict "job" $job "namespace" .Release.Namespace "Values" .Values }}
@@ -36,4 +39,5 @@ spec:
         {{- with .Values.metrics.prometheusRule.additionalRules }}
         {{- toYaml . | nindent 8 }}
         {{- end }}
+{{- end }}
 {{- end }}

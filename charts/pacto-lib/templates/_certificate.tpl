@@ -1,4 +1,7 @@
-{{- /* Identical in every service chart: the cert-manager Certificate of this service's identity. */ -}}
+{{/*
+The cert-manager Certificate of this service's identity (tls.mode cert-manager only).
+*/}}
+{{- define "pacto.certificate" -}}
 {{- if eq .Values.tls.mode "cert-manager" }}
 apiVersion: cert-manager.io/v1
 kind: Certificate
@@ -33,4 +36,5 @@ spec:
     name: {{ .Values.tls.certManager.issuerRef.name }}
     kind: {{ .Values.tls.certManager.issuerRef.kind }}
     group: {{ .Values.tls.certManager.issuerRef.group }}
+{{- end }}
 {{- end }}

@@ -1,6 +1,7 @@
 {{/*
-Shared helpers of the Pacto service charts. This file is identical in every service chart
-(tests/charts checks it); what differs per service lives in _component.tpl.
+Helpers of the Pacto service charts: names, labels, image, TLS and the flags every service shares.
+What differs per service comes from the hooks each chart defines in its own _component.tpl
+(see this chart's README.md).
 */}}
 
 {{- define "pacto.name" -}}
