@@ -69,26 +69,17 @@ impl PactoSpec {
         }
     }
 
-    /// `ResolvedWorkload()`: the workload name and kind to observe. A workloadRef gives its
-    /// name and kind (empty kind ⇒ Deployment); otherwise the serviceName with Deployment.
+    /// `ResolvedWorkload()` of the target (see [`TargetRef::resolved_workload`]); `None` without
+    /// a target.
     pub fn resolved_workload(&self) -> Option<(String, WorkloadKind)> {
-        let target = self.target.as_ref()?;
-        if let Some(w) = &target.workload_ref {
-            return Some((w.name.clone(), w.kind.unwrap_or(WorkloadKind::Deployment)));
-        }
-        match target.service_name.as_deref() {
-            Some(name) if !name.is_empty() => Some((name.to_owned(), WorkloadKind::Deployment)),
-            _ => None,
-        }
+        self.target.as_ref()?.resolved_workload()
     }
 
-    /// `WorkloadExplicit`: a workloadRef with a non-empty name and an explicit kind, the only
-    /// case in which `WORKLOAD_MISMATCH` is assertable.
+    /// `WorkloadExplicit` of the target (see [`TargetRef::workload_explicit`]).
     pub fn workload_explicit(&self) -> bool {
         self.target
             .as_ref()
-            .and_then(|t| t.workload_ref.as_ref())
-            .is_some_and(|w| !w.name.is_empty() && w.kind.is_some())
+            .is_some_and(TargetRef::workload_explicit)
     }
 }
 
@@ -133,6 +124,33 @@ pub struct TargetRef {
     /// Maps contract configurations to the ConfigMaps or Secrets backing them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub config_bindings: Vec<ConfigBinding>,
+}
+
+impl TargetRef {
+    /// `ResolvedWorkload()`: the workload name and kind to observe, the one implementation
+    /// used by every service. A workloadRef gives its name and kind (no kind ⇒ Deployment);
+    /// without a workloadRef, a non-empty serviceName names a Deployment. A workloadRef with
+    /// an empty name resolves no workload (and does not fall back to the serviceName): the
+    /// workload and persistence dimensions need a resolved workload name.
+    pub fn resolved_workload(&self) -> Option<(String, WorkloadKind)> {
+        match &self.workload_ref {
+            Some(w) if w.name.is_empty() => None,
+            Some(w) => Some((w.name.clone(), w.kind.unwrap_or(WorkloadKind::Deployment))),
+            None => self
+                .service_name
+                .as_deref()
+                .filter(|name| !name.is_empty())
+                .map(|name| (name.to_owned(), WorkloadKind::Deployment)),
+        }
+    }
+
+    /// `WorkloadExplicit`: a workloadRef with a non-empty name and an explicit kind, the only
+    /// case in which `WORKLOAD_MISMATCH` is assertable.
+    pub fn workload_explicit(&self) -> bool {
+        self.workload_ref
+            .as_ref()
+            .is_some_and(|w| !w.name.is_empty() && w.kind.is_some())
+    }
 }
 
 /// A workload by name and kind.
@@ -607,6 +625,11 @@ pub enum Severity {
     Unknown,
 }
 
+impl Severity {
+    /// All values.
+    pub const ALL: [Self; 4] = [Self::Error, Self::Warning, Self::Info, Self::Unknown];
+}
+
 /// Which reading a finding came from. Dates the reading; there is nothing to fetch.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -906,4 +929,64 @@ pub enum ClaimState {
     NotDone,
     /// Deferred: excluded from scoring.
     Deferred,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(service: Option<&str>, name: &str, kind: Option<WorkloadKind>) -> TargetRef {
+        TargetRef {
+            service_name: service.map(str::to_owned),
+            workload_ref: Some(WorkloadRef {
+                name: name.to_owned(),
+                kind,
+            }),
+            ..TargetRef::default()
+        }
+    }
+
+    #[test]
+    fn a_workload_ref_with_an_empty_name_resolves_no_workload() {
+        for service in [None, Some(""), Some("orders")] {
+            for kind in [None, Some(WorkloadKind::StatefulSet)] {
+                let t = target(service, "", kind);
+                assert_eq!(t.resolved_workload(), None, "{service:?} {kind:?}");
+                assert!(!t.workload_explicit(), "{service:?} {kind:?}");
+            }
+        }
+        let spec: PactoSpec = serde_json::from_value(serde_json::json!({
+            "contractRef": {"inline": "pactoVersion: \"2.0\""},
+            "target": {"serviceName": "orders", "workloadRef": {"name": "", "kind": "Job"}}
+        }))
+        .expect("spec");
+        assert_eq!(spec.resolved_workload(), None);
+        assert!(!spec.workload_explicit());
+        assert!(!spec.is_reference(), "a workloadRef still makes a target");
+    }
+
+    #[test]
+    fn resolved_workload_prefers_the_workload_ref_then_the_service() {
+        let t = target(Some("orders"), "orders-db", Some(WorkloadKind::StatefulSet));
+        assert_eq!(
+            t.resolved_workload(),
+            Some(("orders-db".into(), WorkloadKind::StatefulSet))
+        );
+        assert!(t.workload_explicit());
+        let t = target(None, "batch", None);
+        assert_eq!(
+            t.resolved_workload(),
+            Some(("batch".into(), WorkloadKind::Deployment))
+        );
+        assert!(!t.workload_explicit());
+        let service_only = TargetRef {
+            service_name: Some("orders".into()),
+            ..TargetRef::default()
+        };
+        assert_eq!(
+            service_only.resolved_workload(),
+            Some(("orders".into(), WorkloadKind::Deployment))
+        );
+        assert_eq!(TargetRef::default().resolved_workload(), None);
+    }
 }

@@ -259,6 +259,25 @@ impl BundleError {
     }
 }
 
+/// Normalises a bundle-relative path (`./`, `.` and `..` components) and reads it. A path that
+/// escapes the bundle root or is absolute is treated as missing.
+pub fn read_file<'a>(fs: &'a BundleFiles, path: &str) -> Option<&'a [u8]> {
+    if path.starts_with('/') {
+        return None;
+    }
+    let mut parts: Vec<&str> = Vec::new();
+    for seg in path.split('/') {
+        match seg {
+            "" | "." => {}
+            ".." => {
+                parts.pop()?;
+            }
+            s => parts.push(s),
+        }
+    }
+    fs.get(&parts.join("/"))
+}
+
 /// The files of a bundle, keyed by normalised relative path (`/`-separated, no leading `./`,
 /// no `..` components). Iteration order is sorted by path, which packing relies on.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

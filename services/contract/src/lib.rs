@@ -5,6 +5,7 @@
 
 pub mod bundle;
 pub mod codes;
+pub mod finding;
 pub mod model;
 pub mod overrides;
 pub mod parse;

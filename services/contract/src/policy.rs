@@ -13,11 +13,10 @@ use std::error::Error as StdError;
 use jsonschema::Validator;
 use serde_json::Value;
 
-use crate::bundle::BundleFiles;
+use crate::bundle::{BundleFiles, read_file};
 use crate::codes;
+use crate::finding::{Finding, Layer};
 use crate::model::{Contract, Policy};
-use crate::rules::read_file;
-use crate::validate::{Finding, Layer};
 use crate::{parse, schema};
 
 /// The fixed policy schema path of a referenced bundle without its own `policies[]`.

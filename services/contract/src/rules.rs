@@ -17,11 +17,14 @@ use serde_json::Value;
 
 use crate::bundle::BundleFiles;
 use crate::codes;
+use crate::finding::{Finding, Layer};
 use crate::model::{Capability, Contract, Interface};
 use crate::reference::{OCI_SCHEME, is_valid_tag, validate_digest};
 use crate::schema;
-use crate::validate::{Finding, Layer};
 use crate::version::{Constraint, Version};
+
+/// Kept at its former path for callers outside the crate.
+pub use crate::bundle::read_file;
 
 fn finding(code: &str, path: impl Into<String>, message: impl Into<String>) -> Finding {
     Finding::new(code, path, message, Layer::CrossField)
@@ -539,25 +542,6 @@ pub fn is_canonical_date(s: &str) -> bool {
 pub fn parse_canonical_date(s: &str) -> Option<NaiveDate> {
     let d = NaiveDate::parse_from_str(s, "%Y-%m-%d").ok()?;
     (d.format("%Y-%m-%d").to_string() == s).then_some(d)
-}
-
-/// Normalises a bundle-relative path (`./`, `.` and `..` components) and reads it. A path that
-/// escapes the bundle root or is absolute is treated as missing.
-pub fn read_file<'a>(fs: &'a BundleFiles, path: &str) -> Option<&'a [u8]> {
-    if path.starts_with('/') {
-        return None;
-    }
-    let mut parts: Vec<&str> = Vec::new();
-    for seg in path.split('/') {
-        match seg {
-            "" | "." => {}
-            ".." => {
-                parts.pop()?;
-            }
-            s => parts.push(s),
-        }
-    }
-    fs.get(&parts.join("/"))
 }
 
 /// Loads and compiles a JSON Schema file of the bundle, pushing `FILE_NOT_FOUND`, `json_code`

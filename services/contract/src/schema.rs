@@ -20,7 +20,7 @@ use jsonschema::{Draft, PatternOptions, ValidationError, Validator};
 use serde_json::Value;
 
 use crate::codes;
-use crate::validate::{Finding, Layer};
+use crate::finding::{Finding, Layer};
 
 /// The embedded schema text (`pacto-v2.0.schema.json`).
 pub const SCHEMA_V2_0: &str = include_str!("../schema/pacto-v2.0.schema.json");

@@ -5,12 +5,12 @@
 
 use std::fmt::Write as _;
 
+use pacto_contract::codes::FindingCode;
 use serde::{Deserialize, Serialize};
 
 use crate::evidence::{EvidenceSet, Observation, ObservationKind, Outcome, SubjectRef, Value};
 use crate::finding::{Coverage, EvidenceRef, Finding, Summary, project_collector};
 use crate::input::{CapabilityAssertion, ContractAssertions};
-use crate::registry::FindingCode;
 use crate::status::{ContractStatus, derive_status};
 
 /// The engine's result.

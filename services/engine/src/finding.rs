@@ -1,9 +1,9 @@
 //! Findings, evidence refs and coverage (operator.md §1.3, evidence.md §3.5–§3.6).
 
+use pacto_contract::codes::{Category, FindingCode, Severity, category_for, severity_for};
 use serde::{Deserialize, Serialize};
 
 use crate::evidence::{EvidenceSet, Observation, SubjectRef};
-use crate::registry::{Category, FindingCode, Severity, category_for, severity_for};
 
 /// The reference from a finding to the evidence behind it (operator.md §1.3).
 ///

@@ -43,8 +43,8 @@
 //! Unknown > Warning > Compliant); [`verdict`]`(Stage)` adds the Invalid / Unavailable /
 //! ReferenceOnly short-circuits and the [`Summary`].
 //!
-//! **Registry**: [`FindingCode`] (every code), [`category_for`] / [`severity_for`] /
-//! [`category_of`] over code strings.
+//! **Registry** (re-exported from `pacto_contract::codes`, the one registry): [`FindingCode`]
+//! (every code), [`category_for`] / [`severity_for`] / [`category_of`] over code strings.
 //!
 //! **Benchmark helpers**: [`bench::typical_contract`], [`bench::typical_evidence`] and
 //! [`bench::evaluations_per_second`] build the "typical contract" used by the in-process and
@@ -56,7 +56,6 @@ pub mod evaluate;
 pub mod evidence;
 pub mod finding;
 pub mod input;
-pub mod registry;
 pub mod status;
 pub mod time;
 
@@ -71,7 +70,8 @@ pub use finding::{
     project_collector,
 };
 pub use input::{CapabilityAssertion, ContractAssertions, InputError, NamedAssertion};
-pub use registry::{
+/// The finding registry lives in `pacto-contract` (one table for the validator and the engine).
+pub use pacto_contract::codes::{
     Category, FindingCode, RegistryEntry, Severity, UnknownCode, category_for, category_of,
     severity_for,
 };

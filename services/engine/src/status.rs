@@ -2,10 +2,10 @@
 
 use std::fmt;
 
+use pacto_contract::codes::Severity;
 use serde::{Deserialize, Serialize};
 
 use crate::finding::{Coverage, Finding, Summary};
-use crate::registry::Severity;
 
 /// `status.contractStatus`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

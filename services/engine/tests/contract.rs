@@ -259,7 +259,8 @@ state: { type: stateful, persistence: { scope: local, durability: ephemeral } }
     assert!(!input.persistent);
 }
 
-/// The engine's registry and `pacto_contract::codes` (the validator's) must agree on every code.
+/// The engine's view of the registry (typed [`FindingCode`], re-exported) and the validator's
+/// (`pacto_contract::codes::REGISTRY`) come from one table and agree on every code.
 #[test]
 fn registry_agrees_with_the_contract_crate() {
     let theirs = pacto_contract::codes::REGISTRY;

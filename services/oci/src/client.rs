@@ -14,7 +14,7 @@ use sha2::{Digest as _, Sha256};
 
 use crate::credentials::Credentials;
 use crate::error::{ErrorClass, OciError};
-use crate::manifest::{BundleConfig, ImageManifest};
+use crate::manifest::{BundleConfig, BundleMeta, ImageManifest};
 
 /// Options of a [`RegistryClient`].
 #[derive(Debug, Clone)]
@@ -92,17 +92,6 @@ pub enum Progress {
         /// Number of files.
         files: usize,
     },
-}
-
-/// Service metadata written into the config labels on push.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BundleMeta {
-    /// `service.name`.
-    pub name: String,
-    /// `service.version`.
-    pub version: String,
-    /// `pactoVersion`.
-    pub pacto_version: String,
 }
 
 /// The outcome of a push.

@@ -13,8 +13,8 @@ pub mod error;
 pub mod manifest;
 
 pub use client::{
-    BundleMeta, ClientOptions, Inspection, Progress, PulledBundle, PushResult, RegistryClient,
-    Resolved,
+    ClientOptions, Inspection, Progress, PulledBundle, PushResult, RegistryClient, Resolved,
 };
 pub use credentials::{Credentials, CredentialsError, DockerConfig, Keychain};
 pub use error::{ErrorClass, OciError};
+pub use manifest::BundleMeta;

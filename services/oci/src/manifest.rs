@@ -8,7 +8,16 @@ use pacto_contract::bundle::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::client::BundleMeta;
+/// Service metadata written into the config labels on push.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BundleMeta {
+    /// `service.name`.
+    pub name: String,
+    /// `service.version`.
+    pub version: String,
+    /// `pactoVersion`.
+    pub pacto_version: String,
+}
 
 /// A content descriptor.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -9,6 +9,12 @@ use tonic::Status;
 
 use crate::{common, evaluator};
 
+mod vocab;
+pub use vocab::{
+    severity_from_crd, severity_from_proto, severity_to_crd, severity_to_proto, status_from_crd,
+    status_from_proto, status_to_crd, status_to_proto,
+};
+
 /// A request field that is missing or malformed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{field}: {message}")]
@@ -444,26 +450,6 @@ pub fn structural_warnings_from_proto(
 // ---------------------------------------------------------------------------------------------
 // Findings, coverage, summary, status
 
-fn severity_to_proto(severity: engine::Severity) -> evaluator::Severity {
-    match severity {
-        engine::Severity::Error => evaluator::Severity::Error,
-        engine::Severity::Warning => evaluator::Severity::Warning,
-        engine::Severity::Info => evaluator::Severity::Info,
-        engine::Severity::Unknown => evaluator::Severity::Unknown,
-    }
-}
-
-fn severity_from_proto(value: i32, field: &str) -> Result<engine::Severity, FieldError> {
-    match evaluator::Severity::try_from(value) {
-        Ok(evaluator::Severity::Error) => Ok(engine::Severity::Error),
-        Ok(evaluator::Severity::Warning) => Ok(engine::Severity::Warning),
-        Ok(evaluator::Severity::Info) => Ok(engine::Severity::Info),
-        Ok(evaluator::Severity::Unknown) => Ok(engine::Severity::Unknown),
-        Ok(evaluator::Severity::Unspecified) => Err(FieldError::new(field, "must be set")),
-        Err(_) => Err(FieldError::new(field, format!("unknown value {value}"))),
-    }
-}
-
 /// Encodes a finding.
 pub fn finding_to_proto(finding: &engine::Finding) -> evaluator::Finding {
     evaluator::Finding {
@@ -570,38 +556,6 @@ pub fn summary_from_proto(summary: &evaluator::Summary) -> engine::Summary {
         warning_count: summary.warning_count,
         info_count: summary.info_count,
         unknown_count: summary.unknown_count,
-    }
-}
-
-/// Encodes a contract status.
-pub fn status_to_proto(status: engine::ContractStatus) -> evaluator::ContractStatus {
-    use engine::ContractStatus as D;
-    use evaluator::ContractStatus as P;
-    match status {
-        D::Compliant => P::Compliant,
-        D::Warning => P::Warning,
-        D::NonCompliant => P::NonCompliant,
-        D::Reference => P::Reference,
-        D::Unknown => P::Unknown,
-        D::Invalid => P::Invalid,
-        D::NotEvaluated => P::NotEvaluated,
-    }
-}
-
-/// Decodes a contract status.
-pub fn status_from_proto(value: i32, field: &str) -> Result<engine::ContractStatus, FieldError> {
-    use engine::ContractStatus as D;
-    use evaluator::ContractStatus as P;
-    match P::try_from(value) {
-        Ok(P::Compliant) => Ok(D::Compliant),
-        Ok(P::Warning) => Ok(D::Warning),
-        Ok(P::NonCompliant) => Ok(D::NonCompliant),
-        Ok(P::Reference) => Ok(D::Reference),
-        Ok(P::Unknown) => Ok(D::Unknown),
-        Ok(P::Invalid) => Ok(D::Invalid),
-        Ok(P::NotEvaluated) => Ok(D::NotEvaluated),
-        Ok(P::Unspecified) => Err(FieldError::new(field, "must be set")),
-        Err(_) => Err(FieldError::new(field, format!("unknown value {value}"))),
     }
 }
 
