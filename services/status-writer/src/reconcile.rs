@@ -22,6 +22,7 @@ use crate::compose::{Pass, compose};
 use crate::controller::Context;
 use crate::metrics::{RECONCILE_SECONDS, RECONCILES_TOTAL};
 use crate::model::Resolution;
+use crate::reconcile::memo::PactoKey;
 
 /// A reconcile failed on a Kubernetes API call (retried with backoff by the controller).
 #[derive(Debug, thiserror::Error)]
@@ -72,14 +73,19 @@ pub(crate) fn now() -> Time {
     Time(Timestamp::from_second(seconds).unwrap_or(Timestamp::UNIX_EPOCH))
 }
 
+/// The Pacto's (namespace, name).
+fn key_of(pacto: &Pacto) -> Result<PactoKey, ReconcileError> {
+    let name = pacto.name_any();
+    match pacto.namespace() {
+        Some(namespace) => Ok((namespace, name)),
+        None => Err(ReconcileError::NoNamespace { name }),
+    }
+}
+
 /// One reconcile of one Pacto.
 pub async fn reconcile(pacto: Arc<Pacto>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
     let started = Instant::now();
-    let name = pacto.name_any();
-    let namespace = pacto
-        .namespace()
-        .ok_or_else(|| ReconcileError::NoNamespace { name: name.clone() })?;
-    let key = (namespace, name);
+    let key = key_of(&pacto)?;
     let namespace = key.0.as_str();
 
     // 1. Resolve.
@@ -108,11 +114,19 @@ pub async fn reconcile(pacto: Arc<Pacto>, ctx: Arc<Context>) -> Result<Action, R
         ctx.count_reconcile();
         return Err(error);
     }
-
     let (delay, failed) = ctx.backoff.next(&pacto, key, &resolution, runtime.as_ref());
-    let result = if failed { "unknown_backend" } else { "ok" };
+    finished(&ctx, failed, started);
+    Ok(Action::requeue(delay))
+}
+
+/// Counts a reconcile that wrote what it had to (`unknown_backend` when a backend failed).
+fn finished(ctx: &Context, backend_failed: bool, started: Instant) {
+    let result = if backend_failed {
+        "unknown_backend"
+    } else {
+        "ok"
+    };
     counter!(RECONCILES_TOTAL, "result" => result).increment(1);
     ctx.count_reconcile();
     histogram!(RECONCILE_SECONDS).record(started.elapsed().as_secs_f64());
-    Ok(Action::requeue(delay))
 }

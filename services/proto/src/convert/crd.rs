@@ -28,6 +28,15 @@ fn count(value: u32) -> i32 {
     i32::try_from(value).unwrap_or(i32::MAX)
 }
 
+/// The Pacto's name (its `generateName` while it has none, as kube's `name_any`).
+fn pacto_name(pacto: &Pacto) -> String {
+    let meta = &pacto.metadata;
+    meta.name
+        .clone()
+        .or_else(|| meta.generate_name.clone())
+        .unwrap_or_default()
+}
+
 // ---------------------------------------------------------------------------------------------
 // Times
 
@@ -54,7 +63,7 @@ pub fn resolve_request(pacto: &Pacto, namespace: &str) -> resolver::ResolveReque
     let spec = &pacto.spec;
     resolver::ResolveRequest {
         namespace: namespace.to_owned(),
-        pacto_name: pacto.metadata.name.clone().unwrap_or_default(),
+        pacto_name: pacto_name(pacto),
         contract_ref: Some(resolver::ContractRef {
             oci: spec.contract_ref.oci.clone().unwrap_or_default(),
             inline: spec.contract_ref.inline.clone().unwrap_or_default(),
@@ -81,7 +90,7 @@ pub fn target_to_proto(pacto: &Pacto, namespace: &str) -> observer::Target {
     let target = pacto.spec.target.clone().unwrap_or_default();
     observer::Target {
         namespace: namespace.to_owned(),
-        pacto_name: pacto.metadata.name.clone().unwrap_or_default(),
+        pacto_name: pacto_name(pacto),
         service_name: target.service_name.unwrap_or_default(),
         workload_ref: target.workload_ref.map(|w| observer::WorkloadRef {
             name: w.name,
@@ -390,6 +399,83 @@ mod tests {
                 .field,
             "contract_status"
         );
+    }
+
+    #[test]
+    fn the_target_carries_the_bindings_and_the_generated_name() {
+        use observer::interface_binding::ServicePort;
+        use pacto_api::{
+            ConfigBinding, ContractRef, InterfaceBinding, PactoSpec, TargetRef, WorkloadKind,
+            WorkloadRef,
+        };
+        let mut pacto = Pacto::new(
+            "",
+            PactoSpec {
+                contract_ref: ContractRef {
+                    oci: Some("reg/x:1".into()),
+                    inline: None,
+                    pull_secret_ref: None,
+                },
+                target: Some(TargetRef {
+                    service_name: Some("orders".into()),
+                    workload_ref: Some(WorkloadRef {
+                        name: "orders-db".into(),
+                        kind: Some(WorkloadKind::StatefulSet),
+                    }),
+                    interface_bindings: vec![
+                        InterfaceBinding {
+                            interface: "api".into(),
+                            service_port: IntOrString::Int(8080),
+                        },
+                        InterfaceBinding {
+                            interface: "admin".into(),
+                            service_port: IntOrString::String("admin".into()),
+                        },
+                    ],
+                    config_bindings: vec![ConfigBinding {
+                        configuration: "settings".into(),
+                        kind: ConfigBindingKind::ConfigMap,
+                        name: "orders-settings".into(),
+                        key: Some("settings.yaml".into()),
+                        format: Some(ConfigFormat::Yaml),
+                    }],
+                }),
+                overrides: None,
+                check_interval_seconds: None,
+            },
+        );
+        pacto.metadata.name = None;
+        pacto.metadata.generate_name = Some("orders-".into());
+        let target = target_to_proto(&pacto, "shop");
+        assert_eq!(target.pacto_name, "orders-");
+        assert_eq!(target.namespace, "shop");
+        assert_eq!(target.service_name, "orders");
+        let workload = target.workload_ref.unwrap();
+        assert_eq!(
+            (workload.name.as_str(), workload.kind.as_str()),
+            ("orders-db", "StatefulSet")
+        );
+        assert_eq!(
+            target
+                .interface_bindings
+                .iter()
+                .map(|b| b.service_port.clone())
+                .collect::<Vec<_>>(),
+            vec![
+                Some(ServicePort::PortNumber(8080)),
+                Some(ServicePort::PortName("admin".into()))
+            ]
+        );
+        let config = &target.config_bindings[0];
+        assert_eq!(
+            (
+                config.kind.as_str(),
+                config.format.as_str(),
+                config.key.as_str()
+            ),
+            ("ConfigMap", "yaml", "settings.yaml")
+        );
+        assert_eq!(resolve_request(&pacto, "shop").pacto_name, "orders-");
     }
 
     #[test]
