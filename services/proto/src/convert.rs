@@ -1,7 +1,9 @@
-//! Conversions between wire messages and domain types.
+//! Conversions between wire messages and domain types: here those of `pacto-engine` and
+//! `pacto-contract`, in [`crd`] those of the `Pacto` custom resource (`pacto-api`).
 //!
 //! `*_from_proto` functions validate and name the offending field on failure (a proto field path
-//! such as `evidence.observations[3].outcome`); `*_to_proto` functions are infallible.
+//! such as `evidence.observations[3].outcome`) with the one [`FieldError`] type; `*_to_proto`
+//! functions are infallible.
 
 use pacto_contract::{model::Contract, readiness};
 use pacto_engine as engine;
@@ -9,13 +11,15 @@ use tonic::Status;
 
 use crate::{common, evaluator};
 
+pub mod crd;
+
 mod vocab;
 pub use vocab::{
     severity_from_crd, severity_from_proto, severity_to_crd, severity_to_proto, status_from_crd,
     status_from_proto, status_to_crd, status_to_proto,
 };
 
-/// A request field that is missing or malformed.
+/// A field of a wire message (a request, or a backend's answer) that is missing or malformed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{field}: {message}")]
 pub struct FieldError {

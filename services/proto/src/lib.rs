@@ -1,5 +1,6 @@
 //! gRPC APIs of the Pacto services (`proto/pacto/<service>/v1`) and conversions between their
-//! wire messages and the domain types of `pacto-engine` / `pacto-contract`.
+//! wire messages and the domain types of `pacto-engine` / `pacto-contract`, and the `Pacto`
+//! custom resource of `pacto-api` ([`convert::crd`]).
 //!
 //! Domain code never sees prost types: each RPC converts its request with [`convert`] first, and
 //! every conversion from the wire rejects bad input with a [`convert::FieldError`] naming the
@@ -7,7 +8,7 @@
 //! `Status::invalid_argument`.
 //!
 //! Contracts travel as YAML documents ([`common::ContractDocument`]); see the comment on that
-//! message for why, and [`convert::parse_contract`] for the decoding.
+//! message for why, and [`convert::contract_from_proto`] for the decoding.
 
 /// Generated code, one module per proto package.
 #[allow(

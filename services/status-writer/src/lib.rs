@@ -4,11 +4,16 @@
 //!
 //! Layout (effects at the edges, pure middle):
 //!
-//! - [`model`]: the domain inputs of a pass; [`wire`]: gRPC answers into them;
+//! - [`model`]: the domain inputs of a pass (the gRPC answers become these in
+//!   [`reconcile::backends`], field by field with `pacto_proto::convert::crd`);
 //! - [`compose`]: the pure status/conditions/events composition;
 //! - [`derive`]: the contract-derived status fields; [`revision`]: PactoRevision naming;
-//! - [`gauges`]: the per-Pacto Prometheus gauges (removable series);
-//! - [`controller`]: the kube-runtime controller, backend clients, status apply, events;
+//! - [`gauges`]: the per-Pacto Prometheus gauges (removable series); [`metrics`]: metric names;
+//! - [`reconcile`]: one pass as five steps, one module each ([`reconcile::backends`],
+//!   [`reconcile::revisions`], [`reconcile::apply`]), with the last-write memo
+//!   ([`reconcile::memo`]) and the requeue policy ([`reconcile::requeue`]);
+//! - [`controller`]: the kube-runtime controller and its context; [`triggers`]: the watches and
+//!   notification streams that start a pass or follow a deletion;
 //! - [`mirror`]: the revision mirror (TagOverwritten); [`leader`]: Lease leader election;
 //! - [`admin`]: `/metrics` (process metrics + contract gauges), `/healthz`, `/readyz`.
 //!
@@ -21,10 +26,12 @@ pub mod controller;
 pub mod derive;
 pub mod gauges;
 pub mod leader;
+pub mod metrics;
 pub mod mirror;
 pub mod model;
+pub mod reconcile;
 pub mod revision;
-pub mod wire;
+pub mod triggers;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -297,7 +304,7 @@ pub async fn serve_elected(
     shutdown: CancellationToken,
 ) -> Result<(), StatusWriterError> {
     let metrics = pacto_runtime::metrics::install_recorder()?;
-    controller::describe_metrics();
+    crate::metrics::describe();
     let readiness = Readiness::new();
     let admin = tokio::spawn(admin::serve(
         admin_listener,

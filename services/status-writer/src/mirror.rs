@@ -10,18 +10,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kube::ResourceExt;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use pacto_api::labels::{LABEL_PACTO, event_reason};
 use pacto_api::{Pacto, PactoRevision};
 use pacto_proto::resolver::ListRevisionsRequest;
 use pacto_runtime::CancellationToken;
-use pacto_runtime::grpc::call_with_retries;
 
 use crate::compose::{EventKind, EventSpec};
-use crate::controller::{Context, publish_events};
+use crate::controller::Context;
+use crate::reconcile::apply::publish_events;
+use crate::reconcile::revisions::{Creation, create};
 use crate::revision::{
     RevisionInput, mirror_failure_message, revision_created_message, revision_name,
-    revision_object, revision_version, tag_overwritten_message,
+    revision_version, tag_overwritten_message,
 };
 
 /// A tag that has a revision with a known digest.
@@ -137,15 +138,14 @@ async fn mirror_one(ctx: &Context, pacto: &Pacto) {
         tags: tracked.keys().cloned().collect(),
     };
     let backends = &ctx.backends;
-    let answer = call_with_retries(&backends.retry, || {
-        let mut client = backends.resolver.clone();
-        let request = request.clone();
-        async move { client.list_revisions(request).await }
-    })
-    .await;
+    let answer = backends
+        .call(&backends.resolver, &request, |mut c, r| async move {
+            c.list_revisions(r).await
+        })
+        .await;
     let spec_ref = pacto.spec.contract_ref.oci.clone().unwrap_or_default();
     let answer = match answer {
-        Ok(answer) => answer.into_inner(),
+        Ok(answer) => answer,
         Err(status) => {
             let transient = pacto_runtime::grpc::is_transient(&status)
                 || status.code() == tonic::Code::DeadlineExceeded;
@@ -196,7 +196,7 @@ async fn mirror_one(ctx: &Context, pacto: &Pacto) {
             let version = revision_version(&tag.version).to_owned();
             let new_name = revision_name(&name, &version, &tag.content_hash);
             let uid = pacto.uid().unwrap_or_default();
-            let object = revision_object(&RevisionInput {
+            let input = RevisionInput {
                 pacto_name: &name,
                 namespace: &namespace,
                 pacto_uid: &uid,
@@ -207,27 +207,13 @@ async fn mirror_one(ctx: &Context, pacto: &Pacto) {
                 digest: Some(&tag.digest),
                 spec_oci: None,
                 inline: false,
-            });
-            match revisions.create(&PostParams::default(), &object).await {
-                Ok(_) => {
-                    let status = Patch::Merge(serde_json::json!({"status":
-                        crate::revision::resolved_status(&tag.content_hash, &crate::controller::now_time())}));
-                    if let Err(error) = revisions
-                        .patch_status(&new_name, &PatchParams::default(), &status)
-                        .await
-                    {
-                        tracing::warn!(%error, revision = %new_name, "cannot write PactoRevision status");
-                    }
-                    events.push(EventSpec {
-                        kind: EventKind::Normal,
-                        reason: event_reason::REVISION_CREATED,
-                        message: revision_created_message(&new_name, &version),
-                    });
-                }
-                Err(kube::Error::Api(status)) if status.code == 409 => {}
-                Err(error) => {
-                    tracing::warn!(%error, revision = %new_name, "cannot create PactoRevision");
-                }
+            };
+            if create(&revisions, &input).await == Creation::Created {
+                events.push(EventSpec {
+                    kind: EventKind::Normal,
+                    reason: event_reason::REVISION_CREATED,
+                    message: revision_created_message(&new_name, &version),
+                });
             }
         }
     }

@@ -1,6 +1,6 @@
 //! Domain types of one reconcile pass: what the edges gathered (resolve, observe, evaluate,
 //! revision) in the shape the pure middle ([`crate::compose`]) consumes. No prost types here:
-//! [`crate::wire`] converts the gRPC answers into these first.
+//! [`crate::reconcile::backends`] converts the gRPC answers into these first.
 
 use std::collections::BTreeMap;
 use std::fmt;

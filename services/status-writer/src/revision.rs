@@ -1,6 +1,6 @@
 //! PactoRevision naming, labels and objects (operator.md §1.4, §2.6, §8 item 9), and the
 //! TagOverwritten message of the revision mirror. Pure functions; the API calls live in
-//! [`crate::controller`].
+//! [`crate::reconcile::revisions`].
 
 use std::collections::BTreeMap;
 

@@ -1,0 +1,43 @@
+//! The names of the process metrics of the status-writer (the per-Pacto contract gauges are in
+//! [`crate::gauges`]).
+
+/// Reconciles, by result (`ok`, `unknown_backend`, `error`).
+pub const RECONCILES_TOTAL: &str = "pacto_status_writer_reconciles_total";
+/// Reconcile errors, by step.
+pub const RECONCILE_ERRORS_TOTAL: &str = "pacto_status_writer_reconcile_errors_total";
+/// Reconcile duration.
+pub const RECONCILE_SECONDS: &str = "pacto_status_writer_reconcile_seconds";
+/// Status writes (server-side applies) made.
+pub const STATUS_WRITES_TOTAL: &str = "pacto_status_writer_status_writes_total";
+/// Backend calls that failed, by backend.
+pub const BACKEND_FAILURES_TOTAL: &str = "pacto_status_writer_backend_failures_total";
+
+/// Describes the process metrics of this crate (for `# HELP`).
+pub fn describe() {
+    use metrics::{Unit, describe_counter, describe_histogram};
+    describe_counter!(
+        RECONCILES_TOTAL,
+        Unit::Count,
+        "Reconciles of Pactos, by result."
+    );
+    describe_counter!(
+        RECONCILE_ERRORS_TOTAL,
+        Unit::Count,
+        "Reconciles that failed with a Kubernetes API error, by step."
+    );
+    describe_histogram!(
+        RECONCILE_SECONDS,
+        Unit::Seconds,
+        "Duration of one Pacto reconcile."
+    );
+    describe_counter!(
+        STATUS_WRITES_TOTAL,
+        Unit::Count,
+        "Pacto status writes (server-side applies); 0 per steady-state reconcile."
+    );
+    describe_counter!(
+        BACKEND_FAILURES_TOTAL,
+        Unit::Count,
+        "Backend gRPC calls that failed (recorded as Unknown), by backend."
+    );
+}

@@ -1,0 +1,132 @@
+//! One reconcile of one Pacto, as the five steps of the design (`docs/design/`): resolve the
+//! contract, ensure its revision, observe and evaluate the target, compose the status (pure,
+//! [`crate::compose`]), apply it and report (events, gauges). Each effectful step is a module.
+
+pub mod apply;
+pub mod backends;
+pub mod memo;
+pub mod requeue;
+pub mod revisions;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use kube::runtime::controller::Action;
+use metrics::{counter, histogram};
+use pacto_api::Pacto;
+
+use crate::compose::{Pass, compose};
+use crate::controller::Context;
+use crate::metrics::{RECONCILE_SECONDS, RECONCILES_TOTAL};
+use crate::model::Resolution;
+use crate::reconcile::memo::PactoKey;
+
+/// A reconcile failed on a Kubernetes API call (retried with backoff by the controller).
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    /// The Pacto has no namespace.
+    #[error("Pacto {name} has no namespace")]
+    NoNamespace {
+        /// The Pacto.
+        name: String,
+    },
+    /// Writing the status failed.
+    #[error("cannot apply the status of Pacto {namespace}/{name}")]
+    ApplyStatus {
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// Serialising the status failed.
+    #[error("cannot serialise the status of Pacto {name}")]
+    Serialize {
+        /// Name.
+        name: String,
+        /// The error.
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+impl ReconcileError {
+    /// A low-cardinality label for metrics.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Self::NoNamespace { .. } => "no_namespace",
+            Self::ApplyStatus { .. } => "apply_status",
+            Self::Serialize { .. } => "serialize",
+        }
+    }
+}
+
+/// Now, truncated to whole seconds (status time granularity).
+pub(crate) fn now() -> Time {
+    // Status times have one-second granularity; truncating keeps repeated passes identical.
+    let seconds = Timestamp::now().as_second();
+    Time(Timestamp::from_second(seconds).unwrap_or(Timestamp::UNIX_EPOCH))
+}
+
+/// The Pacto's (namespace, name).
+fn key_of(pacto: &Pacto) -> Result<PactoKey, ReconcileError> {
+    let name = pacto.name_any();
+    match pacto.namespace() {
+        Some(namespace) => Ok((namespace, name)),
+        None => Err(ReconcileError::NoNamespace { name }),
+    }
+}
+
+/// One reconcile of one Pacto.
+pub async fn reconcile(pacto: Arc<Pacto>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
+    let started = Instant::now();
+    let key = key_of(&pacto)?;
+    let namespace = key.0.as_str();
+
+    // 1. Resolve.
+    let resolution = backends::resolve(&ctx.backends, &pacto, namespace).await;
+    // 2. Revision, and 3. Observe + Evaluate, for a contract that resolved.
+    let (revision, runtime) = match &resolution {
+        Resolution::Resolved(resolved) => (
+            revisions::ensure(&ctx.client, &pacto, namespace, resolved).await,
+            Some(backends::runtime(&ctx, &pacto, namespace, resolved).await),
+        ),
+        _ => (None, None),
+    };
+    // 4. Compose, over our own last write while the cache has not seen it.
+    let unseen = ctx.written.unseen(&key, &pacto);
+    let composed = compose(&Pass {
+        spec: &pacto.spec,
+        generation: pacto.metadata.generation,
+        previous: unseen.as_ref().or(pacto.status.as_ref()),
+        now: now(),
+        resolution: &resolution,
+        runtime: runtime.as_ref(),
+        revision: revision.as_ref(),
+    });
+    // 5. Apply + report.
+    if let Err(error) = apply::apply_and_report(&ctx, &pacto, &key, &composed).await {
+        ctx.count_reconcile();
+        return Err(error);
+    }
+    let (delay, failed) = ctx.backoff.next(&pacto, key, &resolution, runtime.as_ref());
+    finished(&ctx, failed, started);
+    Ok(Action::requeue(delay))
+}
+
+/// Counts a reconcile that wrote what it had to (`unknown_backend` when a backend failed).
+fn finished(ctx: &Context, backend_failed: bool, started: Instant) {
+    let result = if backend_failed {
+        "unknown_backend"
+    } else {
+        "ok"
+    };
+    counter!(RECONCILES_TOTAL, "result" => result).increment(1);
+    ctx.count_reconcile();
+    histogram!(RECONCILE_SECONDS).record(started.elapsed().as_secs_f64());
+}

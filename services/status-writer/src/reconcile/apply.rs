@@ -1,0 +1,106 @@
+//! Step 5 of a reconcile: the server-side apply of the composed status with one field manager
+//! (only when it changed), then the report: transition events and the contract gauges.
+
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::{Client, Resource};
+use metrics::counter;
+use pacto_api::labels::{GROUP, VERSION};
+use pacto_api::{Pacto, PactoStatus};
+
+use crate::compose::{Composed, EventKind, EventSpec};
+use crate::controller::Context;
+use crate::metrics::STATUS_WRITES_TOTAL;
+use crate::reconcile::ReconcileError;
+use crate::reconcile::memo::PactoKey;
+
+/// The single field manager of every status write.
+pub const FIELD_MANAGER: &str = "pacto-status-writer";
+/// The event recorder's component.
+pub const EVENT_COMPONENT: &str = "pacto-controller";
+
+/// Applies `composed.status` when it changed (remembering the write), then publishes its events
+/// and sets the Pacto's gauges. A failed write skips the report.
+pub async fn apply_and_report(
+    ctx: &Context,
+    pacto: &Pacto,
+    key: &PactoKey,
+    composed: &Composed,
+) -> Result<(), ReconcileError> {
+    let (namespace, name) = key;
+    let status = &composed.status;
+    if composed.changed {
+        apply_status(&ctx.client, namespace, name, status).await?;
+        ctx.count_status_write();
+        ctx.written.remember(key.clone(), pacto, status);
+    }
+    publish_events(ctx, pacto, &composed.events).await;
+    if let Some(verdict) = status.contract_status {
+        ctx.gauges
+            .set(namespace, name, verdict, status.readiness.as_ref());
+    }
+    Ok(())
+}
+
+/// Server-side applies `status` with [`FIELD_MANAGER`].
+pub async fn apply_status(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    status: &PactoStatus,
+) -> Result<(), ReconcileError> {
+    let api: Api<Pacto> = Api::namespaced(client.clone(), namespace);
+    let body = serde_json::json!({
+        "apiVersion": format!("{GROUP}/{VERSION}"),
+        "kind": "Pacto",
+        "status": serde_json::to_value(status).map_err(|source| ReconcileError::Serialize {
+            name: name.to_owned(),
+            source,
+        })?,
+    });
+    api.patch_status(
+        name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&body),
+    )
+    .await
+    .map_err(|source| ReconcileError::ApplyStatus {
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+        source,
+    })?;
+    counter!(STATUS_WRITES_TOTAL).increment(1);
+    Ok(())
+}
+
+/// Publishes `events` on `pacto` (failures are logged: events are best effort).
+pub async fn publish_events(ctx: &Context, pacto: &Pacto, events: &[EventSpec]) {
+    if events.is_empty() {
+        return;
+    }
+    // A fresh recorder per pass: kube's recorder folds events with the same reason into one
+    // series keeping the first message, which would hide e.g. a second RevisionCreated name.
+    let recorder = Recorder::new(
+        ctx.client.clone(),
+        Reporter {
+            controller: EVENT_COMPONENT.to_owned(),
+            instance: ctx.instance.clone(),
+        },
+    );
+    let reference = pacto.object_ref(&());
+    for event in events {
+        let event = Event {
+            type_: match event.kind {
+                EventKind::Normal => EventType::Normal,
+                EventKind::Warning => EventType::Warning,
+            },
+            reason: event.reason.to_owned(),
+            note: Some(event.message.clone()),
+            action: "Reconcile".to_owned(),
+            secondary: None,
+        };
+        if let Err(error) = recorder.publish(&event, &reference).await {
+            tracing::warn!(%error, reason = %event.reason, "cannot publish event");
+        }
+    }
+}

@@ -1,0 +1,397 @@
+//! Steps 1 and 3 of a reconcile: the gRPC calls to the three backends (Resolve; AssessReadiness,
+//! or Observe then Evaluate) and their answers as domain inputs ([`crate::model`]).
+//!
+//! The field-by-field conversions live in `pacto_proto::convert::crd`; here the answers are
+//! assembled into the pass's model types. A call that fails, or an answer that does not fit (a
+//! `FieldError` naming the field), is a [`BackendFailure`]: Unknown naming the service, never a
+//! verdict.
+
+use std::future::Future;
+
+use k8s_openapi::jiff::Timestamp;
+use metrics::counter;
+use pacto_api::{Pacto, ReadinessStatus, ValidationResult};
+use pacto_proto::convert::{FieldError, crd};
+use pacto_proto::evaluator::evaluator_client::EvaluatorClient;
+use pacto_proto::evaluator::{self, AssessReadinessRequest, EvaluateRequest};
+use pacto_proto::observer::observer_client::ObserverClient;
+use pacto_proto::observer::{self, ObserveRequest};
+use pacto_proto::resolver;
+use pacto_proto::resolver::contract_resolver_client::ContractResolverClient;
+use pacto_proto::{common, prost_types};
+use pacto_runtime::grpc::{RetryPolicy, call_with_retries};
+use sha2::{Digest, Sha256};
+use tonic::transport::Channel;
+
+use crate::controller::Context;
+use crate::metrics::BACKEND_FAILURES_TOTAL;
+use crate::model::{
+    Backend, BackendFailure, Evaluated, Observed, Resolution, ResolvedContract, Runtime,
+};
+
+/// The gRPC clients of the three backends.
+#[derive(Debug, Clone)]
+pub struct Backends {
+    /// contract-resolver.
+    pub resolver: ContractResolverClient<Channel>,
+    /// observer.
+    pub observer: ObserverClient<Channel>,
+    /// evaluator.
+    pub evaluator: EvaluatorClient<Channel>,
+    /// Retries of transient failures within one call.
+    pub retry: RetryPolicy,
+}
+
+impl Backends {
+    /// `method` on a clone of `client` with a clone of `request`, retried on transient failures
+    /// per [`Backends::retry`].
+    pub(crate) async fn call<C, Req, Resp, F, Fut>(
+        &self,
+        client: &C,
+        request: &Req,
+        method: F,
+    ) -> Result<Resp, tonic::Status>
+    where
+        C: Clone,
+        Req: Clone,
+        F: Fn(C, Req) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<Resp>, tonic::Status>>,
+    {
+        call_with_retries(&self.retry, || method(client.clone(), request.clone()))
+            .await
+            .map(tonic::Response::into_inner)
+    }
+}
+
+fn failure(backend: Backend, status: &tonic::Status) -> BackendFailure {
+    counter!(BACKEND_FAILURES_TOTAL, "backend" => backend.as_str()).increment(1);
+    let message = if status.message().is_empty() {
+        format!("{:?}", status.code())
+    } else {
+        status.message().to_owned()
+    };
+    BackendFailure::new(backend, message)
+}
+
+fn malformed(backend: Backend, error: &FieldError) -> BackendFailure {
+    counter!(BACKEND_FAILURES_TOTAL, "backend" => backend.as_str()).increment(1);
+    BackendFailure::new(backend, format!("malformed response: {error}"))
+}
+
+fn now_proto() -> prost_types::Timestamp {
+    let now = Timestamp::now();
+    prost_types::Timestamp {
+        seconds: now.as_second(),
+        nanos: now.subsec_nanosecond(),
+    }
+}
+
+/// Step 1: Resolve.
+pub async fn resolve(backends: &Backends, pacto: &Pacto, namespace: &str) -> Resolution {
+    let request = crd::resolve_request(pacto, namespace);
+    let answer = backends
+        .call(&backends.resolver, &request, |mut c, r| async move {
+            c.resolve(r).await
+        })
+        .await;
+    match answer {
+        Ok(response) => resolution_from_proto(&response)
+            .unwrap_or_else(|e| Resolution::Failed(malformed(Backend::ContractResolver, &e))),
+        Err(status) => Resolution::Failed(failure(Backend::ContractResolver, &status)),
+    }
+}
+
+/// Step 3: reference-only readiness, or Observe + Evaluate.
+pub async fn runtime(
+    ctx: &Context,
+    pacto: &Pacto,
+    namespace: &str,
+    resolved: &ResolvedContract,
+) -> Runtime {
+    let document = common::ContractDocument {
+        yaml: resolved.effective_yaml.clone(),
+    };
+    if pacto.spec.is_reference() {
+        return Runtime::Reference(assess_readiness(&ctx.backends, resolved, document).await);
+    }
+    match observe(ctx, pacto, namespace, resolved, document.clone()).await {
+        Ok((observed, evidence)) => Runtime::Observed {
+            observed: Box::new(observed),
+            evaluated: evaluate(&ctx.backends, resolved, document, evidence).await,
+        },
+        Err(failure) => Runtime::ObserveFailed(failure),
+    }
+}
+
+/// The readiness of a reference-only Pacto (`None` without `readiness:`, no call made).
+async fn assess_readiness(
+    backends: &Backends,
+    resolved: &ResolvedContract,
+    document: common::ContractDocument,
+) -> Result<Option<ReadinessStatus>, BackendFailure> {
+    if resolved.contract.readiness.is_none() {
+        return Ok(None);
+    }
+    let request = AssessReadinessRequest {
+        contract: Some(document),
+        assessed_at: Some(now_proto()),
+    };
+    backends
+        .call(&backends.evaluator, &request, |mut c, r| async move {
+            c.assess_readiness(r).await
+        })
+        .await
+        .map(|r| r.readiness.as_ref().map(crd::readiness_from_proto))
+        .map_err(|status| failure(Backend::Evaluator, &status))
+}
+
+/// Observe: the observation and the EvidenceSet to evaluate.
+async fn observe(
+    ctx: &Context,
+    pacto: &Pacto,
+    namespace: &str,
+    resolved: &ResolvedContract,
+    document: common::ContractDocument,
+) -> Result<(Observed, common::EvidenceSet), BackendFailure> {
+    let backends = &ctx.backends;
+    let previous_windows = pacto
+        .status
+        .as_ref()
+        .map(|s| crd::windows_to_proto(&s.observation_windows))
+        .unwrap_or_default();
+    let request = ObserveRequest {
+        target: Some(crd::target_to_proto(pacto, namespace)),
+        contract: Some(document),
+        configuration_schemas: resolved
+            .configuration_schemas
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        // The EvidenceSet needs a non-empty contractRef; inline contracts have no resolved
+        // reference, so they are named after their Pacto.
+        contract_ref: resolved.resolved_ref.clone().unwrap_or_else(|| {
+            format!(
+                "inline://{namespace}/{}",
+                kube::ResourceExt::name_any(pacto)
+            )
+        }),
+        windows: previous_windows,
+        stabilization_window: ctx.stabilization_window.map(|d| prost_types::Duration {
+            seconds: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+            nanos: i32::try_from(d.subsec_nanos()).unwrap_or(0),
+        }),
+    };
+    let response = backends
+        .call(&backends.observer, &request, |mut c, r| async move {
+            c.observe(r).await
+        })
+        .await
+        .map_err(|status| failure(Backend::Observer, &status))?;
+    let observed = observed_from_proto(&response).map_err(|e| malformed(Backend::Observer, &e))?;
+    let evidence = response
+        .evidence
+        .ok_or_else(|| malformed(Backend::Observer, &FieldError::new("evidence", "required")))?;
+    Ok((observed, evidence))
+}
+
+/// Evaluate the evidence against the contract (structural warnings first).
+async fn evaluate(
+    backends: &Backends,
+    resolved: &ResolvedContract,
+    document: common::ContractDocument,
+    evidence: common::EvidenceSet,
+) -> Result<Evaluated, BackendFailure> {
+    let request = EvaluateRequest {
+        contract: Some(document),
+        evidence: Some(evidence),
+        structural_warnings: resolved
+            .validation
+            .warnings
+            .iter()
+            .map(crd::validation_issue_to_proto)
+            .collect(),
+        assessed_at: Some(now_proto()),
+    };
+    match backends
+        .call(&backends.evaluator, &request, |mut c, r| async move {
+            c.evaluate(r).await
+        })
+        .await
+    {
+        Ok(response) => {
+            evaluated_from_proto(&response).map_err(|e| malformed(Backend::Evaluator, &e))
+        }
+        Err(status) => Err(failure(Backend::Evaluator, &status)),
+    }
+}
+
+fn required<'a, T>(value: Option<&'a T>, field: &str) -> Result<&'a T, FieldError> {
+    value.ok_or_else(|| FieldError::new(field, "required"))
+}
+
+/// A Resolve answer.
+fn resolution_from_proto(response: &resolver::ResolveResponse) -> Result<Resolution, FieldError> {
+    use resolver::resolve_response::Result as R;
+    match required(response.result.as_ref(), "result")? {
+        R::Invalid(invalid) => Ok(Resolution::Invalid {
+            message: invalid.message.clone(),
+            validation: invalid.validation.as_ref().map(crd::validation_from_proto),
+            policy: crd::policy_from_proto(invalid.resolution_policy, "invalid.resolution_policy")?,
+        }),
+        R::Unavailable(unavailable) => Ok(Resolution::Unavailable {
+            message: unavailable.reason.clone(),
+            policy: crd::policy_from_proto(
+                unavailable.resolution_policy,
+                "unavailable.resolution_policy",
+            )?,
+        }),
+        R::Resolved(resolved) => {
+            let document = required(resolved.contract.as_ref(), "resolved.contract")?;
+            let (_, contract) = pacto_contract::parse::parse_contract(&document.yaml)
+                .map_err(|e| FieldError::new("resolved.contract.yaml", e.to_string()))?;
+            let content_hash = if resolved.content_hash.is_empty() {
+                hex::encode(Sha256::digest(&resolved.raw_yaml))
+            } else {
+                resolved.content_hash.clone()
+            };
+            let non_empty = |s: &str| (!s.is_empty()).then(|| s.to_owned());
+            Ok(Resolution::Resolved(Box::new(ResolvedContract {
+                contract,
+                effective_yaml: document.yaml.clone(),
+                resolved_ref: non_empty(&resolved.resolved_ref),
+                digest: non_empty(&resolved.digest),
+                policy: crd::policy_from_proto(
+                    resolved.resolution_policy,
+                    "resolved.resolution_policy",
+                )?,
+                validation: resolved.validation.as_ref().map_or(
+                    ValidationResult {
+                        valid: true,
+                        ..ValidationResult::default()
+                    },
+                    crd::validation_from_proto,
+                ),
+                configuration_schemas: resolved
+                    .configuration_schemas
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+                content_hash,
+            })))
+        }
+    }
+}
+
+/// An Observe answer (the evidence is taken separately).
+fn observed_from_proto(response: &observer::ObserveResponse) -> Result<Observed, FieldError> {
+    let windows = crd::windows_from_proto(&response.windows, "windows")?;
+    let snapshot = response.snapshot.clone().unwrap_or_default();
+    let window_due_at = response
+        .window_due_at
+        .as_ref()
+        .map(|ts| crd::time_from_proto(ts, "window_due_at"))
+        .transpose()?;
+    Ok(Observed {
+        windows,
+        api_errors: response.api_errors.clone(),
+        resources: crd::resources_from_proto(&snapshot),
+        observed_runtime: snapshot
+            .observed_runtime
+            .as_ref()
+            .map(crd::observed_runtime_from_proto),
+        window_due_at,
+    })
+}
+
+/// An Evaluate answer.
+fn evaluated_from_proto(response: &evaluator::EvaluateResponse) -> Result<Evaluated, FieldError> {
+    let findings = crd::findings_from_proto(&response.findings, "findings")?;
+    let coverage = required(response.coverage.as_ref(), "coverage")?;
+    let summary = required(response.summary.as_ref(), "summary")?;
+    Ok(Evaluated {
+        findings,
+        coverage: crd::coverage_from_proto(coverage),
+        summary: crd::summary_from_proto(summary),
+        status: crd::status_from_proto(response.contract_status, "contract_status")?,
+        readiness: response.readiness.as_ref().map(crd::readiness_from_proto),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use pacto_api::{ObservationWindow, ObservationWindowKind};
+
+    use super::*;
+
+    #[test]
+    fn malformed_answers_name_the_field() {
+        let err = resolution_from_proto(&resolver::ResolveResponse { result: None }).unwrap_err();
+        assert_eq!(
+            malformed(Backend::ContractResolver, &err).detail,
+            "malformed response: result: required"
+        );
+
+        let response = evaluator::EvaluateResponse {
+            findings: vec![evaluator::Finding {
+                code: "X".into(),
+                severity: 9,
+                ..Default::default()
+            }],
+            coverage: Some(evaluator::Coverage::default()),
+            summary: Some(evaluator::Summary::default()),
+            contract_status: evaluator::ContractStatus::Compliant.into(),
+            readiness: None,
+        };
+        let err = evaluated_from_proto(&response).unwrap_err();
+        assert_eq!(err.field, "findings[0].severity");
+
+        let response = evaluator::EvaluateResponse {
+            contract_status: evaluator::ContractStatus::Invalid.into(),
+            coverage: Some(evaluator::Coverage::default()),
+            summary: Some(evaluator::Summary::default()),
+            ..Default::default()
+        };
+        assert_eq!(
+            evaluated_from_proto(&response).unwrap_err().field,
+            "contract_status"
+        );
+    }
+
+    #[test]
+    fn resolved_contract_hash_falls_back_to_sha256_of_raw_bytes() {
+        let yaml = "pactoVersion: \"2.0\"\nservice:\n  name: a\n  version: 1.0.0\n";
+        let response = resolver::ResolveResponse {
+            result: Some(resolver::resolve_response::Result::Resolved(
+                resolver::Resolved {
+                    contract: Some(common::ContractDocument {
+                        yaml: yaml.as_bytes().to_vec(),
+                    }),
+                    raw_yaml: yaml.as_bytes().to_vec(),
+                    ..Default::default()
+                },
+            )),
+        };
+        let Resolution::Resolved(resolved) = resolution_from_proto(&response).unwrap() else {
+            panic!("resolved");
+        };
+        assert_eq!(resolved.content_hash, hex::encode(Sha256::digest(yaml)));
+        assert_eq!(resolved.contract.service.name, "a");
+        assert_eq!(resolved.policy, None);
+        assert!(resolved.validation.valid);
+    }
+
+    #[test]
+    fn windows_round_trip() {
+        let windows = vec![ObservationWindow {
+            kind: ObservationWindowKind::Dependency,
+            subject: "db".into(),
+            first_observed_negative_at: Time(Timestamp::from_second(1_787_000_000).unwrap()),
+        }];
+        let response = observer::ObserveResponse {
+            windows: crd::windows_to_proto(&windows),
+            ..Default::default()
+        };
+        assert_eq!(observed_from_proto(&response).unwrap().windows, windows);
+    }
+}

@@ -1,0 +1,153 @@
+//! What makes a Pacto reconcile, and what follows its deletion: the Pacto watch (spec, labels
+//! and annotations; not our own status writes), the observer's WatchTargets notifications, and
+//! a metadata watch that drops the gauges and the last-write memo of deleted Pactos.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{Stream, StreamExt};
+use kube::ResourceExt;
+use kube::api::Api;
+use kube::core::PartialObjectMeta;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use pacto_api::Pacto;
+use pacto_proto::observer::WatchTargetsRequest;
+use pacto_runtime::CancellationToken;
+
+use crate::controller::Context;
+
+/// The Pacto watch of the controller and its store: every update reaches the store, but only
+/// changes of spec, labels or annotations reconcile (our own status-only updates do not; the
+/// `kubectl annotate` nudge does).
+pub fn pactos(
+    api: Api<Pacto>,
+) -> (
+    Store<Pacto>,
+    impl Stream<Item = Result<Pacto, watcher::Error>> + Send,
+) {
+    let (reader, writer) = kube::runtime::reflector::store();
+    let stream =
+        kube::runtime::reflector(writer, watcher::watcher(api, watcher::Config::default()))
+            .default_backoff()
+            .applied_objects()
+            .predicate_filter(
+                spec_or_metadata,
+                kube::runtime::utils::PredicateConfig::default(),
+            );
+    (reader, stream)
+}
+
+/// Streams the observer's WatchTargets notifications as reconcile triggers, reconnecting with
+/// backoff until `shutdown`.
+pub fn watch_targets(
+    ctx: &Arc<Context>,
+    shutdown: CancellationToken,
+) -> tokio::sync::mpsc::Receiver<ObjectRef<Pacto>> {
+    let (tx, rx) = tokio::sync::mpsc::channel(256);
+    let mut client = ctx.backends.observer.clone();
+    tokio::spawn(async move {
+        let mut delay = Duration::from_millis(500);
+        loop {
+            let stream = tokio::select! {
+                () = shutdown.cancelled() => return,
+                s = client.watch_targets(WatchTargetsRequest::default()) => s,
+            };
+            match stream {
+                Ok(stream) => {
+                    delay = Duration::from_millis(500);
+                    let mut stream = stream.into_inner();
+                    loop {
+                        let next = tokio::select! {
+                            () = shutdown.cancelled() => return,
+                            n = stream.message() => n,
+                        };
+                        match next {
+                            Ok(Some(change)) => {
+                                tracing::debug!(namespace = %change.namespace, pacto = %change.pacto_name, reason = %change.reason, "target changed");
+                                let obj =
+                                    ObjectRef::new(&change.pacto_name).within(&change.namespace);
+                                if tx.send(obj).await.is_err() {
+                                    return;
+                                }
+                            }
+                            Ok(None) => break,
+                            Err(status) => {
+                                tracing::debug!(code = ?status.code(), "WatchTargets stream ended");
+                                break;
+                            }
+                        }
+                    }
+                }
+                Err(status) => {
+                    tracing::debug!(code = ?status.code(), message = status.message(), "WatchTargets unavailable");
+                }
+            }
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = tokio::time::sleep(delay) => {}
+            }
+            delay = (delay * 2).min(Duration::from_secs(30));
+        }
+    });
+    rx
+}
+
+/// The predicate of the Pacto watch: generation (spec), labels and annotations.
+#[allow(
+    clippy::unnecessary_wraps,
+    reason = "kube's Predicate is a Fn(&K) -> Option<u64>"
+)]
+fn spec_or_metadata(pacto: &Pacto) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    pacto.metadata.generation.hash(&mut hasher);
+    pacto.metadata.labels.hash(&mut hasher);
+    pacto.metadata.annotations.hash(&mut hasher);
+    Some(hasher.finish())
+}
+
+/// Removes the gauges (and the remembered last write) of deleted Pactos: a metadata watch (the
+/// controller itself only sees applied objects); after each (re)list, what belongs to Pactos that
+/// no longer exist is dropped.
+pub async fn watch_deletions(
+    api: Api<PartialObjectMeta<Pacto>>,
+    ctx: Arc<Context>,
+    shutdown: CancellationToken,
+) {
+    use kube::runtime::watcher::Event as WatchEvent;
+    let gauges = &ctx.gauges;
+    let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
+    futures::pin_mut!(stream);
+    let mut listing = BTreeSet::new();
+    loop {
+        let event = tokio::select! {
+            () = shutdown.cancelled() => return,
+            event = stream.next() => event,
+        };
+        let key = |meta: &PartialObjectMeta<Pacto>| {
+            (meta.namespace().unwrap_or_default(), meta.name_any())
+        };
+        match event {
+            None => return,
+            Some(Ok(WatchEvent::Delete(meta))) => {
+                let (ns, name) = key(&meta);
+                if gauges.remove(&ns, &name) {
+                    tracing::info!(namespace = %ns, pacto = %name, "Pacto deleted; removed its metric series");
+                }
+                ctx.written.forget(&(ns, name));
+            }
+            Some(Ok(WatchEvent::Init)) => listing.clear(),
+            Some(Ok(WatchEvent::InitApply(meta))) => {
+                listing.insert(key(&meta));
+            }
+            Some(Ok(WatchEvent::InitDone)) => {
+                gauges.retain(&listing);
+                ctx.written.retain(|key| listing.contains(key));
+            }
+            Some(Ok(WatchEvent::Apply(_))) => {}
+            Some(Err(error)) => tracing::debug!(%error, "Pacto metadata watch error"),
+        }
+    }
+}
