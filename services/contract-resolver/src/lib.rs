@@ -15,7 +15,6 @@ pub mod resolve;
 pub mod secrets;
 pub mod service;
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,16 +23,10 @@ use pacto_oci::ClientOptions;
 use pacto_proto::resolver::contract_resolver_server::ContractResolverServer;
 pub use pacto_runtime::service::ServeConfig;
 use pacto_runtime::{
-    CancellationToken,
-    admin::{self, AdminError},
-    args::{AdminArgs, ArgsError, LogArgs, TlsArgs},
+    CancellationToken, RuntimeError,
+    args::{RuntimeArgs, ServerArgs, server_env},
     duration::parse_duration,
-    grpc::{self, GrpcError, Transport},
-    identity::AllowList,
-    metrics::MetricsError,
-    service::ServeError,
-    shutdown::ShutdownError,
-    telemetry::TelemetryError,
+    service::ServiceNames,
 };
 
 pub use resolve::{Resolver, ResolverConfig};
@@ -47,31 +40,17 @@ pub const SERVICE_NAME: &str = "pacto.resolver.v1.ContractResolver";
 #[command(
     name = "pacto-contract-resolver",
     version,
-    about = "Serves the Pacto ContractResolver gRPC API over mTLS."
+    about = "Serves the Pacto ContractResolver gRPC API over mTLS.",
+    mut_args(server_env("PACTO_RESOLVER_LISTEN_ADDR", "PACTO_RESOLVER_ALLOWED_IDENTITIES"))
 )]
 pub struct Args {
-    /// gRPC listen address.
-    #[arg(
-        long = "listen-addr",
-        env = "PACTO_RESOLVER_LISTEN_ADDR",
-        value_name = "ADDR",
-        default_value = "0.0.0.0:8443"
-    )]
-    pub listen_addr: SocketAddr,
-    /// Client certificate identities (DNS or URI SANs; a trailing `*` matches a prefix) allowed
-    /// to call the resolver. Comma-separated.
-    #[arg(
-        long = "allowed-identities",
-        env = "PACTO_RESOLVER_ALLOWED_IDENTITIES",
-        value_name = "SAN,…",
-        value_delimiter = ',',
-        default_value = "status-writer.pacto.svc"
-    )]
-    pub allowed_identities: Vec<String>,
+    /// gRPC port and the identities allowed to call the resolver.
+    #[command(flatten)]
+    pub server: ServerArgs,
     /// Registry hosts (`host[:port]`) reached over plain HTTP. Comma-separated.
     #[arg(
         long = "insecure-registries",
-        env = "PACTO_INSECURE_REGISTRIES",
+        env = "PACTO_RESOLVER_INSECURE_REGISTRIES",
         value_name = "HOST,…",
         value_delimiter = ','
     )]
@@ -153,15 +132,9 @@ pub struct Args {
         default_value_t = false
     )]
     pub no_kubernetes: bool,
-    /// mTLS material.
+    /// mTLS, admin port, logging.
     #[command(flatten)]
-    pub tls: TlsArgs,
-    /// Admin port.
-    #[command(flatten)]
-    pub admin: AdminArgs,
-    /// Logging.
-    #[command(flatten)]
-    pub log: LogArgs,
+    pub runtime: RuntimeArgs,
 }
 
 impl Args {
@@ -198,24 +171,9 @@ impl Args {
 /// The resolver failed to start or to serve.
 #[derive(Debug, thiserror::Error)]
 pub enum ResolverError {
-    /// Invalid flag combination.
+    /// The shared runtime failed (flags, logging, signals, TLS, listeners, serving).
     #[error(transparent)]
-    Args(#[from] ArgsError),
-    /// Logging could not be initialised.
-    #[error(transparent)]
-    Telemetry(#[from] TelemetryError),
-    /// The metrics recorder could not be installed.
-    #[error(transparent)]
-    Metrics(#[from] MetricsError),
-    /// Signal handlers could not be installed.
-    #[error(transparent)]
-    Shutdown(#[from] ShutdownError),
-    /// The admin server failed.
-    #[error(transparent)]
-    Admin(#[from] AdminError),
-    /// The gRPC server failed (including TLS loading).
-    #[error(transparent)]
-    Grpc(#[from] GrpcError),
+    Runtime(#[from] RuntimeError),
     /// The registry client could not be built.
     #[error(transparent)]
     Registry(#[from] registry::RegistryError),
@@ -224,9 +182,6 @@ pub enum ResolverError {
         "no Kubernetes client configuration (in-cluster or KUBECONFIG); pass --no-kubernetes to run without pull-secret support"
     )]
     Kubernetes(#[source] kube::Error),
-    /// Serving failed.
-    #[error(transparent)]
-    Serve(#[from] ServeError),
 }
 
 /// Serves gRPC and the admin endpoints until `shutdown` is cancelled, then drains in-flight calls.
@@ -235,31 +190,22 @@ pub async fn serve(
     service: ResolverService,
     shutdown: CancellationToken,
 ) -> Result<(), ResolverError> {
-    let metrics = pacto_runtime::metrics::install_recorder()?;
-    metrics::describe();
     let router = tonic::transport::Server::builder().add_service(
         ContractResolverServer::with_interceptor(service, config.authorizer(SERVICE_NAME)),
     );
-    pacto_runtime::service::serve(
-        config,
-        router,
-        metrics,
-        std::future::ready(true),
-        pacto_runtime::service::ServiceNames {
-            grpc: "ContractResolver",
-            process: "contract resolver",
-        },
-        shutdown,
-    )
-    .await?;
+    let names = ServiceNames {
+        grpc: "ContractResolver",
+        process: "contract resolver",
+        describe_metrics: metrics::describe,
+    };
+    pacto_runtime::service::serve(config, router, std::future::ready(true), names, shutdown)
+        .await?;
     Ok(())
 }
 
-/// Runs the service as the binary does: logging, signals, TLS with reload, Kubernetes client,
-/// listeners, serve.
+/// Runs the service as the binary does: process start, Kubernetes client, listeners, serve.
 pub async fn run(args: Args) -> Result<(), ResolverError> {
-    pacto_runtime::telemetry::init_tracing(&args.log)?;
-    let mode = args.tls.mode()?;
+    let process = pacto_runtime::process::start(&args.runtime)?;
     let secrets: Option<Arc<dyn secrets::SecretSource>> = if args.no_kubernetes {
         tracing::warn!("--no-kubernetes: pull secrets cannot be read");
         None
@@ -270,15 +216,13 @@ pub async fn run(args: Args) -> Result<(), ResolverError> {
         Some(Arc::new(secrets::KubeSecrets::new(client)))
     };
     let resolver = Resolver::new(args.resolver_config(), secrets)?;
-    let shutdown = pacto_runtime::shutdown::on_signal()?;
-    let transport = Transport::start(&mode, args.tls.reload_interval, &shutdown)?;
-    let config = ServeConfig {
-        grpc: grpc::bind(args.listen_addr).await?,
-        admin: admin::bind(args.admin.addr).await?,
-        transport,
-        allowed: AllowList::new(&args.allowed_identities),
-    };
-    serve(config, ResolverService::new(Arc::new(resolver)), shutdown).await
+    let config = process.bind(&args.server).await?;
+    serve(
+        config,
+        ResolverService::new(Arc::new(resolver)),
+        process.shutdown,
+    )
+    .await
 }
 
 #[cfg(test)]
@@ -299,13 +243,10 @@ mod tests {
         );
         assert_eq!(config.tags_ttl, Duration::from_mins(5));
         assert_eq!(config.registry.max_retries, 2);
-        assert_eq!(args.allowed_identities, ["status-writer.pacto.svc"]);
-        for arg in Args::command().get_arguments() {
-            let id = arg.get_id().as_str();
-            if id == "help" || id == "version" {
-                continue;
-            }
-            assert!(arg.get_env().is_some(), "flag {id} has no env var");
-        }
+        assert_eq!(args.server.allowed_identities, ["status-writer.pacto.svc"]);
+        assert_eq!(
+            pacto_runtime::args::env_rule_violations(&Args::command(), "RESOLVER"),
+            Vec::<String>::new()
+        );
     }
 }

@@ -96,7 +96,7 @@ async fn binary_resolves_with_a_pull_secret_and_drains_on_sigterm() {
         .env("PACTO_TLS_CA", &files.ca)
         .env("PACTO_TLS_CERT", &files.cert)
         .env("PACTO_TLS_KEY", &files.key)
-        .env("PACTO_INSECURE_REGISTRIES", &host)
+        .env("PACTO_RESOLVER_INSECURE_REGISTRIES", &host)
         .env("PACTO_RESOLVER_ALLOWED_IDENTITIES", STATUS_WRITER)
         .env("PACTO_LOG_FORMAT", "json")
         .env_remove("PACTO_INSECURE")

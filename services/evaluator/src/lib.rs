@@ -6,7 +6,7 @@
 //! [`assess_request`]) calls `pacto-engine` and `pacto-contract`'s readiness assessment. Only the
 //! identities on `--allowed-identities` (status-writer by default) may call the service.
 
-use std::{net::SocketAddr, sync::Arc};
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use clap::Parser;
@@ -21,15 +21,10 @@ use pacto_proto::{
 };
 pub use pacto_runtime::service::ServeConfig;
 use pacto_runtime::{
-    CancellationToken,
-    admin::{self, AdminError},
-    args::{AdminArgs, ArgsError, LogArgs, TlsArgs},
-    grpc::{self, GrpcError, Transport},
-    identity::AllowList,
-    metrics::{MetricsError, RpcTimer},
-    service::ServeError,
-    shutdown::ShutdownError,
-    telemetry::TelemetryError,
+    CancellationToken, RuntimeError,
+    args::{RuntimeArgs, ServerArgs, server_env},
+    metrics::RpcTimer,
+    service::ServiceNames,
 };
 use tonic::{Request, Response, Status};
 
@@ -51,27 +46,13 @@ pub const FINDINGS_TOTAL: &str = "pacto_evaluator_findings_total";
 #[command(
     name = "pacto-evaluator",
     version,
-    about = "Serves the Pacto Evaluator gRPC API over mTLS."
+    about = "Serves the Pacto Evaluator gRPC API over mTLS.",
+    mut_args(server_env("PACTO_EVALUATOR_LISTEN_ADDR", "PACTO_EVALUATOR_ALLOWED_IDENTITIES"))
 )]
 pub struct Args {
-    /// gRPC listen address.
-    #[arg(
-        long = "listen-addr",
-        env = "PACTO_EVALUATOR_LISTEN_ADDR",
-        value_name = "ADDR",
-        default_value = "0.0.0.0:8443"
-    )]
-    pub listen_addr: SocketAddr,
-    /// Client certificate identities (DNS or URI SANs; a trailing `*` matches a prefix) allowed
-    /// to call Evaluate. Comma-separated.
-    #[arg(
-        long = "allowed-identities",
-        env = "PACTO_EVALUATOR_ALLOWED_IDENTITIES",
-        value_name = "SAN,…",
-        value_delimiter = ',',
-        default_value = "status-writer.pacto.svc"
-    )]
-    pub allowed_identities: Vec<String>,
+    /// gRPC port and the identities allowed to call Evaluate.
+    #[command(flatten)]
+    pub server: ServerArgs,
     /// Parsed contracts kept in memory, keyed by their exact YAML (status-writer resends the same
     /// contract every reconcile); 0 disables the cache.
     #[arg(
@@ -81,42 +62,13 @@ pub struct Args {
         default_value_t = DEFAULT_CONTRACT_CACHE_ENTRIES
     )]
     pub contract_cache_entries: usize,
-    /// mTLS material.
+    /// mTLS, admin port, logging.
     #[command(flatten)]
-    pub tls: TlsArgs,
-    /// Admin port.
-    #[command(flatten)]
-    pub admin: AdminArgs,
-    /// Logging.
-    #[command(flatten)]
-    pub log: LogArgs,
+    pub runtime: RuntimeArgs,
 }
 
-/// The evaluator failed to start or to serve.
-#[derive(Debug, thiserror::Error)]
-pub enum EvaluatorError {
-    /// Invalid flag combination.
-    #[error(transparent)]
-    Args(#[from] ArgsError),
-    /// Logging could not be initialised.
-    #[error(transparent)]
-    Telemetry(#[from] TelemetryError),
-    /// The metrics recorder could not be installed.
-    #[error(transparent)]
-    Metrics(#[from] MetricsError),
-    /// Signal handlers could not be installed.
-    #[error(transparent)]
-    Shutdown(#[from] ShutdownError),
-    /// The admin server failed.
-    #[error(transparent)]
-    Admin(#[from] AdminError),
-    /// The gRPC server failed (including TLS loading).
-    #[error(transparent)]
-    Grpc(#[from] GrpcError),
-    /// Serving failed.
-    #[error(transparent)]
-    Serve(#[from] ServeError),
-}
+/// The evaluator failed to start or to serve: it has no failures of its own.
+pub type EvaluatorError = RuntimeError;
 
 /// Evaluates one request (the pure middle of the Evaluate RPC): parse and validate the wire
 /// request, run the engine, prepend the structural warnings, derive the status and assess
@@ -338,40 +290,23 @@ pub async fn serve(
     service: EvaluatorService,
     shutdown: CancellationToken,
 ) -> Result<(), EvaluatorError> {
-    let metrics = pacto_runtime::metrics::install_recorder()?;
-    describe_metrics();
     let router = tonic::transport::Server::builder().add_service(
         EvaluatorServer::with_interceptor(service, config.authorizer(SERVICE_NAME)),
     );
-    pacto_runtime::service::serve(
-        config,
-        router,
-        metrics,
-        std::future::ready(true),
-        pacto_runtime::service::ServiceNames {
-            grpc: "Evaluator",
-            process: "evaluator",
-        },
-        shutdown,
-    )
-    .await?;
-    Ok(())
+    let names = ServiceNames {
+        grpc: "Evaluator",
+        process: "evaluator",
+        describe_metrics,
+    };
+    pacto_runtime::service::serve(config, router, std::future::ready(true), names, shutdown).await
 }
 
-/// Runs the service as the binary does: logging, signals, TLS with reload, listeners, serve.
+/// Runs the service as the binary does: process start, listeners, serve.
 pub async fn run(args: Args) -> Result<(), EvaluatorError> {
-    pacto_runtime::telemetry::init_tracing(&args.log)?;
-    let mode = args.tls.mode()?;
-    let shutdown = pacto_runtime::shutdown::on_signal()?;
-    let transport = Transport::start(&mode, args.tls.reload_interval, &shutdown)?;
-    let config = ServeConfig {
-        grpc: grpc::bind(args.listen_addr).await?,
-        admin: admin::bind(args.admin.addr).await?,
-        transport,
-        allowed: AllowList::new(&args.allowed_identities),
-    };
+    let process = pacto_runtime::process::start(&args.runtime)?;
+    let config = process.bind(&args.server).await?;
     let service = EvaluatorService::new(Arc::new(Utc::now), args.contract_cache_entries);
-    serve(config, service, shutdown).await
+    serve(config, service, process.shutdown).await
 }
 
 #[cfg(test)]

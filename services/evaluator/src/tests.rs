@@ -91,12 +91,16 @@ fn readiness_absent_without_declaration() {
 fn command_line_is_consistent_and_defaults_to_status_writer() {
     use clap::CommandFactory;
     Args::command().debug_assert();
+    assert_eq!(
+        pacto_runtime::args::env_rule_violations(&Args::command(), "EVALUATOR"),
+        Vec::<String>::new()
+    );
     let args = Args::try_parse_from(["pacto-evaluator", "--insecure"]).unwrap();
     assert_eq!(
-        args.allowed_identities,
+        args.server.allowed_identities,
         vec!["status-writer.pacto.svc".to_owned()]
     );
-    assert_eq!(args.listen_addr, "0.0.0.0:8443".parse().unwrap());
+    assert_eq!(args.server.listen_addr, "0.0.0.0:8443".parse().unwrap());
     let args = Args::try_parse_from([
         "pacto-evaluator",
         "--insecure",
@@ -104,5 +108,5 @@ fn command_line_is_consistent_and_defaults_to_status_writer() {
         "a.pacto.svc,spiffe://pacto/sa/*",
     ])
     .unwrap();
-    assert_eq!(args.allowed_identities.len(), 2);
+    assert_eq!(args.server.allowed_identities.len(), 2);
 }

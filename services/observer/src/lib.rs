@@ -35,22 +35,15 @@ pub mod window;
 pub mod wire;
 pub mod workload;
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use clap::Parser;
 use pacto_proto::observer::observer_server::ObserverServer;
 pub use pacto_runtime::service::ServeConfig;
 use pacto_runtime::{
-    CancellationToken,
-    admin::{self, AdminError},
-    args::{AdminArgs, ArgsError, LogArgs, TlsArgs},
-    grpc::{self, GrpcError, Transport},
-    identity::AllowList,
-    metrics::MetricsError,
-    service::ServeError,
-    shutdown::ShutdownError,
-    telemetry::TelemetryError,
+    CancellationToken, RuntimeError,
+    args::{RuntimeArgs, ServerArgs, server_env},
+    service::ServiceNames,
 };
 
 pub use observe::{ObserveInput, ObserveOutput, Observer, Options, Target};
@@ -64,27 +57,13 @@ pub const SERVICE_NAME: &str = "pacto.observer.v1.Observer";
 #[command(
     name = "pacto-observer",
     version,
-    about = "Serves the Pacto Observer gRPC API over mTLS: Kubernetes evidence for contracts."
+    about = "Serves the Pacto Observer gRPC API over mTLS: Kubernetes evidence for contracts.",
+    mut_args(server_env("PACTO_OBSERVER_LISTEN_ADDR", "PACTO_OBSERVER_ALLOWED_IDENTITIES"))
 )]
 pub struct Args {
-    /// gRPC listen address.
-    #[arg(
-        long = "listen-addr",
-        env = "PACTO_OBSERVER_LISTEN_ADDR",
-        value_name = "ADDR",
-        default_value = "0.0.0.0:8443"
-    )]
-    pub listen_addr: SocketAddr,
-    /// Client certificate identities (DNS or URI SANs; a trailing `*` matches a prefix) allowed
-    /// to call Observe and WatchTargets. Comma-separated.
-    #[arg(
-        long = "allowed-identities",
-        env = "PACTO_OBSERVER_ALLOWED_IDENTITIES",
-        value_name = "SAN,…",
-        value_delimiter = ',',
-        default_value = "status-writer.pacto.svc"
-    )]
-    pub allowed_identities: Vec<String>,
+    /// gRPC port and the identities allowed to call Observe and WatchTargets.
+    #[command(flatten)]
+    pub server: ServerArgs,
     /// How long an absence must persist before it is reported as a violation (Go duration).
     #[arg(
         long = "stabilization-window",
@@ -116,15 +95,9 @@ pub struct Args {
         value_name = "NS"
     )]
     pub watch_namespace: Option<String>,
-    /// mTLS material.
+    /// mTLS, admin port, logging.
     #[command(flatten)]
-    pub tls: TlsArgs,
-    /// Admin port.
-    #[command(flatten)]
-    pub admin: AdminArgs,
-    /// Logging.
-    #[command(flatten)]
-    pub log: LogArgs,
+    pub runtime: RuntimeArgs,
 }
 
 impl Args {
@@ -142,33 +115,15 @@ impl Args {
 /// The observer failed to start or to serve.
 #[derive(Debug, thiserror::Error)]
 pub enum ObserverError {
-    /// Invalid flag combination.
+    /// The shared runtime failed (flags, logging, signals, TLS, listeners, serving).
     #[error(transparent)]
-    Args(#[from] ArgsError),
-    /// Logging could not be initialised.
-    #[error(transparent)]
-    Telemetry(#[from] TelemetryError),
-    /// The metrics recorder could not be installed.
-    #[error(transparent)]
-    Metrics(#[from] MetricsError),
-    /// Signal handlers could not be installed.
-    #[error(transparent)]
-    Shutdown(#[from] ShutdownError),
-    /// The admin server failed.
-    #[error(transparent)]
-    Admin(#[from] AdminError),
-    /// The gRPC server failed (including TLS loading).
-    #[error(transparent)]
-    Grpc(#[from] GrpcError),
+    Runtime(#[from] RuntimeError),
     /// No Kubernetes client could be configured.
     #[error("kubernetes client configuration failed")]
     Kube(#[source] kube::Error),
     /// The HTTP prober could not be built.
     #[error(transparent)]
     Probe(#[from] probe::ProbeError),
-    /// Serving failed.
-    #[error(transparent)]
-    Serve(#[from] ServeError),
 }
 
 /// Serves gRPC and the admin endpoints until `shutdown` is cancelled, then drains in-flight
@@ -179,8 +134,6 @@ pub async fn serve(
     service: ObserverService,
     shutdown: CancellationToken,
 ) -> Result<(), ObserverError> {
-    let metrics_handle = pacto_runtime::metrics::install_recorder()?;
-    metrics::describe();
     let ready = {
         let service = service.clone();
         async move { service.wait_ready().await }
@@ -189,33 +142,24 @@ pub async fn serve(
         service,
         config.authorizer(SERVICE_NAME),
     ));
-    pacto_runtime::service::serve(
-        config,
-        router,
-        metrics_handle,
-        ready,
-        pacto_runtime::service::ServiceNames {
-            grpc: "Observer",
-            process: "observer",
-        },
-        shutdown,
-    )
-    .await?;
+    let names = ServiceNames {
+        grpc: "Observer",
+        process: "observer",
+        describe_metrics: metrics::describe,
+    };
+    pacto_runtime::service::serve(config, router, ready, names, shutdown).await?;
     Ok(())
 }
 
-/// Runs the service as the binary does: logging, signals, TLS with reload, the in-cluster (or
-/// kubeconfig) client, watches, listeners, serve.
+/// Runs the service as the binary does: process start (which installs the metrics recorder
+/// before the caches record their first sizes), the in-cluster (or kubeconfig) client, watches,
+/// listeners, serve.
 pub async fn run(args: Args) -> Result<(), ObserverError> {
-    pacto_runtime::telemetry::init_tracing(&args.log)?;
-    let mode = args.tls.mode()?;
-    let shutdown = pacto_runtime::shutdown::on_signal()?;
-    let transport = Transport::start(&mode, args.tls.reload_interval, &shutdown)?;
+    let process = pacto_runtime::process::start(&args.runtime)?;
+    let shutdown = process.shutdown.clone();
     let client = kube::Client::try_default()
         .await
         .map_err(ObserverError::Kube)?;
-    // Installed before the caches start, so their first size gauges are recorded.
-    pacto_runtime::metrics::install_recorder()?;
     let namespace = args.watch_namespace.clone().filter(|n| !n.is_empty());
     let hub = watch::TargetHub::new();
     watch::spawn_watchers(&client, namespace.as_deref(), &hub, &shutdown);
@@ -224,12 +168,7 @@ pub async fn run(args: Args) -> Result<(), ObserverError> {
         probe::Prober::new()?,
         args.options(),
     );
-    let config = ServeConfig {
-        grpc: grpc::bind(args.listen_addr).await?,
-        admin: admin::bind(args.admin.addr).await?,
-        transport,
-        allowed: AllowList::new(&args.allowed_identities),
-    };
+    let config = process.bind(&args.server).await?;
     serve(
         config,
         ObserverService::new(observer, hub, shutdown.clone()),
@@ -247,6 +186,10 @@ mod tests {
     #[test]
     fn command_line_defaults_and_flags() {
         Args::command().debug_assert();
+        assert_eq!(
+            pacto_runtime::args::env_rule_violations(&Args::command(), "OBSERVER"),
+            Vec::<String>::new()
+        );
         let args = Args::try_parse_from(["pacto-observer", "--insecure"]).unwrap();
         assert_eq!(
             args.stabilization_window,
@@ -257,7 +200,7 @@ mod tests {
         assert!(
             !options.enable_probing && !options.enable_metrics && !options.name_match_discovery
         );
-        assert_eq!(args.allowed_identities, ["status-writer.pacto.svc"]);
+        assert_eq!(args.server.allowed_identities, ["status-writer.pacto.svc"]);
         let args = Args::try_parse_from([
             "pacto-observer",
             "--insecure",

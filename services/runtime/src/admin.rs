@@ -1,5 +1,9 @@
 //! The admin HTTP server: `/metrics` (Prometheus text), `/healthz` (process alive) and `/readyz`
 //! (ready to serve, flipped by the service and cleared on shutdown).
+//!
+//! `/metrics` renders the process-wide recorder, then an optional [`ExtraMetrics`] hook: series
+//! that must disappear with the object they describe (the global recorder cannot forget a
+//! series) are kept by the service and rendered there.
 
 use std::{
     convert::Infallible,
@@ -16,8 +20,10 @@ use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper_util::rt::TokioIo;
 use metrics_exporter_prometheus::PrometheusHandle;
-use tokio::net::TcpListener;
+use tokio::{net::TcpListener, task::JoinHandle};
 use tokio_util::sync::CancellationToken;
+
+use crate::error::RuntimeError;
 
 /// Content type of the Prometheus text exposition format.
 const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -62,6 +68,94 @@ impl Readiness {
     }
 }
 
+/// Renders exposition text appended to `/metrics` after the recorder's own.
+pub type ExtraMetrics = Arc<dyn Fn() -> String + Send + Sync>;
+
+/// What `/metrics` serves: the global recorder's metrics, then the optional extra text.
+#[derive(Clone)]
+pub struct MetricsEndpoint {
+    recorder: PrometheusHandle,
+    extra: Option<ExtraMetrics>,
+}
+
+impl std::fmt::Debug for MetricsEndpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MetricsEndpoint")
+            .field("extra", &self.extra.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl MetricsEndpoint {
+    /// The recorder's metrics only.
+    pub fn new(recorder: PrometheusHandle) -> Self {
+        Self {
+            recorder,
+            extra: None,
+        }
+    }
+
+    /// Appends `render`'s text to every `/metrics` answer.
+    #[must_use]
+    pub fn with_extra(mut self, render: impl Fn() -> String + Send + Sync + 'static) -> Self {
+        self.extra = Some(Arc::new(render));
+        self
+    }
+
+    fn render(&self) -> String {
+        let mut body = self.recorder.render();
+        if let Some(extra) = &self.extra {
+            body.push_str(&extra());
+        }
+        body
+    }
+}
+
+/// A running admin server (see [`AdminServer::spawn`]).
+#[derive(Debug)]
+pub struct AdminServer {
+    readiness: Readiness,
+    shutdown: CancellationToken,
+    task: JoinHandle<Result<(), AdminError>>,
+}
+
+impl AdminServer {
+    /// Serves the admin endpoints on `listener` in a task until `shutdown` is cancelled (or
+    /// [`AdminServer::stop`]). `/readyz` starts not ready.
+    pub fn spawn(
+        listener: TcpListener,
+        metrics: MetricsEndpoint,
+        shutdown: &CancellationToken,
+    ) -> Self {
+        let readiness = Readiness::new();
+        let task = tokio::spawn(serve(
+            listener,
+            metrics,
+            readiness.clone(),
+            shutdown.clone(),
+        ));
+        Self {
+            readiness,
+            shutdown: shutdown.clone(),
+            task,
+        }
+    }
+
+    /// The flag behind `/readyz`.
+    pub fn readiness(&self) -> &Readiness {
+        &self.readiness
+    }
+
+    /// Clears readiness, cancels the shutdown token the server was spawned with (the process is
+    /// stopping) and waits until in-flight admin requests are answered.
+    pub async fn stop(self) -> Result<(), RuntimeError> {
+        self.readiness.set(false);
+        self.shutdown.cancel();
+        self.task.await.map_err(RuntimeError::AdminTask)??;
+        Ok(())
+    }
+}
+
 /// Binds the admin address (port 0 picks a free port; see [`TcpListener::local_addr`]).
 pub async fn bind(addr: SocketAddr) -> Result<TcpListener, AdminError> {
     TcpListener::bind(addr)
@@ -71,14 +165,14 @@ pub async fn bind(addr: SocketAddr) -> Result<TcpListener, AdminError> {
 
 /// Serves the admin endpoints on `listener` until `shutdown` is cancelled; in-flight requests
 /// finish first. Readiness is cleared as soon as shutdown starts.
-pub async fn serve(
+async fn serve(
     listener: TcpListener,
-    metrics: PrometheusHandle,
+    metrics: MetricsEndpoint,
     readiness: Readiness,
     shutdown: CancellationToken,
 ) -> Result<(), AdminError> {
     let upkeep = {
-        let metrics = metrics.clone();
+        let metrics = metrics.recorder.clone();
         let shutdown = shutdown.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(UPKEEP_INTERVAL);
@@ -144,7 +238,7 @@ fn is_transient_accept_error(error: &std::io::Error) -> bool {
 
 fn route(
     request: &Request<Incoming>,
-    metrics: &PrometheusHandle,
+    metrics: &MetricsEndpoint,
     readiness: &Readiness,
 ) -> Response<Full<Bytes>> {
     if request.method() != Method::GET && request.method() != Method::HEAD {
@@ -174,4 +268,31 @@ fn text(status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {
         header::HeaderValue::from_static("text/plain; charset=utf-8"),
     );
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::admin_get;
+
+    #[tokio::test]
+    async fn metrics_end_with_the_extra_text_and_readyz_follows_the_flag() {
+        let recorder = crate::metrics::install_recorder().unwrap();
+        let listener = bind(SocketAddr::from(([127, 0, 0, 1], 0))).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let shutdown = CancellationToken::new();
+        let metrics = MetricsEndpoint::new(recorder).with_extra(|| "extra_series 1\n".to_owned());
+        let admin = AdminServer::spawn(listener, metrics, &shutdown);
+
+        let (status, body) = admin_get(addr, "/metrics").await;
+        assert_eq!(status, 200);
+        assert!(body.ends_with("extra_series 1\n"), "{body}");
+        assert_eq!(admin_get(addr, "/healthz").await.0, 200);
+        assert_eq!(admin_get(addr, "/readyz").await.0, 503);
+        admin.readiness().set(true);
+        assert_eq!(admin_get(addr, "/readyz").await.0, 200);
+
+        admin.stop().await.unwrap();
+        assert!(shutdown.is_cancelled());
+    }
 }

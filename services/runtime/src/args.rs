@@ -1,6 +1,11 @@
 //! clap argument groups shared by every service. Each group is a `#[derive(Args)]` struct meant to
-//! be `#[command(flatten)]`ed into a service's own `Parser`. Every flag has an environment variable
-//! (`PACTO_…`); defaults live here, in code.
+//! be `#[command(flatten)]`ed into a service's own `Parser`; defaults live here, in code.
+//!
+//! Environment variables follow one rule, checked for every binary by
+//! `testing::env_rule_violations`: the shared runtime flags ([`RuntimeArgs`], [`GrpcClientArgs`])
+//! read `PACTO_<FLAG>`, every other flag reads `PACTO_<SERVICE>_<FLAG>` (`<FLAG>` is the long flag
+//! in upper snake case). [`ServerArgs`] belongs to the second kind: the service names its two
+//! variables with [`server_env`].
 
 use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
@@ -26,6 +31,58 @@ pub enum TransportMode {
     Insecure,
     /// Mutual TLS with the given PEM files.
     Mtls(TlsFiles),
+}
+
+/// The flags every service process has: mTLS material, admin port and logging.
+#[derive(Debug, Clone, Args)]
+pub struct RuntimeArgs {
+    /// mTLS material (server port and clients).
+    #[command(flatten)]
+    pub tls: TlsArgs,
+    /// Admin port.
+    #[command(flatten)]
+    pub admin: AdminArgs,
+    /// Logging.
+    #[command(flatten)]
+    pub log: LogArgs,
+}
+
+/// The gRPC port of a serving service and who may call it.
+///
+/// Both flags are service flags, so their variables carry the service's prefix, which a derived
+/// group cannot know; the service names them with [`server_env`] on its `Parser`.
+#[derive(Debug, Clone, Args)]
+pub struct ServerArgs {
+    /// gRPC listen address.
+    #[arg(
+        long = "listen-addr",
+        value_name = "ADDR",
+        default_value = "0.0.0.0:8443"
+    )]
+    pub listen_addr: SocketAddr,
+    /// Client certificate identities (DNS or URI SANs; a trailing `*` matches a prefix) allowed
+    /// to call the service. Comma-separated.
+    #[arg(
+        long = "allowed-identities",
+        value_name = "SAN,…",
+        value_delimiter = ',',
+        default_value = "status-writer.pacto.svc"
+    )]
+    pub allowed_identities: Vec<String>,
+}
+
+/// Names the environment variables of the [`ServerArgs`] flags, for the service's `Parser`:
+/// `#[command(mut_args(server_env("PACTO_EVALUATOR_LISTEN_ADDR", "PACTO_EVALUATOR_ALLOWED_IDENTITIES")))]`.
+/// (`mut_args` keeps the flags in place; `mut_arg` would move them to the end of `--help`.)
+pub fn server_env(
+    listen_addr: &'static str,
+    allowed_identities: &'static str,
+) -> impl FnMut(clap::Arg) -> clap::Arg {
+    move |arg| match arg.get_id().as_str() {
+        "listen_addr" => arg.env(listen_addr),
+        "allowed_identities" => arg.env(allowed_identities),
+        _ => arg,
+    }
 }
 
 /// mTLS material shared by the service's server port and its clients.
@@ -154,6 +211,51 @@ pub struct GrpcClientArgs {
     pub max_retries: usize,
 }
 
+/// Variables Kubernetes fills from the pod's own metadata (the charts set them on every pod);
+/// a service flag may read one of these instead of a `PACTO_<SERVICE>_` variable.
+pub const POD_ENV: &[&str] = &["POD_NAME", "POD_NAMESPACE"];
+
+/// Where the flags of a service binary break the environment-variable rule: every flag reads
+/// `PACTO_<FLAG>` if it is a shared runtime flag ([`RuntimeArgs`], [`GrpcClientArgs`]) and
+/// `PACTO_<service>_<FLAG>` otherwise (or one of [`POD_ENV`]), where `<FLAG>` is the long flag in
+/// upper snake case and `service` the upper-snake service part, e.g. `STATUS_WRITER`.
+#[cfg(any(test, feature = "test-support"))]
+pub fn env_rule_violations(cmd: &clap::Command, service: &str) -> Vec<String> {
+    let shared: Vec<clap::Command> = vec![
+        RuntimeArgs::augment_args(clap::Command::new("runtime")),
+        GrpcClientArgs::augment_args(clap::Command::new("client")),
+    ];
+    let is_shared = |long: &str| {
+        shared
+            .iter()
+            .flat_map(clap::Command::get_arguments)
+            .any(|arg| arg.get_long() == Some(long))
+    };
+    let mut violations = Vec::new();
+    for arg in cmd.get_arguments() {
+        let Some(long) = arg.get_long() else {
+            violations.push(format!("{} is not a --flag", arg.get_id()));
+            continue;
+        };
+        if matches!(long, "help" | "version") {
+            continue;
+        }
+        let flag = long.to_uppercase().replace('-', "_");
+        let shared = is_shared(long);
+        let expected = if shared {
+            format!("PACTO_{flag}")
+        } else {
+            format!("PACTO_{service}_{flag}")
+        };
+        match arg.get_env().and_then(std::ffi::OsStr::to_str) {
+            Some(env) if env == expected || (!shared && POD_ENV.contains(&env)) => {}
+            Some(env) => violations.push(format!("--{long} reads {env}, expected {expected}")),
+            None => violations.push(format!("--{long} has no environment variable ({expected})")),
+        }
+    }
+    violations
+}
+
 #[cfg(test)]
 mod tests {
     use clap::Parser;
@@ -201,5 +303,63 @@ mod tests {
     fn command_is_consistent() {
         use clap::CommandFactory;
         TestArgs::command().debug_assert();
+        DemoArgs::command().debug_assert();
+    }
+
+    /// A service `DEMO` laid out like the real ones.
+    #[derive(Debug, Parser)]
+    #[command(mut_args(server_env("PACTO_DEMO_LISTEN_ADDR", "PACTO_DEMO_ALLOWED_IDENTITIES")))]
+    struct DemoArgs {
+        #[arg(long = "watch-namespace", env = "PACTO_DEMO_WATCH_NAMESPACE")]
+        watch_namespace: Option<String>,
+        #[arg(long = "pod-name", env = "POD_NAME")]
+        pod_name: Option<String>,
+        #[command(flatten)]
+        server: ServerArgs,
+        #[command(flatten)]
+        client: GrpcClientArgs,
+        #[command(flatten)]
+        runtime: RuntimeArgs,
+    }
+
+    /// `DEMO` breaking the rule in each possible way.
+    #[derive(Debug, Parser)]
+    struct UnprefixedArgs {
+        #[arg(long = "watch-namespace", env = "PACTO_WATCH_NAMESPACE")]
+        watch_namespace: Option<String>,
+        #[arg(long = "no-env")]
+        no_env: bool,
+        #[command(flatten)]
+        server: ServerArgs,
+        #[command(flatten)]
+        runtime: RuntimeArgs,
+    }
+
+    #[test]
+    fn env_rule_separates_runtime_and_service_flags() {
+        use clap::CommandFactory;
+        assert_eq!(
+            env_rule_violations(&DemoArgs::command(), "DEMO"),
+            Vec::<String>::new()
+        );
+        let other = env_rule_violations(&DemoArgs::command(), "OTHER");
+        assert_eq!(
+            other,
+            [
+                "--watch-namespace reads PACTO_DEMO_WATCH_NAMESPACE, expected PACTO_OTHER_WATCH_NAMESPACE",
+                "--listen-addr reads PACTO_DEMO_LISTEN_ADDR, expected PACTO_OTHER_LISTEN_ADDR",
+                "--allowed-identities reads PACTO_DEMO_ALLOWED_IDENTITIES, expected PACTO_OTHER_ALLOWED_IDENTITIES",
+            ]
+        );
+        let broken = env_rule_violations(&UnprefixedArgs::command(), "DEMO");
+        assert_eq!(
+            broken,
+            [
+                "--watch-namespace reads PACTO_WATCH_NAMESPACE, expected PACTO_DEMO_WATCH_NAMESPACE",
+                "--no-env has no environment variable (PACTO_DEMO_NO_ENV)",
+                "--listen-addr has no environment variable (PACTO_DEMO_LISTEN_ADDR)",
+                "--allowed-identities has no environment variable (PACTO_DEMO_ALLOWED_IDENTITIES)",
+            ]
+        );
     }
 }

@@ -10,20 +10,25 @@
 //! - [`identity`]: the peer identity (SANs) of a client certificate and per-service allow-lists;
 //! - [`grpc`]: serving a tonic router over mTLS (or plaintext behind `--insecure`) and building
 //!   client channels with timeouts and retries for transient errors;
+//! - [`process`]: starting a service process (crypto provider, logging, signals, transport);
 //! - [`service`]: one service process: gRPC and admin servers with readiness and drain;
+//! - [`error`]: [`RuntimeError`], wrapped by each service's own error;
 //! - [`shutdown`]: SIGTERM/SIGINT handling through a `CancellationToken`.
 
 pub mod admin;
 pub mod args;
 pub mod duration;
+pub mod error;
 pub mod grpc;
 pub mod identity;
 pub mod metrics;
+pub mod process;
 pub mod service;
 pub mod shutdown;
 pub mod telemetry;
 pub mod tls;
 
+pub use error::RuntimeError;
 pub use tokio_util::sync::CancellationToken;
 #[cfg(any(test, feature = "test-support"))]
 pub mod testing;

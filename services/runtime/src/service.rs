@@ -3,14 +3,14 @@
 
 use std::future::Future;
 
-use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::server::Router;
 
 use crate::{
-    admin::{self, AdminError, Readiness},
-    grpc::{self, GrpcError, Transport},
+    admin::{AdminServer, MetricsEndpoint},
+    error::RuntimeError,
+    grpc::{self, Transport},
     identity::{AllowList, Authorizer},
 };
 
@@ -39,42 +39,20 @@ impl ServeConfig {
     }
 }
 
-/// How a service names itself in its logs.
+/// How a service names itself in its logs, and its own metrics.
 #[derive(Debug, Clone, Copy)]
 pub struct ServiceNames {
     /// The gRPC service, e.g. `Evaluator`.
     pub grpc: &'static str,
     /// The process, e.g. `evaluator`.
     pub process: &'static str,
-}
-
-/// Serving a service process failed.
-#[derive(Debug, thiserror::Error)]
-pub enum ServeError {
-    /// The admin server failed.
-    #[error(transparent)]
-    Admin(#[from] AdminError),
-    /// The gRPC server failed.
-    #[error(transparent)]
-    Grpc(#[from] GrpcError),
-    /// The admin server task panicked.
-    #[error("admin server task failed")]
-    AdminTask(#[source] tokio::task::JoinError),
-}
-
-impl ServeError {
-    /// A low-cardinality label for metrics and logs.
-    pub fn label(&self) -> &'static str {
-        match self {
-            Self::Admin(_) => "admin",
-            Self::Grpc(_) => "grpc",
-            Self::AdminTask(_) => "admin_task",
-        }
-    }
+    /// Describes the service's own metrics (called once the recorder is installed).
+    pub describe_metrics: fn(),
 }
 
 /// Serves `router` on `config.grpc` and the admin endpoints on `config.admin` until `shutdown`
-/// is cancelled, then drains in-flight calls and stops both.
+/// is cancelled, then drains in-flight calls and stops both. Installs the metrics recorder (if
+/// no one did yet) and describes the service's metrics first.
 ///
 /// `/readyz` turns ready when `ready` resolves to `true` (pass `std::future::ready(true)` for
 /// a service that is ready at once) and unready as soon as shutdown starts. The logs say
@@ -82,22 +60,17 @@ impl ServeError {
 pub async fn serve<R>(
     config: ServeConfig,
     router: Router,
-    metrics: PrometheusHandle,
     ready: R,
     names: ServiceNames,
     shutdown: CancellationToken,
-) -> Result<(), ServeError>
+) -> Result<(), RuntimeError>
 where
     R: Future<Output = bool> + Send + 'static,
 {
-    let readiness = Readiness::new();
+    let metrics = crate::metrics::install_recorder()?;
+    (names.describe_metrics)();
     let admin_addr = config.admin.local_addr().ok();
-    let admin = tokio::spawn(admin::serve(
-        config.admin,
-        metrics,
-        readiness.clone(),
-        shutdown.clone(),
-    ));
+    let admin = AdminServer::spawn(config.admin, MetricsEndpoint::new(metrics), &shutdown);
     tracing::info!(
         grpc_addr = ?config.grpc.local_addr().ok(),
         admin_addr = ?admin_addr,
@@ -106,7 +79,7 @@ where
         names.grpc
     );
     let ready_task = {
-        let (readiness, shutdown) = (readiness.clone(), shutdown.clone());
+        let (readiness, shutdown) = (admin.readiness().clone(), shutdown.clone());
         tokio::spawn(async move {
             tokio::select! {
                 () = shutdown.cancelled() => {}
@@ -123,8 +96,7 @@ where
     shutdown.cancel();
     // The ready task ends as soon as shutdown is cancelled; its outcome carries nothing.
     let _ = ready_task.await;
-    readiness.set(false);
-    let admin_result = admin.await.map_err(ServeError::AdminTask)?;
+    let admin_result = admin.stop().await;
     served?;
     admin_result?;
     tracing::info!("{} stopped", names.process);

@@ -15,12 +15,12 @@
 //! - [`controller`]: the kube-runtime controller and its context; [`triggers`]: the watches and
 //!   notification streams that start a pass or follow a deletion;
 //! - [`mirror`]: the revision mirror (TagOverwritten); [`leader`]: Lease leader election;
-//! - [`admin`]: `/metrics` (process metrics + contract gauges), `/healthz`, `/readyz`.
+//! - this module: flags, `run`, and the admin server, whose `/metrics` appends the contract
+//!   gauges to the process metrics.
 //!
 //! Known gap: `status.policies[].title/description/properties` need the bundled policy schema
 //! files, which `Resolve` does not return (only configuration schemas travel).
 
-pub mod admin;
 pub mod compose;
 pub mod controller;
 pub mod derive;
@@ -40,14 +40,11 @@ use clap::Parser;
 use pacto_proto::evaluator::evaluator_client::EvaluatorClient;
 use pacto_proto::observer::observer_client::ObserverClient;
 use pacto_proto::resolver::contract_resolver_client::ContractResolverClient;
-use pacto_runtime::CancellationToken;
-use pacto_runtime::admin::{AdminError, Readiness};
-use pacto_runtime::args::{AdminArgs, ArgsError, GrpcClientArgs, LogArgs, TlsArgs};
+use pacto_runtime::admin::{AdminServer, MetricsEndpoint};
+use pacto_runtime::args::{GrpcClientArgs, RuntimeArgs};
 use pacto_runtime::duration::parse_duration;
 use pacto_runtime::grpc::{self, ChannelSpec, GrpcError, RetryPolicy, Transport};
-use pacto_runtime::metrics::MetricsError;
-use pacto_runtime::shutdown::ShutdownError;
-use pacto_runtime::telemetry::TelemetryError;
+use pacto_runtime::{CancellationToken, RuntimeError};
 use tokio::net::TcpListener;
 
 /// Command line of `pacto-status-writer`.
@@ -103,7 +100,7 @@ pub struct Args {
     /// Reconcile only Pactos of this namespace (default: all namespaces).
     #[arg(
         long = "watch-namespace",
-        env = "PACTO_WATCH_NAMESPACE",
+        env = "PACTO_STATUS_WRITER_WATCH_NAMESPACE",
         value_name = "NAMESPACE"
     )]
     pub watch_namespace: Option<String>,
@@ -111,7 +108,7 @@ pub struct Args {
     /// `--stabilization-window`). Go duration syntax.
     #[arg(
         long = "stabilization-window",
-        env = "PACTO_STABILIZATION_WINDOW",
+        env = "PACTO_STATUS_WRITER_STABILIZATION_WINDOW",
         value_name = "DURATION",
         value_parser = parse_duration
     )]
@@ -120,7 +117,7 @@ pub struct Args {
     /// (TagOverwritten). Go duration syntax.
     #[arg(
         long = "revision-mirror-interval",
-        env = "PACTO_REVISION_MIRROR_INTERVAL",
+        env = "PACTO_STATUS_WRITER_REVISION_MIRROR_INTERVAL",
         value_name = "DURATION",
         default_value = "5m",
         value_parser = parse_duration
@@ -131,7 +128,7 @@ pub struct Args {
     /// thousands of Pactos; more Pactos wait in the queue instead of timing out at a backend.
     #[arg(
         long = "max-concurrent-reconciles",
-        env = "PACTO_MAX_CONCURRENT_RECONCILES",
+        env = "PACTO_STATUS_WRITER_MAX_CONCURRENT_RECONCILES",
         value_name = "N",
         default_value_t = controller::DEFAULT_CONCURRENT_RECONCILES,
         value_parser = clap::value_parser!(u16).range(1..)
@@ -141,14 +138,14 @@ pub struct Args {
     /// `--leader-election-namespace` (run several replicas safely).
     #[arg(
         long = "leader-elect",
-        env = "PACTO_LEADER_ELECT",
+        env = "PACTO_STATUS_WRITER_LEADER_ELECT",
         default_value_t = false
     )]
     pub leader_elect: bool,
     /// Name of the leader-election Lease.
     #[arg(
         long = "leader-election-id",
-        env = "PACTO_LEADER_ELECTION_ID",
+        env = "PACTO_STATUS_WRITER_LEADER_ELECTION_ID",
         value_name = "NAME",
         default_value = "pacto-status-writer"
     )]
@@ -163,7 +160,7 @@ pub struct Args {
     /// How long the Lease is valid without renewal (renewed every third of it).
     #[arg(
         long = "leader-election-lease-duration",
-        env = "PACTO_LEADER_ELECTION_LEASE_DURATION",
+        env = "PACTO_STATUS_WRITER_LEADER_ELECTION_LEASE_DURATION",
         value_name = "DURATION",
         default_value = "15s",
         value_parser = parse_duration
@@ -172,47 +169,23 @@ pub struct Args {
     /// The reporting instance of events (the pod name).
     #[arg(long = "pod-name", env = "POD_NAME", value_name = "NAME")]
     pub pod_name: Option<String>,
-    /// mTLS material (also the client certificate presented to the backends).
-    #[command(flatten)]
-    pub tls: TlsArgs,
     /// Timeouts and retries of the backend calls.
     #[command(flatten)]
     pub client: GrpcClientArgs,
-    /// Admin port.
+    /// mTLS (also the client certificate presented to the backends), admin port, logging.
     #[command(flatten)]
-    pub admin: AdminArgs,
-    /// Logging.
-    #[command(flatten)]
-    pub log: LogArgs,
+    pub runtime: RuntimeArgs,
 }
 
 /// status-writer failed to start or to run.
 #[derive(Debug, thiserror::Error)]
 pub enum StatusWriterError {
-    /// Invalid flag combination.
+    /// The shared runtime failed (flags, logging, signals, TLS, backend channels, admin server).
     #[error(transparent)]
-    Args(#[from] ArgsError),
-    /// Logging could not be initialised.
-    #[error(transparent)]
-    Telemetry(#[from] TelemetryError),
-    /// The metrics recorder could not be installed.
-    #[error(transparent)]
-    Metrics(#[from] MetricsError),
-    /// Signal handlers could not be installed.
-    #[error(transparent)]
-    Shutdown(#[from] ShutdownError),
-    /// The admin server failed.
-    #[error(transparent)]
-    Admin(#[from] AdminError),
-    /// A backend channel could not be built (including TLS loading).
-    #[error(transparent)]
-    Grpc(#[from] GrpcError),
+    Runtime(#[from] RuntimeError),
     /// No Kubernetes client configuration.
     #[error("no Kubernetes client configuration (in-cluster or KUBECONFIG)")]
     Kubernetes(#[source] kube::Error),
-    /// The admin server task panicked.
-    #[error("admin server task failed")]
-    AdminTask(#[source] tokio::task::JoinError),
     /// `--leader-elect` without a namespace for the Lease.
     #[error("--leader-elect needs --leader-election-namespace (or POD_NAMESPACE)")]
     LeaseNamespace,
@@ -303,17 +276,12 @@ pub async fn serve_elected(
     admin_listener: TcpListener,
     shutdown: CancellationToken,
 ) -> Result<(), StatusWriterError> {
-    let metrics = pacto_runtime::metrics::install_recorder()?;
+    let metrics = pacto_runtime::metrics::install_recorder().map_err(RuntimeError::from)?;
     crate::metrics::describe();
-    let readiness = Readiness::new();
-    let admin = tokio::spawn(admin::serve(
-        admin_listener,
-        metrics,
-        ctx.gauges.clone(),
-        readiness.clone(),
-        shutdown.clone(),
-    ));
-    readiness.set(true);
+    let gauges = ctx.gauges.clone();
+    let metrics = MetricsEndpoint::new(metrics).with_extra(move || gauges.render());
+    let admin = AdminServer::spawn(admin_listener, metrics, &shutdown);
+    admin.readiness().set(true);
     tracing::info!(namespace = ?namespace, "status-writer reconciling Pactos");
     match lease {
         None => work(ctx, namespace, mirror_interval, shutdown.clone()).await,
@@ -325,26 +293,21 @@ pub async fn serve_elected(
             .await;
         }
     }
-    readiness.set(false);
-    shutdown.cancel();
-    admin.await.map_err(StatusWriterError::AdminTask)??;
+    admin.stop().await?;
     tracing::info!("status-writer stopped");
     Ok(())
 }
 
 /// The binary: flags → clients → controller.
 pub async fn run(args: Args) -> Result<(), StatusWriterError> {
-    pacto_runtime::telemetry::init_tracing(&args.log)?;
-    let mode = args.tls.mode()?;
-    let shutdown = pacto_runtime::shutdown::on_signal()?;
-    let transport = Transport::start(&mode, args.tls.reload_interval, &shutdown)?;
+    let process = pacto_runtime::process::start(&args.runtime)?;
     let client = kube::Client::try_default()
         .await
         .map_err(StatusWriterError::Kubernetes)?;
     let ctx = Arc::new(
         controller::Context::new(
             client,
-            backends(&args, &transport)?,
+            backends(&args, &process.transport).map_err(RuntimeError::from)?,
             gauges::Gauges::new(),
             args.stabilization_window,
             args.pod_name.clone(),
@@ -368,14 +331,14 @@ pub async fn run(args: Args) -> Result<(), StatusWriterError> {
     } else {
         None
     };
-    let admin_listener = pacto_runtime::admin::bind(args.admin.addr).await?;
+    let admin_listener = process.bind_admin().await?;
     serve_elected(
         ctx,
         args.watch_namespace.clone(),
         lease,
         args.revision_mirror_interval,
         admin_listener,
-        shutdown,
+        process.shutdown,
     )
     .await
 }
@@ -389,6 +352,10 @@ mod tests {
     #[test]
     fn flags_have_defaults_and_env_vars() {
         Args::command().debug_assert();
+        assert_eq!(
+            pacto_runtime::args::env_rule_violations(&Args::command(), "STATUS_WRITER"),
+            Vec::<String>::new()
+        );
         let args = Args::try_parse_from(["x", "--insecure", "--stabilization-window=30s"])
             .expect("parses");
         assert_eq!(args.stabilization_window, Some(Duration::from_secs(30)));

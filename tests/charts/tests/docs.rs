@@ -29,6 +29,31 @@ fn binaries() -> Vec<(&'static str, Command)> {
     ]
 }
 
+/// The service part of the environment variables of a chart's binary (`PACTO_<part>_<FLAG>`).
+fn env_service(chart: &str) -> Result<&'static str> {
+    Ok(match chart {
+        "pacto-contract-resolver" => "RESOLVER",
+        "pacto-observer" => "OBSERVER",
+        "pacto-evaluator" => "EVALUATOR",
+        "pacto-status-writer" => "STATUS_WRITER",
+        other => bail!("no environment prefix for {other}"),
+    })
+}
+
+/// Every flag of every binary has the environment variable the rule in docs/configuration.md
+/// names: `PACTO_<FLAG>` for the shared runtime flags, `PACTO_<SERVICE>_<FLAG>` for the rest.
+#[test]
+fn every_binary_follows_the_environment_variable_rule() -> Result<()> {
+    let mut violations = Vec::new();
+    for (chart, cmd) in binaries() {
+        for violation in pacto_runtime::args::env_rule_violations(&cmd, env_service(chart)?) {
+            violations.push(format!("{chart}: {violation}"));
+        }
+    }
+    ensure!(violations.is_empty(), "{}", violations.join("\n"));
+    Ok(())
+}
+
 /// Parses a rendered command line with the binary's real parser.
 fn parse(chart: &str, args: &[String]) -> Result<()> {
     let argv = std::iter::once(chart.to_owned()).chain(args.iter().cloned());

@@ -1,0 +1,34 @@
+//! [`RuntimeError`]: everything the shared runtime can fail with while a service starts or
+//! serves. Each service's own error wraps it in one variant, next to the failures only that
+//! service has (a Kubernetes client, a registry client, …).
+
+use crate::{
+    admin::AdminError, args::ArgsError, grpc::GrpcError, metrics::MetricsError,
+    shutdown::ShutdownError, telemetry::TelemetryError,
+};
+
+/// Starting or serving a service process failed in the shared runtime.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// Invalid flag combination.
+    #[error(transparent)]
+    Args(#[from] ArgsError),
+    /// Logging could not be initialised.
+    #[error(transparent)]
+    Telemetry(#[from] TelemetryError),
+    /// The metrics recorder could not be installed.
+    #[error(transparent)]
+    Metrics(#[from] MetricsError),
+    /// Signal handlers could not be installed.
+    #[error(transparent)]
+    Shutdown(#[from] ShutdownError),
+    /// The admin server failed.
+    #[error(transparent)]
+    Admin(#[from] AdminError),
+    /// The gRPC server or a client channel failed (including TLS loading).
+    #[error(transparent)]
+    Grpc(#[from] GrpcError),
+    /// The admin server task panicked.
+    #[error("admin server task failed")]
+    AdminTask(#[source] tokio::task::JoinError),
+}
