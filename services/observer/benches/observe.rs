@@ -212,6 +212,10 @@ async fn main() {
     );
     assert!(cached.wait_ready().await);
     println!("caches synced in {:.1?}", started.elapsed());
+    println!(
+        "watch streams started (WatchTargets watches and reflector caches, as the binary runs): {}",
+        pacto_observer::metrics::watch_streams_started()
+    );
     let rss_cached = rss_kib();
     let latencies = measure(&cached, &jobs, &contract).await;
     report("reflector caches", &latencies);

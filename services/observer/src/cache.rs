@@ -134,6 +134,7 @@ where
     K::DynamicType: Default + Eq + std::hash::Hash + Clone,
 {
     let (reader, writer) = reflector::store();
+    crate::metrics::watch_stream_started();
     let stream = reflect(
         writer,
         watcher::watcher(api, watcher::Config::default()).modify(trim),

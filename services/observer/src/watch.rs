@@ -524,6 +524,7 @@ async fn watch_metadata<K>(
     K: kube::Resource + Clone + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Default,
 {
+    crate::metrics::watch_stream_started();
     let stream = watcher::watcher(api, watcher::Config::default());
     let mut stream = std::pin::pin!(stream);
     let mut initializing = true;
@@ -588,6 +589,7 @@ async fn watch_pactos(
 ) {
     let mut listed = false;
     let mut retry = WatchRetry::new("Pacto");
+    crate::metrics::watch_stream_started();
     let stream = watcher::watcher(api, watcher::Config::default());
     let mut stream = std::pin::pin!(stream);
     loop {
