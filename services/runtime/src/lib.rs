@@ -23,6 +23,8 @@ pub mod service;
 pub mod shutdown;
 pub mod telemetry;
 pub mod tls;
+#[cfg(feature = "watch")]
+pub mod watch;
 
 pub use tokio_util::sync::CancellationToken;
 #[cfg(any(test, feature = "test-support"))]
