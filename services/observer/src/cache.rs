@@ -13,21 +13,18 @@
 
 use std::time::Duration;
 
-use futures::{FutureExt, StreamExt};
+use futures::FutureExt;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
-use kube::runtime::{WatchStreamExt, reflector as reflect};
-use kube::{Api, Client, Resource, ResourceExt};
+use kube::{Resource, ResourceExt};
 use pacto_api::{Pacto, WorkloadKind};
-use pacto_runtime::CancellationToken;
 
-use crate::fetch::{SERVICE_NAME_LABEL, error_text};
+use crate::k8s::{SERVICE_NAME_LABEL, watch_error_is_forbidden, watch_error_text};
 use crate::verdict::ApiFailure;
-use crate::watch::{WatchRetry, watch_error_is_forbidden};
 use crate::workload::WorkloadObject;
 
 /// How long a lookup waits for a cache's initial list before failing.
@@ -40,21 +37,10 @@ const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 /// lack of RBAC rights.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WatchFailure {
-    /// The error as the API server wrote it (see [`crate::fetch::error_text`]).
+    /// The error as the API server wrote it (see [`crate::k8s::error_text`]).
     pub message: String,
     /// HTTP 403.
     pub forbidden: bool,
-}
-
-/// The text of a watch error: the API server's own answer where there is one.
-fn watch_error_text(error: &watcher::Error) -> String {
-    match error {
-        watcher::Error::InitialListFailed(e)
-        | watcher::Error::WatchStartFailed(e)
-        | watcher::Error::WatchFailed(e) => error_text(e),
-        watcher::Error::WatchError(status) => status.to_string(),
-        watcher::Error::NoResourceVersion => error.to_string(),
-    }
 }
 
 /// One reflector store and the state of its watch (`Some` while it is failing).
@@ -108,80 +94,101 @@ fn trim_annotations<K: Resource>(object: &mut K) {
     object.annotations_mut().clear();
 }
 
-fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+/// The writing side of one cache: fed the items of its kind's watch stream ([`crate::watch`]),
+/// it applies the events to the store, keeps the `kind` gauge of
+/// [`crate::metrics::CACHE_OBJECTS`] up to date and publishes the state of the watch.
+pub struct CacheFeed<K>
 where
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
-    K::DynamicType: Default,
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
 {
-    match namespace {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    }
+    writer: reflector::store::Writer<K>,
+    store: Store<K>,
+    failure: tokio::sync::watch::Sender<Option<WatchFailure>>,
+    kind: &'static str,
+    trim: fn(&mut K),
 }
 
-/// Starts a reflector of `K` that applies `trim` to every object, retries with backoff, keeps
-/// the `kind` gauge of [`crate::metrics::CACHE_OBJECTS`] up to date and publishes the state of
-/// its watch; `query` names it in lookup failures.
-fn spawn_store<K>(
-    api: Api<K>,
-    kind: &'static str,
-    query: String,
-    trim: fn(&mut K),
-    shutdown: &CancellationToken,
-) -> Cached<K>
+impl<K> CacheFeed<K>
 where
-    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K: Resource + Clone + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone,
 {
-    let (reader, writer) = reflector::store();
-    let stream = reflect(
-        writer,
-        watcher::watcher(api, watcher::Config::default()).modify(trim),
-    );
-    let store = reader.clone();
-    let shutdown = shutdown.clone();
-    let (failure_tx, failure) = tokio::sync::watch::channel(None);
-    tokio::spawn(async move {
-        let mut stream = std::pin::pin!(stream);
-        let mut retry = WatchRetry::new(kind);
-        loop {
-            let event = tokio::select! {
-                () = shutdown.cancelled() => return,
-                event = stream.next() => event,
-            };
-            match event {
-                None => return,
-                Some(Ok(Event::Init | Event::InitApply(_))) => {}
-                Some(Ok(Event::InitDone | Event::Apply(_) | Event::Delete(_))) => {
-                    retry.succeeded();
-                    failure_tx.send_if_modified(|f| f.take().is_some());
+    /// A new, empty cache of `kind` (trimmed with `trim`) and its feed; `query` names the cache
+    /// in lookup failures.
+    fn new(kind: &'static str, query: String, trim: fn(&mut K)) -> (Cached<K>, Self) {
+        let (store, writer) = reflector::store();
+        let (failure_tx, failure) = tokio::sync::watch::channel(None);
+        let feed = Self {
+            writer,
+            store: store.clone(),
+            failure: failure_tx,
+            kind,
+            trim,
+        };
+        (
+            Cached {
+                store,
+                failure,
+                query,
+            },
+            feed,
+        )
+    }
+
+    /// The kind, as logs name it.
+    pub fn kind(&self) -> &'static str {
+        self.kind
+    }
+
+    /// What the watch strips from each object before it is cached.
+    pub fn trim(&self) -> fn(&mut K) {
+        self.trim
+    }
+
+    /// Applies one item of the watch stream.
+    pub fn apply(&mut self, item: &Result<Event<K>, watcher::Error>) {
+        match item {
+            Ok(event) => {
+                self.writer.apply_watcher_event(event);
+                if matches!(event, Event::InitDone | Event::Apply(_) | Event::Delete(_)) {
+                    self.failure.send_if_modified(|f| f.take().is_some());
                     #[allow(
                         clippy::cast_precision_loss,
                         reason = "a gauge of object counts, far below 2^52"
                     )]
-                    metrics::gauge!(crate::metrics::CACHE_OBJECTS, "kind" => kind)
-                        .set(store.len() as f64);
-                }
-                Some(Err(error)) => {
-                    let forbidden = watch_error_is_forbidden(&error);
-                    let delay = retry.failed(&error, forbidden);
-                    failure_tx.send_replace(Some(WatchFailure {
-                        message: watch_error_text(&error),
-                        forbidden,
-                    }));
-                    tokio::select! {
-                        () = shutdown.cancelled() => return,
-                        () = tokio::time::sleep(delay) => {}
-                    }
+                    metrics::gauge!(crate::metrics::CACHE_OBJECTS, "kind" => self.kind)
+                        .set(self.store.len() as f64);
                 }
             }
+            Err(error) => {
+                self.failure.send_replace(Some(WatchFailure {
+                    message: watch_error_text(error),
+                    forbidden: watch_error_is_forbidden(error),
+                }));
+            }
         }
-    });
-    Cached {
-        store: reader,
-        failure,
-        query,
     }
+}
+
+/// The feeds of [`Caches`], one per cached kind.
+pub struct CacheFeeds {
+    /// Services.
+    pub services: CacheFeed<Service>,
+    /// EndpointSlices.
+    pub endpoint_slices: CacheFeed<EndpointSlice>,
+    /// Deployments.
+    pub deployments: CacheFeed<Deployment>,
+    /// StatefulSets.
+    pub stateful_sets: CacheFeed<StatefulSet>,
+    /// ReplicaSets.
+    pub replica_sets: CacheFeed<ReplicaSet>,
+    /// Jobs.
+    pub jobs: CacheFeed<Job>,
+    /// CronJobs.
+    pub cron_jobs: CacheFeed<CronJob>,
+    /// Pactos.
+    pub pactos: CacheFeed<Pacto>,
 }
 
 impl<K> Cached<K>
@@ -245,71 +252,47 @@ fn cloned<K: Clone>(object: Option<std::sync::Arc<K>>) -> Option<K> {
 }
 
 impl Caches {
-    /// Starts the reflectors (cluster-wide, or in `namespace`); they stop at `shutdown`.
-    pub fn spawn(client: &Client, namespace: Option<&str>, shutdown: &CancellationToken) -> Self {
+    /// Empty caches of `namespace` (or the whole cluster) and the feeds that fill them.
+    pub fn new(namespace: Option<&str>) -> (Self, CacheFeeds) {
         let query = |plural: &str| match namespace {
             Some(ns) => format!("list {plural} {ns}"),
             None => format!("list {plural} (all namespaces)"),
         };
-        Self {
+        let (services, services_feed) = CacheFeed::new("Service", query("services"), trim_metadata);
+        let (endpoint_slices, endpoint_slices_feed) =
+            CacheFeed::new("EndpointSlice", query("endpointslices"), trim_annotations);
+        let (deployments, deployments_feed) =
+            CacheFeed::new("Deployment", query("deployments"), trim_annotations);
+        let (stateful_sets, stateful_sets_feed) =
+            CacheFeed::new("StatefulSet", query("statefulsets"), trim_annotations);
+        let (replica_sets, replica_sets_feed) =
+            CacheFeed::new("ReplicaSet", query("replicasets"), trim_annotations);
+        let (jobs, jobs_feed) = CacheFeed::new("Job", query("jobs"), trim_annotations);
+        let (cron_jobs, cron_jobs_feed) =
+            CacheFeed::new("CronJob", query("cronjobs"), trim_annotations);
+        let (pactos, pactos_feed) = CacheFeed::new("Pacto", query("pactos"), trim_metadata);
+        let caches = Self {
             namespace: namespace.map(str::to_owned),
-            services: spawn_store(
-                api(client, namespace),
-                "Service",
-                query("services"),
-                trim_metadata,
-                shutdown,
-            ),
-            endpoint_slices: spawn_store(
-                api(client, namespace),
-                "EndpointSlice",
-                query("endpointslices"),
-                trim_annotations,
-                shutdown,
-            ),
-            deployments: spawn_store(
-                api(client, namespace),
-                "Deployment",
-                query("deployments"),
-                trim_annotations,
-                shutdown,
-            ),
-            stateful_sets: spawn_store(
-                api(client, namespace),
-                "StatefulSet",
-                query("statefulsets"),
-                trim_annotations,
-                shutdown,
-            ),
-            replica_sets: spawn_store(
-                api(client, namespace),
-                "ReplicaSet",
-                query("replicasets"),
-                trim_annotations,
-                shutdown,
-            ),
-            jobs: spawn_store(
-                api(client, namespace),
-                "Job",
-                query("jobs"),
-                trim_annotations,
-                shutdown,
-            ),
-            cron_jobs: spawn_store(
-                api(client, namespace),
-                "CronJob",
-                query("cronjobs"),
-                trim_annotations,
-                shutdown,
-            ),
-            pactos: spawn_store(
-                api(client, namespace),
-                "Pacto",
-                query("pactos"),
-                trim_metadata,
-                shutdown,
-            ),
-        }
+            services,
+            endpoint_slices,
+            deployments,
+            stateful_sets,
+            replica_sets,
+            jobs,
+            cron_jobs,
+            pactos,
+        };
+        let feeds = CacheFeeds {
+            services: services_feed,
+            endpoint_slices: endpoint_slices_feed,
+            deployments: deployments_feed,
+            stateful_sets: stateful_sets_feed,
+            replica_sets: replica_sets_feed,
+            jobs: jobs_feed,
+            cron_jobs: cron_jobs_feed,
+            pactos: pactos_feed,
+        };
+        (caches, feeds)
     }
 
     /// Whether `namespace` is inside the cached scope.

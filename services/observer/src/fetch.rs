@@ -1,6 +1,6 @@
-//! The fetch edge: reads from the Kubernetes API, direct or through the [`crate::cache`]
-//! reflector stores. NotFound is `Ok(None)`; any
-//! other error is an [`ApiFailure`] naming the query. Secrets are read as metadata only.
+//! The fetch edge: every read from the Kubernetes API, direct or through the [`crate::cache`]
+//! reflector stores. NotFound is `Ok(None)`; any other error is an [`ApiFailure`] naming the
+//! query. Secrets are read as metadata only.
 
 use std::collections::BTreeMap;
 
@@ -9,41 +9,18 @@ use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::Client;
-use kube::api::{Api, ListParams};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use pacto_api::{Pacto, WorkloadKind};
 use pacto_runtime::CancellationToken;
+use serde_json::Value as Json;
 
 use crate::cache::Caches;
-
+pub use crate::k8s::{SECRET_FORBIDDEN_HINT, SERVICE_NAME_LABEL, error_text, is_forbidden};
 use crate::verdict::{ApiFailure, Fetched};
 use crate::workload::WorkloadObject;
 
-/// The label that ties an EndpointSlice to its Service.
-pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
-
-/// What a Forbidden Secret metadata read (or the Secret watch) tells the user: the chart grants
-/// no access to Secrets by default, because RBAC cannot restrict a right to metadata.
-pub const SECRET_FORBIDDEN_HINT: &str = "the observer has no access to Secrets (least-privilege \
-     default), so Secret configuration bindings cannot be observed; to observe them, set the \
-     pacto-observer chart value rbac.secretMetadata=true";
-
 fn failure(query: &str, error: &kube::Error) -> ApiFailure {
     ApiFailure::new(format!("{query}: {}", error_text(error)))
-}
-
-/// How a failed query reads in the `RuntimeObserved` message and the log: for an error the API
-/// server answered, its own Status text (`<message>: <reason>`, as kubectl prints it) rather
-/// than kube's rendering, which appends the Rust debug form of the whole Status object.
-pub fn error_text(error: &kube::Error) -> String {
-    match error {
-        kube::Error::Api(status) => status.to_string(),
-        other => other.to_string(),
-    }
-}
-
-/// Whether the API server refused the request for lack of RBAC rights (HTTP 403).
-pub fn is_forbidden(error: &kube::Error) -> bool {
-    matches!(error, kube::Error::Api(status) if status.is_forbidden())
 }
 
 /// Read-only access to the cluster: direct GETs, or — when built with [`KubeCluster::cached`] —
@@ -76,14 +53,22 @@ impl KubeCluster {
     }
 
     /// Reads Services, EndpointSlices, workloads and Pactos from reflector caches (started
-    /// here, stopped at `shutdown`) of `watch_namespace` or the whole cluster; ConfigMaps and
-    /// Secret metadata stay direct GETs. Reads outside the cached namespace are direct GETs.
+    /// here, stopped at `shutdown`) of `watch_namespace` or the whole cluster; see
+    /// [`KubeCluster::with_caches`].
     pub fn cached(
         client: Client,
         watch_namespace: Option<String>,
         shutdown: &CancellationToken,
     ) -> Self {
-        let caches = Caches::spawn(&client, watch_namespace.as_deref(), shutdown);
+        let caches =
+            crate::watch::spawn(&client, watch_namespace.as_deref(), None, shutdown).caches;
+        Self::with_caches(client, watch_namespace, caches)
+    }
+
+    /// Reads Services, EndpointSlices, workloads and Pactos from `caches` (of `watch_namespace`
+    /// or the whole cluster); ConfigMaps and Secret metadata stay direct GETs. Reads outside the
+    /// cached namespace are direct GETs.
+    pub fn with_caches(client: Client, watch_namespace: Option<String>, caches: Caches) -> Self {
         Self {
             client,
             watch_namespace,
@@ -101,11 +86,6 @@ impl KubeCluster {
 
     fn caches_for(&self, namespace: &str) -> Option<&Caches> {
         self.caches.as_ref().filter(|c| c.covers(namespace))
-    }
-
-    /// The client.
-    pub fn client(&self) -> &Client {
-        &self.client
     }
 
     async fn get<K>(&self, namespace: &str, name: &str, what: &str) -> Fetched<K>
@@ -224,15 +204,63 @@ impl KubeCluster {
         if let Some(caches) = &self.caches {
             return caches.pactos().await;
         }
-        let api: Api<Pacto> = match &self.watch_namespace {
-            Some(ns) => Api::namespaced(self.client.clone(), ns),
-            None => Api::all(self.client.clone()),
-        };
+        let api: Api<Pacto> = crate::k8s::api(&self.client, self.watch_namespace.as_deref());
         api.list(&ListParams::default())
             .await
             .map(|list| list.items)
             .map_err(|e| failure("list pactos", &e))
     }
+
+    /// LIST the `spec` of the ServiceMonitors and PodMonitors in `namespace` (metrics
+    /// discovery). Monitors are optional: a kind that is not installed or not granted reads as
+    /// none (a refusal is logged at `warn`, naming the right to grant).
+    pub async fn monitors(&self, namespace: &str) -> Monitors {
+        Monitors {
+            service_monitors: self
+                .monitor_specs(namespace, "ServiceMonitor", "servicemonitors")
+                .await,
+            pod_monitors: self
+                .monitor_specs(namespace, "PodMonitor", "podmonitors")
+                .await,
+        }
+    }
+
+    async fn monitor_specs(&self, namespace: &str, kind: &str, plural: &str) -> Vec<Json> {
+        let resource = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("monitoring.coreos.com", "v1", kind),
+            plural,
+        );
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), namespace, &resource);
+        match api.list(&ListParams::default()).await {
+            Ok(list) => list
+                .items
+                .into_iter()
+                .filter_map(|o| o.data.get("spec").cloned())
+                .collect(),
+            Err(kube::Error::Api(status)) if status.code == 403 => {
+                tracing::warn!(
+                    namespace,
+                    resource = plural,
+                    "forbidden to list {plural}.monitoring.coreos.com; grant list on it to use {kind} discovery"
+                );
+                Vec::new()
+            }
+            Err(error) => {
+                tracing::debug!(namespace, resource = plural, %error, "monitor discovery skipped");
+                Vec::new()
+            }
+        }
+    }
+}
+
+/// The Prometheus Operator monitors of a namespace (their `spec`s).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Monitors {
+    /// ServiceMonitors.
+    pub service_monitors: Vec<Json>,
+    /// PodMonitors.
+    pub pod_monitors: Vec<Json>,
 }
 
 #[cfg(test)]

@@ -7,15 +7,17 @@
 //!
 //! - [`wire`]: the Observe request into domain types (`InvalidArgument` naming the field) and
 //!   the response back;
-//! - [`fetch`]: the read edge: direct GETs (ConfigMaps, Secrets by metadata only) and the
-//!   [`cache`] reflector stores (Services, EndpointSlices, workloads, sibling Pactos);
+//! - [`fetch`]: the read edge: direct GETs (ConfigMaps, Secrets by metadata only, monitors) and
+//!   the [`cache`] reflector stores (Services, EndpointSlices, workloads, sibling Pactos);
+//! - [`watch`]: one watch stream per kind, feeding the caches and the WatchTargets hub;
+//! - leaves shared by the modules above: [`k8s`] (labels, error texts) and [`target`];
 //! - pure per-dimension decisions: [`workload`] (workload + persistence + snapshot),
 //!   [`interfaces`], [`configuration`], [`dependency`], [`health`], [`metrics_capability`] —
 //!   each returns a [`verdict::Verdict`];
 //! - [`window`]: the stabilization function and the persisted windows;
 //! - [`observe`]: the orchestration of one Observe call;
 //! - [`probe`]: SSRF-safe HTTP probing and scraping;
-//! - [`watch`]: the WatchTargets index, watchers and coalesced notifications;
+//! - [`targets`]: the WatchTargets index and coalesced notifications;
 //! - [`service`]: the gRPC service; this module: flags, serving and `run`.
 
 pub mod cache;
@@ -24,11 +26,14 @@ pub mod dependency;
 pub mod fetch;
 pub mod health;
 pub mod interfaces;
+pub mod k8s;
 pub mod metrics;
 pub mod metrics_capability;
 pub mod observe;
 pub mod probe;
 pub mod service;
+pub mod target;
+pub mod targets;
 pub mod verdict;
 pub mod watch;
 pub mod window;
@@ -46,8 +51,9 @@ use pacto_runtime::{
     service::ServiceNames,
 };
 
-pub use observe::{ObserveInput, ObserveOutput, Observer, Options, Target};
+pub use observe::{ObserveInput, ObserveOutput, Observer, Options};
 pub use service::ObserverService;
+pub use target::Target;
 
 /// The gRPC service name (what the allow-list guards).
 pub const SERVICE_NAME: &str = "pacto.observer.v1.Observer";
@@ -162,9 +168,9 @@ pub async fn run(args: Args) -> Result<(), ObserverError> {
         .map_err(ObserverError::Kube)?;
     let namespace = args.watch_namespace.clone().filter(|n| !n.is_empty());
     let hub = watch::TargetHub::new();
-    watch::spawn_watchers(&client, namespace.as_deref(), &hub, &shutdown);
+    let caches = watch::spawn(&client, namespace.as_deref(), Some(&hub), &shutdown).caches;
     let observer = Observer::new(
-        fetch::KubeCluster::cached(client, namespace, &shutdown),
+        fetch::KubeCluster::with_caches(client, namespace, caches),
         probe::Prober::new()?,
         args.options(),
     );

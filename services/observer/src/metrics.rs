@@ -1,5 +1,7 @@
 //! The observer's Prometheus metrics (the shared RPC metrics come from `pacto-runtime`).
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
 
 /// Observations emitted, by dimension and outcome.
@@ -14,6 +16,23 @@ pub const WATCH_INDEX_OBJECTS: &str = "pacto_observer_watch_index_objects";
 pub const CACHE_OBJECTS: &str = "pacto_observer_cache_objects";
 /// WatchTargets notifications sent.
 pub const TARGET_CHANGES_TOTAL: &str = "pacto_observer_target_changes_total";
+
+/// Kubernetes watch streams started by the process.
+pub const WATCH_STREAMS_TOTAL: &str = "pacto_observer_watch_streams_started_total";
+
+static WATCH_STREAMS_STARTED: AtomicUsize = AtomicUsize::new(0);
+
+/// Counts one started watch stream (the counter [`WATCH_STREAMS_TOTAL`] and
+/// [`watch_streams_started`]).
+pub fn watch_stream_started() {
+    WATCH_STREAMS_STARTED.fetch_add(1, Ordering::Relaxed);
+    metrics::counter!(WATCH_STREAMS_TOTAL).increment(1);
+}
+
+/// How many watch streams this process has started.
+pub fn watch_streams_started() -> usize {
+    WATCH_STREAMS_STARTED.load(Ordering::Relaxed)
+}
 
 /// Describes the observer's own metrics.
 pub fn describe() {
@@ -37,6 +56,11 @@ pub fn describe() {
         CACHE_OBJECTS,
         Unit::Count,
         "Objects held by the observer's reflector caches, by kind."
+    );
+    describe_counter!(
+        WATCH_STREAMS_TOTAL,
+        Unit::Count,
+        "Kubernetes watch streams started by the observer."
     );
     describe_counter!(
         TARGET_CHANGES_TOTAL,

@@ -8,16 +8,14 @@ use std::net::IpAddr;
 
 use k8s_openapi::api::core::v1::{Service, ServicePort};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use pacto_contract::model::Binding;
 use pacto_engine::{CapabilityValue, Value};
 use reqwest::Url;
 use serde_json::Value as Json;
 
-use crate::fetch::KubeCluster;
-use crate::health::capability_target;
-use crate::observe::Target;
+use crate::health::{CapabilityTarget, capability_target};
 use crate::probe::{Fetch, MAX_BODY_BYTES, Prober, service_url};
+use crate::target::Target;
 use crate::verdict::{Fetched, Verdict};
 use crate::workload::WorkloadObject;
 
@@ -314,106 +312,74 @@ fn pod_url(ip: IpAddr, port: i32, path: &str) -> Option<Url> {
     .ok()
 }
 
-/// The fetch + scrape side of the metrics capability.
-#[derive(Debug)]
-pub struct MetricsObserver<'a> {
-    /// Cluster reads (monitor lists).
-    pub cluster: &'a KubeCluster,
-    /// The HTTP client.
-    pub prober: &'a Prober,
+/// The bound Service port and path of the metrics capability, and the Service: the same
+/// binding checks as health; a missing Service is Unsupported.
+pub fn bound_service<'a>(
+    target: &Target,
+    binding: Option<&Binding>,
+    service: &'a Fetched<Service>,
+) -> Result<(CapabilityTarget, &'a Service), Verdict> {
+    let resolved = capability_target(binding, &target.spec.interface_bindings, service)?;
+    match service {
+        Ok(Some(service)) => Ok((resolved, service)),
+        _ => Err(Verdict::unsupported()),
+    }
 }
 
-fn monitor_resource(kind: &str, plural: &str) -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("monitoring.coreos.com", "v1", kind),
-        plural,
-    )
+/// What the metrics capability reads besides the target's Service.
+#[derive(Debug, Clone, Copy)]
+pub struct MetricsInput<'a> {
+    /// The Service's slices.
+    pub slices: &'a Fetched<Vec<EndpointSlice>>,
+    /// The workload.
+    pub workload: &'a Fetched<WorkloadObject>,
+    /// `spec` of the ServiceMonitors in the namespace (empty when not installed or forbidden).
+    pub service_monitors: &'a [Json],
+    /// `spec` of the PodMonitors in the namespace.
+    pub pod_monitors: &'a [Json],
 }
 
-impl MetricsObserver<'_> {
-    async fn monitor_specs(&self, namespace: &str, kind: &str, plural: &str) -> Vec<Json> {
-        let api: Api<DynamicObject> = Api::namespaced_with(
-            self.cluster.client().clone(),
-            namespace,
-            &monitor_resource(kind, plural),
-        );
-        match api.list(&ListParams::default()).await {
-            Ok(list) => list
-                .items
-                .into_iter()
-                .filter_map(|o| o.data.get("spec").cloned())
-                .collect(),
-            Err(kube::Error::Api(status)) if status.code == 403 => {
-                tracing::warn!(
-                    namespace,
-                    resource = plural,
-                    "forbidden to list {plural}.monitoring.coreos.com; grant list on it to use {kind} discovery"
-                );
-                Vec::new()
-            }
-            Err(error) => {
-                tracing::debug!(namespace, resource = plural, %error, "monitor discovery skipped");
-                Vec::new()
-            }
+/// Discovery on the fetched state, then one scrape with `prober`.
+pub async fn observe(
+    prober: &Prober,
+    target: &Target,
+    (resolved, service): (CapabilityTarget, &Service),
+    input: MetricsInput<'_>,
+) -> Verdict {
+    let namespace = target.namespace.as_str();
+    let slices = input
+        .slices
+        .as_ref()
+        .ok()
+        .and_then(Option::as_deref)
+        .unwrap_or_default();
+    let Some(discovery) = discover(DiscoveryInput {
+        service,
+        bound: &resolved.port,
+        contract_path: resolved.path.as_deref(),
+        service_monitors: input.service_monitors,
+        pod_monitors: input.pod_monitors,
+        slices,
+        workload: input.workload.as_ref().ok().and_then(Option::as_ref),
+    }) else {
+        return Verdict::unsupported();
+    };
+    let url = match discovery.at {
+        ScrapeAt::Service { port } => target
+            .service_name()
+            .and_then(|s| service_url(s, namespace, port, &discovery.path).ok()),
+        ScrapeAt::Pod { port } => {
+            let Some(ip) = ready_pod_ip(slices) else {
+                return Verdict::insufficient();
+            };
+            pod_url(ip, port, &discovery.path)
         }
-    }
-
-    /// Observes the metrics capability of `target`.
-    pub async fn observe(
-        &self,
-        target: &Target,
-        binding: Option<&Binding>,
-        service: &Fetched<Service>,
-        slices: &Fetched<Vec<EndpointSlice>>,
-        workload: &Fetched<WorkloadObject>,
-    ) -> Verdict {
-        let resolved = match capability_target(binding, &target.spec.interface_bindings, service) {
-            Ok(t) => t,
-            Err(verdict) => return verdict,
-        };
-        let Ok(Some(service)) = service else {
-            return Verdict::unsupported();
-        };
-        let namespace = target.namespace.as_str();
-        let service_monitors = self
-            .monitor_specs(namespace, "ServiceMonitor", "servicemonitors")
-            .await;
-        let pod_monitors = self
-            .monitor_specs(namespace, "PodMonitor", "podmonitors")
-            .await;
-        let slices = slices
-            .as_ref()
-            .ok()
-            .and_then(Option::as_deref)
-            .unwrap_or_default();
-        let Some(discovery) = discover(DiscoveryInput {
-            service,
-            bound: &resolved.port,
-            contract_path: resolved.path.as_deref(),
-            service_monitors: &service_monitors,
-            pod_monitors: &pod_monitors,
-            slices,
-            workload: workload.as_ref().ok().and_then(Option::as_ref),
-        }) else {
-            return Verdict::unsupported();
-        };
-        let url = match discovery.at {
-            ScrapeAt::Service { port } => target
-                .service_name()
-                .and_then(|s| service_url(s, namespace, port, &discovery.path).ok()),
-            ScrapeAt::Pod { port } => {
-                let Some(ip) = ready_pod_ip(slices) else {
-                    return Verdict::insufficient();
-                };
-                pod_url(ip, port, &discovery.path)
-            }
-        };
-        let Some(url) = url else {
-            return Verdict::insufficient();
-        };
-        tracing::debug!(method = discovery.method, %url, "scraping metrics");
-        scrape_verdict(&self.prober.fetch(url).await)
-    }
+    };
+    let Some(url) = url else {
+        return Verdict::insufficient();
+    };
+    tracing::debug!(method = discovery.method, %url, "scraping metrics");
+    scrape_verdict(&prober.fetch(url).await)
 }
 
 #[cfg(test)]

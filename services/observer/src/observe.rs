@@ -7,19 +7,21 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use pacto_api::{ConfigBindingKind, TargetRef, WorkloadKind};
-use pacto_contract::model::Contract;
+use pacto_api::{ConfigBinding, ConfigBindingKind};
+use pacto_contract::model::{Binding, Contract};
 use pacto_engine::{
     EvidenceSet, Observation, ObservationKind, Outcome, Provenance, SubjectRef, Timestamp,
 };
 
 use crate::configuration::{BoundObject, configuration_verdict};
-use crate::dependency::{dependency_verdict, match_sibling};
+use crate::dependency::{SiblingMatch, dependency_verdict, match_sibling, reference_base};
 use crate::fetch::KubeCluster;
 use crate::health::{active_verdict, capability_target, passive_verdict};
 use crate::interfaces::{InterfaceInput, interface_verdict};
-use crate::metrics_capability::MetricsObserver;
+use crate::metrics_capability::{self, MetricsInput};
 use crate::probe::{Prober, service_url};
+use crate::target::Target;
+use crate::targets::DependencyEdges;
 use crate::verdict::{ApiFailure, Fetched, Verdict};
 use crate::window::{Stabilized, Window, WindowKey, WindowKind, Windows};
 use crate::workload::{
@@ -30,43 +32,6 @@ use crate::workload::{
 pub const COLLECTOR: &str = "k8s-observer";
 /// The EvidenceSet source.
 pub const SOURCE: &str = "k8s";
-
-/// What to observe (the wire `Target`, validated).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Target {
-    /// Namespace of the Pacto and its target.
-    pub namespace: String,
-    /// Name of the Pacto.
-    pub pacto_name: String,
-    /// `spec.target`.
-    pub spec: TargetRef,
-}
-
-impl Target {
-    /// The Service name, if set and non-empty.
-    pub fn service_name(&self) -> Option<&str> {
-        self.spec.service_name.as_deref().filter(|s| !s.is_empty())
-    }
-
-    /// `ResolvedWorkload()`: the workloadRef (empty kind ⇒ Deployment), else the Service name
-    /// as a Deployment.
-    pub fn resolved_workload(&self) -> Option<(String, WorkloadKind)> {
-        if let Some(w) = &self.spec.workload_ref {
-            return Some((w.name.clone(), w.kind.unwrap_or(WorkloadKind::Deployment)))
-                .filter(|(n, _)| !n.is_empty());
-        }
-        self.service_name()
-            .map(|s| (s.to_owned(), WorkloadKind::Deployment))
-    }
-
-    /// `WorkloadExplicit`: a workloadRef with a name and an explicit kind.
-    pub fn workload_explicit(&self) -> bool {
-        self.spec
-            .workload_ref
-            .as_ref()
-            .is_some_and(|w| !w.name.is_empty() && w.kind.is_some())
-    }
-}
 
 /// One Observe request in domain types.
 #[derive(Debug, Clone)]
@@ -121,7 +86,7 @@ pub struct ObserveOutput {
     /// The legacy snapshot.
     pub snapshot: Snapshot,
     /// What the dependencies resolved to (for the WatchTargets index).
-    pub dependency_edges: crate::watch::DependencyEdges,
+    pub dependency_edges: DependencyEdges,
 }
 
 /// Feature flags and defaults.
@@ -186,9 +151,24 @@ struct Assembler {
     windows: Windows,
     provenance: Provenance,
     observations: Vec<Observation>,
+    /// The windowed assertions the contract declares (what the windows are pruned to).
+    declared: BTreeSet<WindowKey>,
 }
 
 impl Assembler {
+    fn new(windows: Windows, now: Timestamp) -> Self {
+        Self {
+            windows,
+            provenance: Provenance::new(COLLECTOR, now),
+            observations: Vec::new(),
+            declared: BTreeSet::new(),
+        }
+    }
+
+    fn declare(&mut self, kind: WindowKind, name: &str) {
+        self.declared.insert(WindowKey::new(kind, name));
+    }
+
     fn push(
         &mut self,
         kind: ObservationKind,
@@ -251,7 +231,8 @@ impl Observer {
         self.cluster.wait_ready().await
     }
 
-    /// Observes one target at `now`.
+    /// Observes one target at `now`: the target's objects are fetched once, then each
+    /// dimension is observed in the order the EvidenceSet lists them.
     pub async fn observe(&self, input: ObserveInput, now: Timestamp) -> ObserveOutput {
         let ObserveInput {
             target,
@@ -261,17 +242,31 @@ impl Observer {
             windows,
             stabilization_window,
         } = input;
-        let ns = target.namespace.as_str();
         let mut errors = Errors::default();
+        let state = self.fetch_target(&target, &mut errors).await;
+        let window = stabilization_window.unwrap_or(self.options.stabilization_window);
+        let mut call = Call {
+            out: Assembler::new(Windows::new(windows, now, window), now),
+            target,
+            contract,
+            state,
+            errors,
+        };
+        self.interfaces(&mut call);
+        self.capabilities(&mut call).await;
+        let edges = self.dependencies(&mut call).await;
+        self.configurations(&mut call, &schemas).await;
+        call.workload_and_persistence();
+        call.finish(contract_ref, now, edges)
+    }
+
+    /// The target's Service, its slices and the workload, fetched once, concurrently. Slices
+    /// are read only when a Service exists (a missing Service has none).
+    async fn fetch_target(&self, target: &Target, errors: &mut Errors) -> TargetState {
+        let ns = target.namespace.as_str();
         let service_name = target.service_name();
         let workload_ref = target.resolved_workload();
-
-        // The target's Service, its slices and the workload, fetched once, concurrently.
-        let (service, slices, workload): (
-            Fetched<Service>,
-            Fetched<Vec<EndpointSlice>>,
-            Fetched<WorkloadObject>,
-        ) = tokio::join!(
+        let (service, slices, workload) = tokio::join!(
             async {
                 match service_name {
                     Some(s) => self.cluster.service(ns, s).await,
@@ -293,30 +288,25 @@ impl Observer {
         );
         errors.note(&service);
         errors.note(&workload);
-        // Slices are read only when a Service exists (a missing Service has none).
         let slices = if matches!(service, Ok(Some(_))) {
             slices
         } else {
             Ok(None)
         };
         errors.note(&slices);
+        TargetState {
+            service,
+            slices,
+            workload,
+        }
+    }
 
-        let mut out = Assembler {
-            windows: Windows::new(
-                windows,
-                now,
-                stabilization_window.unwrap_or(self.options.stabilization_window),
-            ),
-            provenance: Provenance::new(COLLECTOR, now),
-            observations: Vec::new(),
-        };
-        let mut declared: BTreeSet<WindowKey> = BTreeSet::new();
-        let mut edges = crate::watch::DependencyEdges::default();
-
-        // Interfaces (always required).
-        for interface in &contract.interfaces {
-            declared.insert(WindowKey::new(WindowKind::Interface, &interface.name));
-            let binding = target
+    /// Interfaces (always required).
+    fn interfaces(&self, call: &mut Call) {
+        for interface in &call.contract.interfaces {
+            call.out.declare(WindowKind::Interface, &interface.name);
+            let binding = call
+                .target
                 .spec
                 .interface_bindings
                 .iter()
@@ -329,136 +319,123 @@ impl Observer {
                     binding,
                     name_match_discovery: self.options.name_match_discovery,
                 },
-                &service,
-                &slices,
+                &call.state.service,
+                &call.state.slices,
             );
-            out.push(
+            call.out.push(
                 ObservationKind::InterfaceObserved,
                 &interface.name,
                 Some(WindowKind::Interface),
                 verdict,
             );
         }
+    }
 
-        // Capabilities: health and metrics (extensions are not collected).
+    /// Capabilities: health and metrics, each assertion key once (extensions are not
+    /// collected).
+    async fn capabilities(&self, call: &mut Call) {
         let mut seen_keys = BTreeSet::new();
-        for capability in &contract.capabilities {
+        for capability in &call.contract.capabilities {
             let key = capability.assertion_key().to_owned();
-            declared.insert(WindowKey::new(WindowKind::Capability, &key));
+            call.out.declare(WindowKind::Capability, &key);
             if !seen_keys.insert(key.clone()) {
                 continue;
             }
+            let binding = capability.binding.as_ref();
             match capability.kind.as_str() {
                 "health" => {
-                    let verdict = self
-                        .health(
-                            &target,
-                            capability.binding.as_ref(),
-                            &service,
-                            &workload,
-                            &slices,
-                        )
-                        .await;
-                    out.push(
-                        ObservationKind::CapabilityObserved,
-                        &key,
-                        Some(WindowKind::Capability),
-                        verdict,
-                    );
+                    let verdict = self.health(&call.target, binding, &call.state).await;
+                    let window = Some(WindowKind::Capability);
+                    call.out
+                        .push(ObservationKind::CapabilityObserved, &key, window, verdict);
                 }
                 "metrics" => {
-                    let verdict = if self.options.enable_metrics {
-                        MetricsObserver {
-                            cluster: &self.cluster,
-                            prober: &self.prober,
-                        }
-                        .observe(
-                            &target,
-                            capability.binding.as_ref(),
-                            &service,
-                            &slices,
-                            &workload,
-                        )
-                        .await
-                    } else {
-                        Verdict::unsupported()
-                    };
-                    out.push(ObservationKind::CapabilityObserved, &key, None, verdict);
+                    let verdict = self.metrics(&call.target, binding, &call.state).await;
+                    call.out
+                        .push(ObservationKind::CapabilityObserved, &key, None, verdict);
                 }
                 _ => {}
             }
         }
+    }
 
-        // Dependencies.
-        if !contract.dependencies.is_empty() {
-            let pactos = self.cluster.pactos().await;
-            if let Err(e) = &pactos {
-                errors.0.push(e.message.clone());
-            }
-            for dependency in &contract.dependencies {
-                declared.insert(WindowKey::new(WindowKind::Dependency, &dependency.name));
-                edges
-                    .bases
-                    .insert(crate::dependency::reference_base(&dependency.reference));
-                let sibling = pactos.as_ref().map_err(Clone::clone).map(|pactos| {
-                    match_sibling(
-                        &dependency.reference,
-                        &dependency.compatibility,
-                        pactos,
-                        (ns, target.pacto_name.as_str()),
-                    )
-                });
-                let (svc, sl) = match &sibling {
-                    Ok(crate::dependency::SiblingMatch::Service { namespace, name }) => {
-                        edges.services.insert((namespace.clone(), name.clone()));
-                        let svc = self.cluster.service(namespace, name).await;
-                        errors.note(&svc);
-                        let sl = if matches!(svc, Ok(Some(_))) {
-                            let sl = self.cluster.endpoint_slices(namespace, name).await;
-                            errors.note(&sl);
-                            sl
-                        } else {
-                            Ok(None)
-                        };
-                        (svc, sl)
-                    }
-                    _ => (Ok(None), Ok(None)),
-                };
-                let verdict = dependency_verdict(&sibling, &svc, &sl);
-                out.push(
-                    ObservationKind::DependencyReachable,
-                    &dependency.name,
-                    Some(WindowKind::Dependency),
-                    verdict,
-                );
-            }
+    /// Dependencies: each declared ref matched against the sibling Pactos, then the sibling's
+    /// Service and slices. Returns what they resolved to (for the WatchTargets index).
+    async fn dependencies(&self, call: &mut Call) -> DependencyEdges {
+        let mut edges = DependencyEdges::default();
+        if call.contract.dependencies.is_empty() {
+            return edges;
         }
+        let pactos = self.cluster.pactos().await;
+        if let Err(e) = &pactos {
+            call.errors.0.push(e.message.clone());
+        }
+        for dependency in &call.contract.dependencies {
+            call.out.declare(WindowKind::Dependency, &dependency.name);
+            edges.bases.insert(reference_base(&dependency.reference));
+            let sibling = pactos.as_ref().map_err(Clone::clone).map(|pactos| {
+                match_sibling(
+                    &dependency.reference,
+                    &dependency.compatibility,
+                    pactos,
+                    (&call.target.namespace, call.target.pacto_name.as_str()),
+                )
+            });
+            let (svc, sl) = match &sibling {
+                Ok(SiblingMatch::Service { namespace, name }) => {
+                    edges.services.insert((namespace.clone(), name.clone()));
+                    self.sibling_service(namespace, name, &mut call.errors)
+                        .await
+                }
+                _ => (Ok(None), Ok(None)),
+            };
+            call.out.push(
+                ObservationKind::DependencyReachable,
+                &dependency.name,
+                Some(WindowKind::Dependency),
+                dependency_verdict(&sibling, &svc, &sl),
+            );
+        }
+        edges
+    }
 
-        // Configurations.
-        for configuration in &contract.configurations {
-            declared.insert(WindowKey::new(
-                WindowKind::Configuration,
-                &configuration.name,
-            ));
-            let binding = target
+    /// A sibling's Service and, when it exists, its slices.
+    async fn sibling_service(
+        &self,
+        namespace: &str,
+        name: &str,
+        errors: &mut Errors,
+    ) -> (Fetched<Service>, Fetched<Vec<EndpointSlice>>) {
+        let svc = self.cluster.service(namespace, name).await;
+        errors.note(&svc);
+        let sl = if matches!(svc, Ok(Some(_))) {
+            let sl = self.cluster.endpoint_slices(namespace, name).await;
+            errors.note(&sl);
+            sl
+        } else {
+            Ok(None)
+        };
+        (svc, sl)
+    }
+
+    /// Configurations: the bound ConfigMap (data) or Secret (metadata only), validated against
+    /// the locally resolvable schema.
+    async fn configurations(&self, call: &mut Call, schemas: &BTreeMap<String, Vec<u8>>) {
+        for configuration in &call.contract.configurations {
+            call.out
+                .declare(WindowKind::Configuration, &configuration.name);
+            let binding = call
+                .target
                 .spec
                 .config_bindings
                 .iter()
                 .find(|b| b.configuration == configuration.name);
             let object = match binding {
                 None => None,
-                Some(b) => Some(match b.kind {
-                    ConfigBindingKind::Secret => {
-                        let f = self.cluster.secret_exists(ns, &b.name).await;
-                        errors.note(&f);
-                        BoundObject::Secret(f)
-                    }
-                    ConfigBindingKind::ConfigMap => {
-                        let f = self.cluster.config_map_data(ns, &b.name).await;
-                        errors.note(&f);
-                        BoundObject::ConfigMap(f)
-                    }
-                }),
+                Some(b) => Some(
+                    self.bound_object(&call.target.namespace, b, &mut call.errors)
+                        .await,
+                ),
             };
             let verdict = configuration_verdict(
                 configuration.required,
@@ -466,90 +443,69 @@ impl Observer {
                 object.as_ref(),
                 schemas.get(&configuration.name).map(Vec::as_slice),
             );
-            out.push(
+            call.out.push(
                 ObservationKind::ConfigurationPresent,
                 &configuration.name,
                 Some(WindowKind::Configuration),
                 verdict,
             );
         }
+    }
 
-        // Workload and persistence (subject: the contract's service name).
-        if workload_ref.is_some() {
-            if let Some(declared_type) = contract.workload.as_deref().filter(|w| !w.is_empty()) {
-                let verdict =
-                    workload_verdict(declared_type, target.workload_explicit(), &workload);
-                out.push(
-                    ObservationKind::WorkloadObserved,
-                    &contract.service.name,
-                    None,
-                    verdict,
-                );
+    async fn bound_object(
+        &self,
+        namespace: &str,
+        binding: &ConfigBinding,
+        errors: &mut Errors,
+    ) -> BoundObject {
+        match binding.kind {
+            ConfigBindingKind::Secret => {
+                let f = self.cluster.secret_exists(namespace, &binding.name).await;
+                errors.note(&f);
+                BoundObject::Secret(f)
             }
-            if contract
-                .state
-                .as_ref()
-                .is_some_and(|s| s.persistence.durability == "persistent")
-            {
-                out.push(
-                    ObservationKind::PersistenceObserved,
-                    &contract.service.name,
-                    None,
-                    persistence_verdict(&workload),
-                );
+            ConfigBindingKind::ConfigMap => {
+                let f = self.cluster.config_map_data(namespace, &binding.name).await;
+                errors.note(&f);
+                BoundObject::ConfigMap(f)
             }
-        }
-
-        let snapshot = Snapshot {
-            service: service_name.map(|name| ResourceExistence {
-                name: name.to_owned(),
-                kind: String::new(),
-                exists: matches!(service, Ok(Some(_))),
-            }),
-            workload: workload_ref.as_ref().map(|(name, kind)| ResourceExistence {
-                name: name.clone(),
-                kind: kind.as_str().to_owned(),
-                exists: matches!(workload, Ok(Some(_))),
-            }),
-            observed_runtime: workload
-                .as_ref()
-                .ok()
-                .and_then(Option::as_ref)
-                .map(observed_runtime),
-        };
-        let subject = match (service_name, &workload_ref) {
-            (Some(s), _) => SubjectRef::new("service", format!("{ns}/{s}")),
-            (None, Some((w, _))) => SubjectRef::new("workload", format!("{ns}/{w}")),
-            (None, None) => SubjectRef::new("pacto", format!("{ns}/{}", target.pacto_name)),
-        };
-        for e in &errors.0 {
-            tracing::warn!(namespace = ns, pacto = %target.pacto_name, error = %e, "kubernetes query failed");
-        }
-        metrics::counter!(crate::metrics::API_ERRORS_TOTAL).increment(errors.0.len() as u64);
-        ObserveOutput {
-            evidence: EvidenceSet {
-                subject,
-                contract_ref,
-                source: SOURCE.to_owned(),
-                observed_at: now,
-                observations: Some(out.observations),
-            },
-            window_due_at: out.windows.next_due(&declared),
-            windows: out.windows.finish(&declared),
-            api_errors: errors.0,
-            snapshot,
-            dependency_edges: edges,
         }
     }
 
+    /// The metrics capability, only with `--enable-metrics-observation`: the binding checks,
+    /// the namespace's monitors, then discovery and one scrape.
+    async fn metrics(
+        &self,
+        target: &Target,
+        binding: Option<&Binding>,
+        state: &TargetState,
+    ) -> Verdict {
+        if !self.options.enable_metrics {
+            return Verdict::unsupported();
+        }
+        let bound = match metrics_capability::bound_service(target, binding, &state.service) {
+            Ok(bound) => bound,
+            Err(verdict) => return verdict,
+        };
+        let monitors = self.cluster.monitors(&target.namespace).await;
+        let input = MetricsInput {
+            slices: &state.slices,
+            workload: &state.workload,
+            service_monitors: &monitors.service_monitors,
+            pod_monitors: &monitors.pod_monitors,
+        };
+        metrics_capability::observe(&self.prober, target, bound, input).await
+    }
+
+    /// The health capability: a probe when enabled, else (or on a transport error) the
+    /// passive verdict.
     async fn health(
         &self,
         target: &Target,
-        binding: Option<&pacto_contract::model::Binding>,
-        service: &Fetched<Service>,
-        workload: &Fetched<WorkloadObject>,
-        slices: &Fetched<Vec<EndpointSlice>>,
+        binding: Option<&Binding>,
+        state: &TargetState,
     ) -> Verdict {
+        let service = &state.service;
         let resolved = match capability_target(binding, &target.spec.interface_bindings, service) {
             Ok(t) => t,
             Err(verdict) => return verdict,
@@ -569,6 +525,116 @@ impl Observer {
                 Err(error) => tracing::warn!(%error, "health probe URL refused; passive fallback"),
             }
         }
-        passive_verdict(&resolved, workload, slices)
+        passive_verdict(&resolved, &state.workload, &state.slices)
+    }
+}
+
+/// The target's Service, its slices and its workload, as fetched once per call.
+struct TargetState {
+    service: Fetched<Service>,
+    slices: Fetched<Vec<EndpointSlice>>,
+    workload: Fetched<WorkloadObject>,
+}
+
+/// One Observe call in progress: its inputs, what was fetched, the failed queries and the
+/// observations so far.
+struct Call {
+    target: Target,
+    contract: Contract,
+    state: TargetState,
+    errors: Errors,
+    out: Assembler,
+}
+
+impl Call {
+    /// Workload and persistence (subject: the contract's service name), when a workload name
+    /// resolved.
+    fn workload_and_persistence(&mut self) {
+        if self.target.resolved_workload().is_none() {
+            return;
+        }
+        let subject = self.contract.service.name.as_str();
+        let workload = &self.state.workload;
+        if let Some(declared) = self.contract.workload.as_deref().filter(|w| !w.is_empty()) {
+            let verdict = workload_verdict(declared, self.target.workload_explicit(), workload);
+            self.out
+                .push(ObservationKind::WorkloadObserved, subject, None, verdict);
+        }
+        if self
+            .contract
+            .state
+            .as_ref()
+            .is_some_and(|s| s.persistence.durability == "persistent")
+        {
+            let verdict = persistence_verdict(workload);
+            self.out
+                .push(ObservationKind::PersistenceObserved, subject, None, verdict);
+        }
+    }
+
+    /// The legacy snapshot of the target's objects.
+    fn snapshot(&self) -> Snapshot {
+        let state = &self.state;
+        Snapshot {
+            service: self.target.service_name().map(|name| ResourceExistence {
+                name: name.to_owned(),
+                kind: String::new(),
+                exists: matches!(state.service, Ok(Some(_))),
+            }),
+            workload: self
+                .target
+                .resolved_workload()
+                .map(|(name, kind)| ResourceExistence {
+                    name,
+                    kind: kind.as_str().to_owned(),
+                    exists: matches!(state.workload, Ok(Some(_))),
+                }),
+            observed_runtime: state
+                .workload
+                .as_ref()
+                .ok()
+                .and_then(Option::as_ref)
+                .map(observed_runtime),
+        }
+    }
+
+    /// The EvidenceSet's subject: the Service, else the workload, else the Pacto.
+    fn subject(&self) -> SubjectRef {
+        let ns = &self.target.namespace;
+        match (self.target.service_name(), self.target.resolved_workload()) {
+            (Some(s), _) => SubjectRef::new("service", format!("{ns}/{s}")),
+            (None, Some((w, _))) => SubjectRef::new("workload", format!("{ns}/{w}")),
+            (None, None) => SubjectRef::new("pacto", format!("{ns}/{}", self.target.pacto_name)),
+        }
+    }
+
+    /// Logs and counts the failed queries and assembles the output.
+    fn finish(self, contract_ref: String, now: Timestamp, edges: DependencyEdges) -> ObserveOutput {
+        let snapshot = self.snapshot();
+        let subject = self.subject();
+        let Self {
+            target,
+            errors,
+            out,
+            ..
+        } = self;
+        for e in &errors.0 {
+            tracing::warn!(namespace = target.namespace.as_str(), pacto = %target.pacto_name, error = %e, "kubernetes query failed");
+        }
+        metrics::counter!(crate::metrics::API_ERRORS_TOTAL).increment(errors.0.len() as u64);
+        ObserveOutput {
+            evidence: EvidenceSet {
+                subject,
+                contract_ref,
+                source: SOURCE.to_owned(),
+                observed_at: now,
+                observations: Some(out.observations),
+            },
+            window_due_at: out.windows.next_due(&out.declared),
+            windows: out.windows.finish(&out.declared),
+            api_errors: errors.0,
+            snapshot,
+            dependency_edges: edges,
+        }
     }
 }

@@ -14,7 +14,7 @@ use pacto_runtime::metrics::RpcTimer;
 use tonic::{Request, Response, Status};
 
 use crate::observe::Observer;
-use crate::watch::TargetHub;
+use crate::targets::TargetHub;
 use crate::{SERVICE_NAME, wire};
 
 /// The clock Observe judges windows with (injectable for tests).

@@ -1,416 +1,26 @@
-//! WatchTargets: which Pactos must be re-observed because something they target changed.
-//!
-//! The [`Index`] maps watched objects to the Pactos that reference them: the target Service and
-//! its EndpointSlices (label `kubernetes.io/service-name`), the workload (name **and** kind), the
-//! ConfigMaps and Secrets of `configBindings`, and — learned from Observe calls — dependency
-//! siblings (their Pacto, Service and EndpointSlices). [`affected`] is the pure mapping; the
-//! watcher tasks feed it metadata-only events (Secret values and ConfigMap data never sit in
-//! memory), and the hub coalesces notifications per subscriber.
+//! The watch streams: one per kind the observer reads or reacts to, cluster-wide or in
+//! `--watch-namespace`. Each stream of a cached kind (Services, EndpointSlices, the workload
+//! kinds, Pactos) feeds both its reflector cache ([`crate::cache`]) and the WatchTargets hub
+//! ([`crate::targets`]); ConfigMaps and Secrets are watched as metadata only (Secret values and
+//! ConfigMap data never sit in memory), for the hub alone. Every stream retries with the shared
+//! backoff policy ([`pacto_runtime::watch`]).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
-
-use futures::{Stream, StreamExt};
-use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
-use k8s_openapi::api::batch::v1::{CronJob, Job};
-use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
-use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::Client;
-use kube::api::{Api, PartialObjectMeta};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::PartialObjectMeta;
+use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
-use pacto_api::{ConfigBindingKind, Pacto, WorkloadKind};
+use kube::{Client, Resource};
+use pacto_api::{Pacto, WorkloadKind};
 use pacto_runtime::CancellationToken;
-use tokio::sync::broadcast;
+use pacto_runtime::watch::{WatchRetry, WatchRetryExt};
 
-use crate::dependency::reference_base;
-use crate::fetch::SERVICE_NAME_LABEL;
-
-/// How long a subscriber gathers changes before sending them (coalescing).
-pub const COALESCE: Duration = Duration::from_millis(150);
-
-/// A Pacto identity `(namespace, name)`.
-pub type PactoKey = (String, String);
-
-/// The kinds WatchTargets reacts to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum WatchedKind {
-    /// core/v1 Service.
-    Service,
-    /// discovery/v1 EndpointSlice.
-    EndpointSlice,
-    /// A workload kind.
-    Workload(WorkloadKind),
-    /// core/v1 ConfigMap.
-    ConfigMap,
-    /// core/v1 Secret.
-    Secret,
-}
-
-impl WatchedKind {
-    fn as_str(self) -> &'static str {
-        match self {
-            Self::Service => "Service",
-            Self::EndpointSlice => "EndpointSlice",
-            Self::Workload(kind) => kind.as_str(),
-            Self::ConfigMap => "ConfigMap",
-            Self::Secret => "Secret",
-        }
-    }
-}
-
-/// A change of a watched object.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ObjectChange {
-    /// Its kind.
-    pub kind: WatchedKind,
-    /// Its namespace.
-    pub namespace: String,
-    /// Its name.
-    pub name: String,
-    /// Its labels (EndpointSlices: the service-name label).
-    pub labels: BTreeMap<String, String>,
-    /// `applied` or `deleted`.
-    pub verb: &'static str,
-}
-
-/// What one Pacto references (from its spec).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PactoRefs {
-    /// `spec.target.serviceName`.
-    pub service: Option<String>,
-    /// The resolved workload.
-    pub workload: Option<(String, WorkloadKind)>,
-    /// Bound ConfigMaps.
-    pub config_maps: BTreeSet<String>,
-    /// Bound Secrets.
-    pub secrets: BTreeSet<String>,
-    /// `(resolvedRef base, version)` from its status (what dependents match against).
-    pub contract: Option<(String, String)>,
-}
-
-impl PactoRefs {
-    /// The references of a Pacto object.
-    pub fn of(pacto: &Pacto) -> Self {
-        let target = pacto.spec.target.as_ref();
-        let mut refs = Self {
-            service: target
-                .and_then(|t| t.service_name.clone())
-                .filter(|s| !s.is_empty()),
-            workload: pacto.spec.resolved_workload(),
-            contract: pacto
-                .status
-                .as_ref()
-                .and_then(|s| s.contract.as_ref())
-                .and_then(|c| {
-                    c.resolved_ref
-                        .as_deref()
-                        .filter(|r| !r.is_empty())
-                        .map(|r| (reference_base(r), c.version.clone()))
-                }),
-            ..Self::default()
-        };
-        for binding in target
-            .map(|t| t.config_bindings.as_slice())
-            .unwrap_or_default()
-        {
-            match binding.kind {
-                ConfigBindingKind::ConfigMap => refs.config_maps.insert(binding.name.clone()),
-                ConfigBindingKind::Secret => refs.secrets.insert(binding.name.clone()),
-            };
-        }
-        refs
-    }
-}
-
-/// What an Observe call learned about a Pacto's dependencies.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct DependencyEdges {
-    /// Normalised bases of the declared dependency refs.
-    pub bases: BTreeSet<String>,
-    /// Sibling Services `(namespace, name)` the dependencies resolved to.
-    pub services: BTreeSet<(String, String)>,
-}
-
-/// The index behind WatchTargets.
-#[derive(Debug, Clone, Default)]
-pub struct Index {
-    pactos: HashMap<PactoKey, PactoRefs>,
-    dependencies: HashMap<PactoKey, DependencyEdges>,
-}
-
-impl Index {
-    /// Records (or replaces) a Pacto; returns the Pactos to notify because a sibling they
-    /// depend on changed its contract (the Pacto's own status writes otherwise notify nobody).
-    pub fn upsert_pacto(&mut self, key: &PactoKey, refs: &PactoRefs) -> BTreeSet<PactoKey> {
-        let previous = self.pactos.insert(key.clone(), refs.clone());
-        let key = key.clone();
-        let mut out = BTreeSet::new();
-        if previous.as_ref().map(|p| &p.contract) != Some(&refs.contract) {
-            let bases: Vec<&String> = previous
-                .as_ref()
-                .and_then(|p| p.contract.as_ref())
-                .into_iter()
-                .chain(refs.contract.as_ref())
-                .map(|(base, _)| base)
-                .collect();
-            out.extend(self.dependents_of_bases(&bases, &key));
-        }
-        if previous.as_ref().map(|p| &p.service) != Some(&refs.service) {
-            let services: Vec<(String, String)> = previous
-                .as_ref()
-                .and_then(|p| p.service.clone())
-                .into_iter()
-                .chain(refs.service.clone())
-                .map(|s| (key.0.clone(), s))
-                .collect();
-            for (dependent, edges) in &self.dependencies {
-                if *dependent != key && services.iter().any(|s| edges.services.contains(s)) {
-                    out.insert(dependent.clone());
-                }
-            }
-        }
-        out
-    }
-
-    /// Forgets a deleted Pacto; returns its dependents.
-    pub fn remove_pacto(&mut self, key: &PactoKey) -> BTreeSet<PactoKey> {
-        self.dependencies.remove(key);
-        match self.pactos.remove(key) {
-            Some(refs) => {
-                let bases: Vec<&String> =
-                    refs.contract.as_ref().map(|(b, _)| b).into_iter().collect();
-                self.dependents_of_bases(&bases, key)
-            }
-            None => BTreeSet::new(),
-        }
-    }
-
-    fn dependents_of_bases(&self, bases: &[&String], except: &PactoKey) -> BTreeSet<PactoKey> {
-        self.dependencies
-            .iter()
-            .filter(|(k, edges)| *k != except && bases.iter().any(|b| edges.bases.contains(*b)))
-            .map(|(k, _)| k.clone())
-            .collect()
-    }
-
-    /// Records what an Observe call resolved for a Pacto's dependencies.
-    pub fn set_dependencies(&mut self, key: PactoKey, edges: DependencyEdges) {
-        if edges == DependencyEdges::default() {
-            self.dependencies.remove(&key);
-        } else {
-            self.dependencies.insert(key, edges);
-        }
-    }
-
-    /// Pactos and dependency edges known, for the cache-size gauge.
-    pub fn sizes(&self) -> (usize, usize) {
-        (self.pactos.len(), self.dependencies.len())
-    }
-}
-
-/// The Pactos a change concerns.
-pub fn affected(index: &Index, change: &ObjectChange) -> BTreeSet<PactoKey> {
-    let ns = change.namespace.as_str();
-    let service_of_slice = change.labels.get(SERVICE_NAME_LABEL).map(String::as_str);
-    let service_name = match change.kind {
-        WatchedKind::Service => Some(change.name.as_str()),
-        WatchedKind::EndpointSlice => service_of_slice,
-        _ => None,
-    };
-    let mut out = BTreeSet::new();
-    for ((pacto_ns, pacto_name), refs) in &index.pactos {
-        if pacto_ns != ns {
-            continue;
-        }
-        let hit = match change.kind {
-            WatchedKind::Service | WatchedKind::EndpointSlice => {
-                service_name.is_some() && refs.service.as_deref() == service_name
-            }
-            WatchedKind::Workload(kind) => refs
-                .workload
-                .as_ref()
-                .is_some_and(|(name, k)| *k == kind && *name == change.name),
-            WatchedKind::ConfigMap => refs.config_maps.contains(&change.name),
-            WatchedKind::Secret => refs.secrets.contains(&change.name),
-        };
-        if hit {
-            out.insert((pacto_ns.clone(), pacto_name.clone()));
-        }
-    }
-    if let Some(service) = service_name {
-        let sibling = (ns.to_owned(), service.to_owned());
-        for (dependent, edges) in &index.dependencies {
-            if edges.services.contains(&sibling) {
-                out.insert(dependent.clone());
-            }
-        }
-    }
-    out
-}
-
-/// One notification.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TargetChange {
-    /// The Pacto.
-    pub pacto: PactoKey,
-    /// What changed, for logs.
-    pub reason: String,
-}
-
-/// The shared index and the notification fan-out.
-#[derive(Debug, Clone)]
-pub struct TargetHub {
-    index: Arc<Mutex<Index>>,
-    tx: broadcast::Sender<TargetChange>,
-}
-
-impl Default for TargetHub {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl TargetHub {
-    /// An empty hub.
-    pub fn new() -> Self {
-        let (tx, _) = broadcast::channel(4096);
-        Self {
-            index: Arc::new(Mutex::new(Index::default())),
-            tx,
-        }
-    }
-
-    fn with_index<T>(&self, f: impl FnOnce(&mut Index) -> T) -> T {
-        let mut guard = self.index.lock().unwrap_or_else(PoisonError::into_inner);
-        let out = f(&mut guard);
-        let (pactos, edges) = guard.sizes();
-        metrics::gauge!(crate::metrics::WATCH_INDEX_OBJECTS, "kind" => "pacto").set(pactos as f64);
-        metrics::gauge!(crate::metrics::WATCH_INDEX_OBJECTS, "kind" => "dependency_edges")
-            .set(edges as f64);
-        out
-    }
-
-    fn publish(&self, pactos: BTreeSet<PactoKey>, reason: &str) {
-        for pacto in pactos {
-            // no subscriber is fine
-            let _ = self.tx.send(TargetChange {
-                pacto,
-                reason: reason.to_owned(),
-            });
-        }
-    }
-
-    /// Applies a Pacto event.
-    pub fn pacto_applied(&self, pacto: &Pacto) {
-        let key = pacto_key(pacto);
-        let notify = self.with_index(|i| i.upsert_pacto(&key, &PactoRefs::of(pacto)));
-        self.publish(
-            notify,
-            &format!("dependency Pacto {}/{} changed", key.0, key.1),
-        );
-    }
-
-    /// Applies a Pacto deletion.
-    pub fn pacto_deleted(&self, pacto: &Pacto) {
-        let key = pacto_key(pacto);
-        let notify = self.with_index(|i| i.remove_pacto(&key));
-        self.publish(
-            notify,
-            &format!("dependency Pacto {}/{} deleted", key.0, key.1),
-        );
-    }
-
-    /// Whether the index knows the Pacto `key`.
-    pub fn knows(&self, key: &PactoKey) -> bool {
-        self.with_index(|i| i.pactos.contains_key(key))
-    }
-
-    /// Records the dependency edges an Observe call resolved.
-    pub fn set_dependencies(&self, key: PactoKey, edges: DependencyEdges) {
-        self.with_index(|i| i.set_dependencies(key, edges));
-    }
-
-    /// Applies a change of a watched object.
-    pub fn object_changed(&self, change: &ObjectChange) {
-        let notify = self.with_index(|i| affected(i, change));
-        if notify.is_empty() {
-            return;
-        }
-        self.publish(
-            notify,
-            &format!(
-                "{} {}/{} {}",
-                change.kind.as_str(),
-                change.namespace,
-                change.name,
-                change.verb
-            ),
-        );
-    }
-
-    /// A coalesced stream of notifications for `namespace` (empty = all), ending at `shutdown`.
-    pub fn subscribe(
-        &self,
-        namespace: String,
-        shutdown: CancellationToken,
-    ) -> impl Stream<Item = Vec<TargetChange>> + Send + 'static {
-        let rx = self.tx.subscribe();
-        futures::stream::unfold((rx, shutdown), move |(mut rx, shutdown)| {
-            let namespace = namespace.clone();
-            async move {
-                let wanted = |c: &TargetChange| namespace.is_empty() || c.pacto.0 == namespace;
-                // wait for the first relevant change
-                let first = loop {
-                    tokio::select! {
-                        () = shutdown.cancelled() => return None,
-                        received = rx.recv() => match received {
-                            Ok(c) if wanted(&c) => break c,
-                            Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
-                            Err(broadcast::error::RecvError::Closed) => return None,
-                        },
-                    }
-                };
-                let mut batch: BTreeMap<PactoKey, String> =
-                    BTreeMap::from([(first.pacto, first.reason)]);
-                let deadline = tokio::time::Instant::now() + COALESCE;
-                loop {
-                    tokio::select! {
-                        () = tokio::time::sleep_until(deadline) => break,
-                        received = rx.recv() => match received {
-                            Ok(c) if wanted(&c) => { batch.entry(c.pacto).or_insert(c.reason); }
-                            Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
-                            Err(broadcast::error::RecvError::Closed) => break,
-                        },
-                    }
-                }
-                let changes = batch
-                    .into_iter()
-                    .map(|(pacto, reason)| TargetChange { pacto, reason })
-                    .collect();
-                Some((changes, (rx, shutdown)))
-            }
-        })
-    }
-}
-
-fn pacto_key(pacto: &Pacto) -> PactoKey {
-    (
-        pacto.metadata.namespace.clone().unwrap_or_default(),
-        pacto.metadata.name.clone().unwrap_or_default(),
-    )
-}
-
-fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
-where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
-    K::DynamicType: Default,
-{
-    match namespace {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    }
-}
+use crate::cache::{CacheFeed, Caches};
+use crate::k8s::{SECRET_FORBIDDEN_HINT, api, watch_error_is_forbidden};
+pub use crate::targets::{
+    COALESCE, DependencyEdges, Index, ObjectChange, PactoKey, PactoRefs, TargetChange, TargetHub,
+    WatchedKind, affected,
+};
 
 /// Counts the watches whose initial list completed.
 #[derive(Debug, Clone)]
@@ -427,530 +37,326 @@ impl WatchersReady {
     }
 }
 
-fn mark_listed(ready: &tokio::sync::watch::Sender<usize>, listed: &mut bool) {
-    if !*listed {
-        *listed = true;
-        ready.send_modify(|n| *n += 1);
+/// What [`spawn`] started.
+#[derive(Debug, Clone)]
+pub struct Watchers {
+    /// The caches the streams fill.
+    pub caches: Caches,
+    /// Readiness of the streams.
+    pub ready: WatchersReady,
+}
+
+/// The retry policy of the watch of `kind`, with the observer's hint for a refused one.
+fn retry(kind: &'static str) -> WatchRetry {
+    let retry = WatchRetry::new(kind);
+    if kind == WatchedKind::Secret.as_str() {
+        retry.when_forbidden(format!(
+            "Secret watch forbidden: changes of bound Secrets will not trigger re-observation; \
+             {SECRET_FORBIDDEN_HINT}"
+        ))
+    } else {
+        retry.when_forbidden(
+            "watch forbidden: the observer's ClusterRole (or Role) is missing this kind; \
+             retrying with backoff",
+        )
     }
 }
 
-/// First delay after a watch error.
-pub const WATCH_RETRY_MIN: Duration = Duration::from_secs(1);
-/// Longest delay between retries of a failing watch.
-pub const WATCH_RETRY_MAX: Duration = Duration::from_mins(5);
-
-/// Whether a watch error is the API server refusing the list or watch for lack of RBAC rights.
-pub fn watch_error_is_forbidden(error: &watcher::Error) -> bool {
-    match error {
-        watcher::Error::InitialListFailed(e)
-        | watcher::Error::WatchStartFailed(e)
-        | watcher::Error::WatchFailed(e) => crate::fetch::is_forbidden(e),
-        watcher::Error::WatchError(status) => status.is_forbidden(),
-        watcher::Error::NoResourceVersion => false,
-    }
-}
-
-/// Retry policy of one watch: exponential backoff from [`WATCH_RETRY_MIN`] doubling to
-/// [`WATCH_RETRY_MAX`], reset by a successful list or event. Only the first error of a failing
-/// streak is logged at `warn` (a Forbidden one with the chart value that grants the right);
-/// repeats go to `debug`, so a refused watch neither spins nor floods the log.
-#[derive(Debug)]
-pub struct WatchRetry {
-    kind: &'static str,
-    next_delay: Duration,
-    failing: bool,
-}
-
-impl WatchRetry {
-    /// A healthy watch of `kind`.
-    pub fn new(kind: &'static str) -> Self {
-        Self {
-            kind,
-            next_delay: WATCH_RETRY_MIN,
-            failing: false,
-        }
-    }
-
-    /// The watch delivered a list or an event: the next error starts a new streak.
-    pub fn succeeded(&mut self) {
-        self.next_delay = WATCH_RETRY_MIN;
-        self.failing = false;
-    }
-
-    /// Records an error (`forbidden`: refused by RBAC) and returns how long to wait before the
-    /// watch retries.
-    pub fn failed(&mut self, error: &watcher::Error, forbidden: bool) -> Duration {
-        let delay = self.next_delay;
-        if self.failing {
-            tracing::debug!(kind = self.kind, %error, ?delay, "watch still failing");
-        } else if forbidden && self.kind == WatchedKind::Secret.as_str() {
-            tracing::warn!(
-                kind = self.kind,
-                %error,
-                "Secret watch forbidden: changes of bound Secrets will not trigger re-observation; \
-                 {}",
-                crate::fetch::SECRET_FORBIDDEN_HINT
-            );
-        } else if forbidden {
-            tracing::warn!(
-                kind = self.kind,
-                %error,
-                "watch forbidden: the observer's ClusterRole (or Role) is missing this kind; \
-                 retrying with backoff"
-            );
-        } else {
-            tracing::warn!(kind = self.kind, %error, "watch error; retrying with backoff");
-        }
-        self.failing = true;
-        self.next_delay = (delay * 2).min(WATCH_RETRY_MAX);
-        delay
-    }
-
-    /// Whether the watch is in a failing streak.
-    pub fn is_failing(&self) -> bool {
-        self.failing
-    }
-}
-
-/// Feeds a metadata-only watch of `K` into the hub. Events of the initial list (and of relists)
-/// are not changes and are skipped.
-async fn watch_metadata<K>(
-    hub: TargetHub,
-    api: Api<PartialObjectMeta<K>>,
-    kind: WatchedKind,
-    shutdown: CancellationToken,
+/// Counts one stream as listed once: at its first completed list or, when `refusal_counts`, at
+/// its first refusal by RBAC.
+struct Readiness {
     ready: tokio::sync::watch::Sender<usize>,
-) where
-    K: kube::Resource + Clone + std::fmt::Debug + Send + Sync + 'static,
-    K::DynamicType: Default,
-{
-    let stream = watcher::watcher(api, watcher::Config::default());
-    let mut stream = std::pin::pin!(stream);
-    let mut initializing = true;
-    let mut listed = false;
-    let mut retry = WatchRetry::new(kind.as_str());
-    loop {
-        let event = tokio::select! {
-            () = shutdown.cancelled() => return,
-            event = stream.next() => event,
+    refusal_counts: bool,
+    counted: bool,
+}
+
+impl Readiness {
+    fn observe<K>(&mut self, item: &Result<Event<K>, watcher::Error>) {
+        let now = match item {
+            Ok(Event::InitDone) => true,
+            Err(error) => self.refusal_counts && watch_error_is_forbidden(error),
+            Ok(_) => false,
         };
-        let Some(event) = event else { return };
-        let (meta, verb) = match event {
-            Ok(Event::Init) => {
-                initializing = true;
-                continue;
-            }
-            Ok(Event::InitDone) => {
-                initializing = false;
-                retry.succeeded();
-                mark_listed(&ready, &mut listed);
-                continue;
-            }
-            Ok(Event::Apply(m)) if !initializing => {
-                retry.succeeded();
-                (m.metadata, "applied")
-            }
-            Ok(Event::Delete(m)) if !initializing => {
-                retry.succeeded();
-                (m.metadata, "deleted")
-            }
-            Ok(_) => continue,
-            Err(error) => {
-                let forbidden = watch_error_is_forbidden(&error);
-                let delay = retry.failed(&error, forbidden);
-                // Without the opt-in chart value the Secret watch is refused by design: it must
-                // not hold readiness back (bound Secrets then read as honest unknowns).
-                if forbidden && kind == WatchedKind::Secret {
-                    mark_listed(&ready, &mut listed);
-                }
-                tokio::select! {
+        if now && !self.counted {
+            self.counted = true;
+            self.ready.send_modify(|n| *n += 1);
+        }
+    }
+}
+
+/// A change of a watched object for the hub (applied or deleted; list events are not changes).
+fn object_change<K: Resource>(kind: WatchedKind, event: &Event<K>) -> Option<ObjectChange> {
+    let (object, verb) = match event {
+        Event::Apply(object) => (object, "applied"),
+        Event::Delete(object) => (object, "deleted"),
+        Event::Init | Event::InitApply(_) | Event::InitDone => return None,
+    };
+    let meta = object.meta();
+    Some(ObjectChange {
+        kind,
+        namespace: meta.namespace.clone().unwrap_or_default(),
+        name: meta.name.clone().unwrap_or_default(),
+        labels: meta.labels.clone().unwrap_or_default(),
+        verb,
+    })
+}
+
+fn notify<K: Resource>(hub: &TargetHub, kind: WatchedKind, event: &Event<K>) {
+    if let Some(change) = object_change(kind, event) {
+        hub.object_changed(&change);
+    }
+}
+
+/// Pactos feed the index (listed ones included), not object changes.
+fn pacto_event(hub: &TargetHub, event: &Event<Pacto>) {
+    match event {
+        Event::Apply(pacto) | Event::InitApply(pacto) => hub.pacto_applied(pacto),
+        Event::Delete(pacto) => hub.pacto_deleted(pacto),
+        Event::Init | Event::InitDone => {}
+    }
+}
+
+/// Starts the streams of one [`spawn`] call.
+struct Streams<'a> {
+    client: &'a Client,
+    namespace: Option<&'a str>,
+    hub: Option<&'a TargetHub>,
+    shutdown: &'a CancellationToken,
+    ready: tokio::sync::watch::Sender<usize>,
+    total: usize,
+}
+
+impl Streams<'_> {
+    fn listed(&mut self, refusal_counts: bool) -> Readiness {
+        self.total += 1;
+        Readiness {
+            ready: self.ready.clone(),
+            refusal_counts,
+            counted: false,
+        }
+    }
+
+    /// Starts one watch stream of `K`: each object trimmed with `trim`, each item handed to
+    /// `feed`, retried with `retry`, stopped at shutdown.
+    fn start<K>(
+        &self,
+        retry: WatchRetry,
+        trim: fn(&mut K),
+        mut feed: impl FnMut(&Result<Event<K>, watcher::Error>) + Send + 'static,
+    ) where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug
+            + Send
+            + Sync
+            + 'static,
+        K::DynamicType: Default,
+    {
+        crate::metrics::watch_stream_started();
+        let stream = watcher::watcher(
+            api::<K>(self.client, self.namespace),
+            watcher::Config::default(),
+        )
+        .modify(trim)
+        .with_retry(retry);
+        let shutdown = self.shutdown.clone();
+        tokio::spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            loop {
+                let item = tokio::select! {
                     () = shutdown.cancelled() => return,
-                    () = tokio::time::sleep(delay) => {}
-                }
-                continue;
+                    item = stream.next() => item,
+                };
+                let Some(item) = item else { return };
+                feed(&item);
             }
-        };
-        hub.object_changed(&ObjectChange {
-            kind,
-            namespace: meta.namespace.unwrap_or_default(),
-            name: meta.name.unwrap_or_default(),
-            labels: meta.labels.unwrap_or_default(),
-            verb,
         });
     }
-}
 
-async fn watch_pactos(
-    hub: TargetHub,
-    api: Api<Pacto>,
-    shutdown: CancellationToken,
-    ready: tokio::sync::watch::Sender<usize>,
-) {
-    let mut listed = false;
-    let mut retry = WatchRetry::new("Pacto");
-    let stream = watcher::watcher(api, watcher::Config::default());
-    let mut stream = std::pin::pin!(stream);
-    loop {
-        let event = tokio::select! {
-            () = shutdown.cancelled() => return,
-            event = stream.next() => event,
+    /// The stream of a cached kind: it fills `cache`, then (with a hub) tells the hub through
+    /// `to_hub`.
+    fn cached<K>(&mut self, mut cache: CacheFeed<K>, to_hub: fn(&TargetHub, &Event<K>))
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug
+            + Send
+            + Sync
+            + 'static,
+        K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+    {
+        let hub = self.hub.cloned();
+        let mut listed = self.listed(false);
+        self.start(retry(cache.kind()), cache.trim(), move |item| {
+            cache.apply(item);
+            if let (Some(hub), Ok(event)) = (&hub, item) {
+                to_hub(hub, event);
+            }
+            listed.observe(item);
+        });
+    }
+
+    /// The metadata-only stream of a kind that is not cached (only with a hub). A refused
+    /// Secret watch is refused by design without the opt-in chart value: it does not hold
+    /// readiness back (bound Secrets then read as honest unknowns).
+    fn metadata<K>(&mut self, kind: WatchedKind)
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + std::fmt::Debug
+            + Send
+            + Sync
+            + 'static,
+        K::DynamicType: Default,
+    {
+        let Some(hub) = self.hub.cloned() else {
+            return;
         };
-        match event {
-            None => return,
-            Some(Ok(Event::Apply(p))) => {
-                retry.succeeded();
-                hub.pacto_applied(&p);
-            }
-            Some(Ok(Event::InitApply(p))) => hub.pacto_applied(&p),
-            Some(Ok(Event::Delete(p))) => {
-                retry.succeeded();
-                hub.pacto_deleted(&p);
-            }
-            Some(Ok(Event::InitDone)) => {
-                retry.succeeded();
-                mark_listed(&ready, &mut listed);
-            }
-            Some(Ok(Event::Init)) => {}
-            Some(Err(error)) => {
-                let delay = retry.failed(&error, watch_error_is_forbidden(&error));
-                tokio::select! {
-                    () = shutdown.cancelled() => return,
-                    () = tokio::time::sleep(delay) => {}
+        let mut listed = self.listed(kind == WatchedKind::Secret);
+        self.start::<PartialObjectMeta<K>>(
+            retry(kind.as_str()),
+            |_| {},
+            move |item| {
+                if let Ok(event) = item {
+                    notify(&hub, kind, event);
                 }
-            }
-        }
+                listed.observe(item);
+            },
+        );
     }
 }
 
-/// Starts the watches (cluster-wide, or in `namespace`) feeding `hub`; they stop at `shutdown`.
-/// [`WatchersReady::wait`] returns once every watch has completed its initial list.
+/// Starts one watch stream per kind (cluster-wide, or in `namespace`), stopped at `shutdown`:
+/// the cached kinds fill the returned [`Caches`] and, with a `hub`, feed it; with a `hub`,
+/// ConfigMaps and Secrets are watched (metadata only) for it too. [`WatchersReady::wait`]
+/// returns once every stream has completed its initial list.
+pub fn spawn(
+    client: &Client,
+    namespace: Option<&str>,
+    hub: Option<&TargetHub>,
+    shutdown: &CancellationToken,
+) -> Watchers {
+    let (caches, feeds) = Caches::new(namespace);
+    let (ready_tx, ready_rx) = tokio::sync::watch::channel(0usize);
+    let mut streams = Streams {
+        client,
+        namespace,
+        hub,
+        shutdown,
+        ready: ready_tx,
+        total: 0,
+    };
+    streams.cached(feeds.pactos, pacto_event);
+    streams.cached(feeds.services, |hub, e| {
+        notify(hub, WatchedKind::Service, e);
+    });
+    streams.cached(feeds.endpoint_slices, |hub, e| {
+        notify(hub, WatchedKind::EndpointSlice, e);
+    });
+    streams.cached(feeds.deployments, |hub, e| {
+        notify(hub, WatchedKind::Workload(WorkloadKind::Deployment), e);
+    });
+    streams.cached(feeds.stateful_sets, |hub, e| {
+        notify(hub, WatchedKind::Workload(WorkloadKind::StatefulSet), e);
+    });
+    streams.cached(feeds.replica_sets, |hub, e| {
+        notify(hub, WatchedKind::Workload(WorkloadKind::ReplicaSet), e);
+    });
+    streams.cached(feeds.jobs, |hub, e| {
+        notify(hub, WatchedKind::Workload(WorkloadKind::Job), e);
+    });
+    streams.cached(feeds.cron_jobs, |hub, e| {
+        notify(hub, WatchedKind::Workload(WorkloadKind::CronJob), e);
+    });
+    streams.metadata::<ConfigMap>(WatchedKind::ConfigMap);
+    streams.metadata::<Secret>(WatchedKind::Secret);
+    Watchers {
+        caches,
+        ready: WatchersReady {
+            rx: ready_rx,
+            total: streams.total,
+        },
+    }
+}
+
+/// Starts the watch streams feeding `hub` (and caches this call does not keep); see [`spawn`].
 pub fn spawn_watchers(
     client: &Client,
     namespace: Option<&str>,
     hub: &TargetHub,
     shutdown: &CancellationToken,
 ) -> WatchersReady {
-    let (ready_tx, ready_rx) = tokio::sync::watch::channel(0usize);
-    let mut total = 1;
-    tokio::spawn(watch_pactos(
-        hub.clone(),
-        api::<Pacto>(client, namespace),
-        shutdown.clone(),
-        ready_tx.clone(),
-    ));
-    macro_rules! spawn_kind {
-        ($k:ty, $kind:expr) => {
-            tokio::spawn(watch_metadata::<$k>(
-                hub.clone(),
-                api::<PartialObjectMeta<$k>>(client, namespace),
-                $kind,
-                shutdown.clone(),
-                ready_tx.clone(),
-            ));
-            total += 1;
-        };
-    }
-    spawn_kind!(Service, WatchedKind::Service);
-    spawn_kind!(EndpointSlice, WatchedKind::EndpointSlice);
-    spawn_kind!(Deployment, WatchedKind::Workload(WorkloadKind::Deployment));
-    spawn_kind!(
-        StatefulSet,
-        WatchedKind::Workload(WorkloadKind::StatefulSet)
-    );
-    spawn_kind!(ReplicaSet, WatchedKind::Workload(WorkloadKind::ReplicaSet));
-    spawn_kind!(Job, WatchedKind::Workload(WorkloadKind::Job));
-    spawn_kind!(CronJob, WatchedKind::Workload(WorkloadKind::CronJob));
-    spawn_kind!(ConfigMap, WatchedKind::ConfigMap);
-    spawn_kind!(Secret, WatchedKind::Secret);
-    WatchersReady {
-        rx: ready_rx,
-        total,
-    }
+    spawn(client, namespace, Some(hub), shutdown).ready
 }
 
 #[cfg(test)]
 mod tests {
+    use k8s_openapi::api::discovery::v1::EndpointSlice;
     use kube::api::ObjectMeta;
-    use pacto_api::{
-        ConfigBinding, ContractInfo, ContractRef, PactoSpec, PactoStatus, TargetRef, WorkloadRef,
-    };
 
     use super::*;
+    use crate::k8s::SERVICE_NAME_LABEL;
 
-    fn key(ns: &str, name: &str) -> PactoKey {
-        (ns.to_owned(), name.to_owned())
-    }
-
-    fn change(kind: WatchedKind, ns: &str, name: &str, labels: &[(&str, &str)]) -> ObjectChange {
-        ObjectChange {
-            kind,
-            namespace: ns.into(),
-            name: name.into(),
-            labels: labels
-                .iter()
-                .map(|(k, v)| ((*k).into(), (*v).into()))
-                .collect(),
-            verb: "applied",
-        }
-    }
-
-    fn pacto(ns: &str, name: &str, service: &str, resolved: Option<&str>) -> Pacto {
-        Pacto {
+    fn slice(name: &str) -> EndpointSlice {
+        EndpointSlice {
             metadata: ObjectMeta {
-                namespace: Some(ns.into()),
+                namespace: Some("a".into()),
                 name: Some(name.into()),
+                labels: Some([(SERVICE_NAME_LABEL.to_owned(), "orders".to_owned())].into()),
                 ..ObjectMeta::default()
             },
-            spec: PactoSpec {
-                contract_ref: ContractRef::default(),
-                target: Some(TargetRef {
-                    service_name: Some(service.into()),
-                    workload_ref: Some(WorkloadRef {
-                        name: format!("{service}-wl"),
-                        kind: Some(WorkloadKind::StatefulSet),
-                    }),
-                    interface_bindings: vec![],
-                    config_bindings: vec![
-                        ConfigBinding {
-                            configuration: "c".into(),
-                            kind: ConfigBindingKind::ConfigMap,
-                            name: format!("{service}-cm"),
-                            key: None,
-                            format: None,
-                        },
-                        ConfigBinding {
-                            configuration: "s".into(),
-                            kind: ConfigBindingKind::Secret,
-                            name: format!("{service}-secret"),
-                            key: None,
-                            format: None,
-                        },
-                    ],
-                }),
-                overrides: None,
-                check_interval_seconds: None,
-            },
-            status: resolved.map(|r| PactoStatus {
-                contract: Some(ContractInfo {
-                    service_name: name.into(),
-                    version: "1.0.0".into(),
-                    owner: None,
-                    owner_display: None,
-                    resolved_ref: Some(r.into()),
-                }),
-                ..PactoStatus::default()
-            }),
+            ..EndpointSlice::default()
         }
     }
 
     #[test]
-    fn affected_table() {
-        let mut index = Index::default();
-        index.upsert_pacto(
-            &key("a", "orders"),
-            &PactoRefs::of(&pacto("a", "orders", "orders", None)),
-        );
-        index.upsert_pacto(
-            &key("b", "db"),
-            &PactoRefs::of(&pacto("b", "db", "db", Some("ghcr.io/acme/db:1.0.0"))),
-        );
-        index.set_dependencies(
-            key("a", "orders"),
-            DependencyEdges {
-                bases: BTreeSet::from(["ghcr.io/acme/db".to_owned()]),
-                services: BTreeSet::from([("b".to_owned(), "db".to_owned())]),
-            },
-        );
-        let orders = BTreeSet::from([key("a", "orders")]);
-        let db_and_orders = BTreeSet::from([key("a", "orders"), key("b", "db")]);
-        let none = BTreeSet::new();
-        let cases = vec![
-            (
-                "target service",
-                change(WatchedKind::Service, "a", "orders", &[]),
-                orders.clone(),
-            ),
-            (
-                "slice via label",
-                change(
-                    WatchedKind::EndpointSlice,
-                    "a",
-                    "orders-x1",
-                    &[(SERVICE_NAME_LABEL, "orders")],
-                ),
-                orders.clone(),
-            ),
-            (
-                "slice of another service",
-                change(
-                    WatchedKind::EndpointSlice,
-                    "a",
-                    "orders-x1",
-                    &[(SERVICE_NAME_LABEL, "web")],
-                ),
-                none.clone(),
-            ),
-            (
-                "same name other namespace",
-                change(WatchedKind::Service, "c", "orders", &[]),
-                none.clone(),
-            ),
-            (
-                "workload name and kind",
-                change(
-                    WatchedKind::Workload(WorkloadKind::StatefulSet),
-                    "a",
-                    "orders-wl",
-                    &[],
-                ),
-                orders.clone(),
-            ),
-            (
-                "workload other kind",
-                change(
-                    WatchedKind::Workload(WorkloadKind::Deployment),
-                    "a",
-                    "orders-wl",
-                    &[],
-                ),
-                none.clone(),
-            ),
-            (
-                "bound configmap",
-                change(WatchedKind::ConfigMap, "a", "orders-cm", &[]),
-                orders.clone(),
-            ),
-            (
-                "unbound configmap",
-                change(WatchedKind::ConfigMap, "a", "other", &[]),
-                none.clone(),
-            ),
-            (
-                "bound secret",
-                change(WatchedKind::Secret, "a", "orders-secret", &[]),
-                orders.clone(),
-            ),
-            (
-                "configmap named like the secret",
-                change(WatchedKind::ConfigMap, "a", "orders-secret", &[]),
-                none.clone(),
-            ),
-            (
-                "sibling service slices notify dependents",
-                change(
-                    WatchedKind::EndpointSlice,
-                    "b",
-                    "db-1",
-                    &[(SERVICE_NAME_LABEL, "db")],
-                ),
-                db_and_orders,
-            ),
-        ];
-        for (name, c, want) in cases {
-            assert_eq!(affected(&index, &c), want, "{name}");
-        }
-    }
-
-    #[test]
-    fn pacto_updates_notify_dependents_only_on_contract_change() {
-        let mut index = Index::default();
-        index.set_dependencies(
-            key("a", "orders"),
-            DependencyEdges {
-                bases: BTreeSet::from(["ghcr.io/acme/db".to_owned()]),
-                services: BTreeSet::new(),
-            },
-        );
-        let db = pacto("b", "db", "db", Some("ghcr.io/acme/db:1.0.0"));
+    fn only_applied_and_deleted_objects_are_changes() {
+        let kind = WatchedKind::EndpointSlice;
+        assert_eq!(object_change(kind, &Event::<EndpointSlice>::Init), None);
+        assert_eq!(object_change(kind, &Event::InitApply(slice("x"))), None);
+        assert_eq!(object_change(kind, &Event::<EndpointSlice>::InitDone), None);
+        let change = object_change(kind, &Event::Delete(slice("x"))).unwrap();
         assert_eq!(
-            index.upsert_pacto(&key("b", "db"), &PactoRefs::of(&db)),
-            BTreeSet::from([key("a", "orders")]),
-            "a new sibling appears"
-        );
-        assert!(
-            index
-                .upsert_pacto(&key("b", "db"), &PactoRefs::of(&db))
-                .is_empty(),
-            "status-only rewrite is silent"
-        );
-        let unrelated = pacto("b", "cache", "cache", Some("ghcr.io/acme/cache:1.0.0"));
-        assert!(
-            index
-                .upsert_pacto(&key("b", "cache"), &PactoRefs::of(&unrelated))
-                .is_empty()
+            (change.namespace.as_str(), change.name.as_str(), change.verb),
+            ("a", "x", "deleted")
         );
         assert_eq!(
-            index.remove_pacto(&key("b", "db")),
-            BTreeSet::from([key("a", "orders")])
+            change.labels.get(SERVICE_NAME_LABEL).map(String::as_str),
+            Some("orders")
+        );
+        assert_eq!(
+            object_change(kind, &Event::Apply(slice("x"))).map(|c| c.verb),
+            Some("applied")
         );
     }
 
-    fn api_error(code: u16, reason: &str) -> kube::Error {
-        kube::Error::Api(
-            kube::core::Status::failure("refused", reason)
-                .with_code(code)
+    #[tokio::test]
+    async fn a_stream_counts_as_listed_once_and_a_refusal_only_where_it_may() {
+        let (ready, rx) = tokio::sync::watch::channel(0usize);
+        let forbidden: Result<Event<()>, _> = Err(watcher::Error::WatchError(
+            kube::core::Status::failure("no", "Forbidden")
+                .with_code(403)
                 .boxed(),
-        )
-    }
-
-    #[test]
-    fn watch_errors_classify_forbidden() {
-        let cases = [
-            (
-                "list forbidden",
-                watcher::Error::InitialListFailed(api_error(403, "Forbidden")),
-                true,
-            ),
-            (
-                "watch start forbidden",
-                watcher::Error::WatchStartFailed(api_error(403, "Forbidden")),
-                true,
-            ),
-            (
-                "watch event forbidden",
-                watcher::Error::WatchError(
-                    kube::core::Status::failure("no", "Forbidden")
-                        .with_code(403)
-                        .boxed(),
-                ),
-                true,
-            ),
-            (
-                "list gone",
-                watcher::Error::InitialListFailed(api_error(410, "Gone")),
-                false,
-            ),
-            (
-                "stream failed",
-                watcher::Error::WatchFailed(api_error(500, "InternalError")),
-                false,
-            ),
-            (
-                "no resource version",
-                watcher::Error::NoResourceVersion,
-                false,
-            ),
-        ];
-        for (name, error, forbidden) in cases {
-            assert_eq!(watch_error_is_forbidden(&error), forbidden, "{name}");
-        }
-    }
-
-    #[test]
-    fn watch_retry_backs_off_exponentially_to_the_cap_and_resets_on_success() {
-        let error = watcher::Error::InitialListFailed(api_error(403, "Forbidden"));
-        let mut retry = WatchRetry::new(WatchedKind::Secret.as_str());
-        assert!(!retry.is_failing());
-        let delays: Vec<Duration> = (0..12).map(|_| retry.failed(&error, true)).collect();
-        assert!(retry.is_failing());
-        let seconds: Vec<u64> = delays.iter().map(Duration::as_secs).collect();
-        assert_eq!(
-            seconds,
-            [1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300, 300],
-            "doubling from 1 s, capped at 5 min"
-        );
-        retry.succeeded();
-        assert!(!retry.is_failing());
-        assert_eq!(retry.failed(&error, true), WATCH_RETRY_MIN);
+        ));
+        let mut secret = Readiness {
+            ready: ready.clone(),
+            refusal_counts: true,
+            counted: false,
+        };
+        let mut other = Readiness {
+            ready,
+            refusal_counts: false,
+            counted: false,
+        };
+        other.observe(&forbidden);
+        assert_eq!(*rx.borrow(), 0);
+        secret.observe(&forbidden);
+        secret.observe(&Ok(Event::<()>::InitDone));
+        assert_eq!(*rx.borrow(), 1);
+        other.observe(&Ok(Event::<()>::InitDone));
+        other.observe(&Ok(Event::<()>::InitDone));
+        assert_eq!(*rx.borrow(), 2);
     }
 }

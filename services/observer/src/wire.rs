@@ -12,7 +12,8 @@ use pacto_api::{
 use pacto_proto::convert::{self, FieldError};
 use pacto_proto::observer as pb;
 
-use crate::observe::{ObserveInput, ObserveOutput, ResourceExistence, Target};
+use crate::observe::{ObserveInput, ObserveOutput, ResourceExistence};
+use crate::target::Target;
 use crate::window::{Window, WindowKey, WindowKind};
 
 fn required(field: &str) -> FieldError {

@@ -27,6 +27,8 @@ pub mod service;
 pub mod shutdown;
 pub mod telemetry;
 pub mod tls;
+#[cfg(feature = "watch")]
+pub mod watch;
 
 pub use error::RuntimeError;
 pub use tokio_util::sync::CancellationToken;
