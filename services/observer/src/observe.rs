@@ -265,7 +265,7 @@ impl Observer {
     async fn fetch_target(&self, target: &Target, errors: &mut Errors) -> TargetState {
         let ns = target.namespace.as_str();
         let service_name = target.service_name();
-        let workload_ref = target.resolved_workload();
+        let workload_ref = target.spec.resolved_workload();
         let (service, slices, workload) = tokio::join!(
             async {
                 match service_name {
@@ -550,13 +550,14 @@ impl Call {
     /// Workload and persistence (subject: the contract's service name), when a workload name
     /// resolved.
     fn workload_and_persistence(&mut self) {
-        if self.target.resolved_workload().is_none() {
+        if self.target.spec.resolved_workload().is_none() {
             return;
         }
         let subject = self.contract.service.name.as_str();
         let workload = &self.state.workload;
         if let Some(declared) = self.contract.workload.as_deref().filter(|w| !w.is_empty()) {
-            let verdict = workload_verdict(declared, self.target.workload_explicit(), workload);
+            let verdict =
+                workload_verdict(declared, self.target.spec.workload_explicit(), workload);
             self.out
                 .push(ObservationKind::WorkloadObserved, subject, None, verdict);
         }
@@ -583,6 +584,7 @@ impl Call {
             }),
             workload: self
                 .target
+                .spec
                 .resolved_workload()
                 .map(|(name, kind)| ResourceExistence {
                     name,
@@ -601,7 +603,10 @@ impl Call {
     /// The EvidenceSet's subject: the Service, else the workload, else the Pacto.
     fn subject(&self) -> SubjectRef {
         let ns = &self.target.namespace;
-        match (self.target.service_name(), self.target.resolved_workload()) {
+        match (
+            self.target.service_name(),
+            self.target.spec.resolved_workload(),
+        ) {
             (Some(s), _) => SubjectRef::new("service", format!("{ns}/{s}")),
             (None, Some((w, _))) => SubjectRef::new("workload", format!("{ns}/{w}")),
             (None, None) => SubjectRef::new("pacto", format!("{ns}/{}", self.target.pacto_name)),

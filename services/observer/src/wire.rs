@@ -304,9 +304,9 @@ mod tests {
     #[test]
     fn valid_target_converts() {
         let t = target_from_proto(Some(&target()), "target").unwrap();
-        assert!(t.workload_explicit());
+        assert!(t.spec.workload_explicit());
         assert_eq!(
-            t.resolved_workload(),
+            t.spec.resolved_workload(),
             Some(("orders".into(), WorkloadKind::StatefulSet))
         );
         assert_eq!(

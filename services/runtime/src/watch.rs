@@ -69,6 +69,7 @@ pub struct WatchRetry {
     kind: &'static str,
     forbidden_message: String,
     next_delay: Duration,
+    max_delay: Duration,
     failing: bool,
 }
 
@@ -79,8 +80,17 @@ impl WatchRetry {
             kind,
             forbidden_message: FORBIDDEN_MESSAGE.to_owned(),
             next_delay: RETRY_MIN,
+            max_delay: RETRY_MAX,
             failing: false,
         }
+    }
+
+    /// Caps the delay between retries at `max` instead of [`RETRY_MAX`] (a watch that drives
+    /// reconciles, whose outage should end within seconds of the API server's return).
+    #[must_use]
+    pub fn max_delay(mut self, max: Duration) -> Self {
+        self.max_delay = max.max(RETRY_MIN);
+        self
     }
 
     /// Logs `message` (instead of the generic one) when the API server refuses the watch for
@@ -113,7 +123,7 @@ impl WatchRetry {
             tracing::warn!(kind = self.kind, %error, "watch error; retrying with backoff");
         }
         self.failing = true;
-        self.next_delay = (delay * 2).min(RETRY_MAX);
+        self.next_delay = (delay * 2).min(self.max_delay);
         delay
     }
 
@@ -283,6 +293,14 @@ mod tests {
         retry.succeeded();
         assert!(!retry.is_failing());
         assert_eq!(retry.failed(&error), RETRY_MIN);
+    }
+
+    #[test]
+    fn a_lower_cap_bounds_the_delay() {
+        let error = watcher::Error::WatchFailed(api_error(500, "InternalError"));
+        let mut retry = WatchRetry::new("Pacto").max_delay(Duration::from_secs(30));
+        let seconds: Vec<u64> = (0..8).map(|_| retry.failed(&error).as_secs()).collect();
+        assert_eq!(seconds, [1, 2, 4, 8, 16, 30, 30, 30]);
     }
 
     #[test]

@@ -15,8 +15,14 @@ use kube::runtime::{WatchStreamExt, watcher};
 use pacto_api::Pacto;
 use pacto_proto::observer::WatchTargetsRequest;
 use pacto_runtime::CancellationToken;
+use pacto_runtime::watch::{WatchRetry, WatchRetryExt};
 
 use crate::controller::Context;
+
+/// The longest pause between retries of a failing Pacto watch: these watches drive reconciles,
+/// so they come back within half a minute of the API server (about what kube's default backoff
+/// allowed before the shared policy).
+const WATCH_RETRY_MAX: Duration = Duration::from_secs(30);
 
 /// The Pacto watch of the controller and its store: every update reaches the store, but only
 /// changes of spec, labels or annotations reconcile (our own status-only updates do not; the
@@ -30,7 +36,7 @@ pub fn pactos(
     let (reader, writer) = kube::runtime::reflector::store();
     let stream =
         kube::runtime::reflector(writer, watcher::watcher(api, watcher::Config::default()))
-            .default_backoff()
+            .with_retry(WatchRetry::new("Pacto").max_delay(WATCH_RETRY_MAX))
             .applied_objects()
             .predicate_filter(
                 spec_or_metadata,
@@ -118,7 +124,8 @@ pub async fn watch_deletions(
 ) {
     use kube::runtime::watcher::Event as WatchEvent;
     let gauges = &ctx.gauges;
-    let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
+    let stream = watcher::watcher(api, watcher::Config::default())
+        .with_retry(WatchRetry::new("Pacto").max_delay(WATCH_RETRY_MAX));
     futures::pin_mut!(stream);
     let mut listing = BTreeSet::new();
     loop {
