@@ -23,8 +23,6 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::{net::TcpListener, task::JoinHandle};
 use tokio_util::sync::CancellationToken;
 
-use crate::error::RuntimeError;
-
 /// Content type of the Prometheus text exposition format.
 const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
 /// How often histogram/summary buffers of the recorder are drained.
@@ -45,6 +43,9 @@ pub enum AdminError {
     /// Accepting a connection failed.
     #[error("admin server accept failed")]
     Accept(#[source] std::io::Error),
+    /// The admin server task panicked.
+    #[error("admin server task failed")]
+    Task(#[source] tokio::task::JoinError),
 }
 
 /// The readiness flag behind `/readyz`. Cloning shares the flag.
@@ -148,10 +149,10 @@ impl AdminServer {
 
     /// Clears readiness, cancels the shutdown token the server was spawned with (the process is
     /// stopping) and waits until in-flight admin requests are answered.
-    pub async fn stop(self) -> Result<(), RuntimeError> {
+    pub async fn stop(self) -> Result<(), AdminError> {
         self.readiness.set(false);
         self.shutdown.cancel();
-        self.task.await.map_err(RuntimeError::AdminTask)??;
+        self.task.await.map_err(AdminError::Task)??;
         Ok(())
     }
 }

@@ -28,7 +28,4 @@ pub enum RuntimeError {
     /// The gRPC server or a client channel failed (including TLS loading).
     #[error(transparent)]
     Grpc(#[from] GrpcError),
-    /// The admin server task panicked.
-    #[error("admin server task failed")]
-    AdminTask(#[source] tokio::task::JoinError),
 }

@@ -22,6 +22,7 @@
 //! files, which `Resolve` does not return (only configuration schemas travel).
 
 pub mod compose;
+pub mod context;
 pub mod controller;
 pub mod derive;
 pub mod gauges;
@@ -293,7 +294,7 @@ pub async fn serve_elected(
             .await;
         }
     }
-    admin.stop().await?;
+    admin.stop().await.map_err(RuntimeError::from)?;
     tracing::info!("status-writer stopped");
     Ok(())
 }

@@ -17,7 +17,7 @@ use pacto_proto::resolver::ListRevisionsRequest;
 use pacto_runtime::CancellationToken;
 
 use crate::compose::{EventKind, EventSpec};
-use crate::controller::Context;
+use crate::context::Context;
 use crate::reconcile::apply::publish_events;
 use crate::reconcile::revisions::{Creation, create};
 use crate::revision::{

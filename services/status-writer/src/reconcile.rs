@@ -19,7 +19,7 @@ use metrics::{counter, histogram};
 use pacto_api::Pacto;
 
 use crate::compose::{Pass, compose};
-use crate::controller::Context;
+use crate::context::Context;
 use crate::metrics::{RECONCILE_SECONDS, RECONCILES_TOTAL};
 use crate::model::Resolution;
 use crate::reconcile::memo::PactoKey;
@@ -94,7 +94,16 @@ pub async fn reconcile(pacto: Arc<Pacto>, ctx: Arc<Context>) -> Result<Action, R
     let (revision, runtime) = match &resolution {
         Resolution::Resolved(resolved) => (
             revisions::ensure(&ctx.client, &pacto, namespace, resolved).await,
-            Some(backends::runtime(&ctx, &pacto, namespace, resolved).await),
+            Some(
+                backends::runtime(
+                    &ctx.backends,
+                    ctx.stabilization_window,
+                    &pacto,
+                    namespace,
+                    resolved,
+                )
+                .await,
+            ),
         ),
         _ => (None, None),
     };

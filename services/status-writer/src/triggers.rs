@@ -17,7 +17,7 @@ use pacto_proto::observer::WatchTargetsRequest;
 use pacto_runtime::CancellationToken;
 use pacto_runtime::watch::{WatchRetry, WatchRetryExt};
 
-use crate::controller::Context;
+use crate::context::Context;
 
 /// The longest pause between retries of a failing Pacto watch: these watches drive reconciles,
 /// so they come back within half a minute of the API server (about what kube's default backoff

@@ -9,7 +9,7 @@ use pacto_api::labels::{GROUP, VERSION};
 use pacto_api::{Pacto, PactoStatus};
 
 use crate::compose::{Composed, EventKind, EventSpec};
-use crate::controller::Context;
+use crate::context::Context;
 use crate::metrics::STATUS_WRITES_TOTAL;
 use crate::reconcile::ReconcileError;
 use crate::reconcile::memo::PactoKey;

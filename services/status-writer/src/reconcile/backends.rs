@@ -7,6 +7,7 @@
 //! verdict.
 
 use std::future::Future;
+use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 use metrics::counter;
@@ -23,7 +24,6 @@ use pacto_runtime::grpc::{RetryPolicy, call_with_retries};
 use sha2::{Digest, Sha256};
 use tonic::transport::Channel;
 
-use crate::controller::Context;
 use crate::metrics::BACKEND_FAILURES_TOTAL;
 use crate::model::{
     Backend, BackendFailure, Evaluated, Observed, Resolution, ResolvedContract, Runtime,
@@ -103,7 +103,8 @@ pub async fn resolve(backends: &Backends, pacto: &Pacto, namespace: &str) -> Res
 
 /// Step 3: reference-only readiness, or Observe + Evaluate.
 pub async fn runtime(
-    ctx: &Context,
+    backends: &Backends,
+    stabilization_window: Option<Duration>,
     pacto: &Pacto,
     namespace: &str,
     resolved: &ResolvedContract,
@@ -112,12 +113,21 @@ pub async fn runtime(
         yaml: resolved.effective_yaml.clone(),
     };
     if pacto.spec.is_reference() {
-        return Runtime::Reference(assess_readiness(&ctx.backends, resolved, document).await);
+        return Runtime::Reference(assess_readiness(backends, resolved, document).await);
     }
-    match observe(ctx, pacto, namespace, resolved, document.clone()).await {
+    match observe(
+        backends,
+        stabilization_window,
+        pacto,
+        namespace,
+        resolved,
+        document.clone(),
+    )
+    .await
+    {
         Ok((observed, evidence)) => Runtime::Observed {
             observed: Box::new(observed),
-            evaluated: evaluate(&ctx.backends, resolved, document, evidence).await,
+            evaluated: evaluate(backends, resolved, document, evidence).await,
         },
         Err(failure) => Runtime::ObserveFailed(failure),
     }
@@ -147,13 +157,13 @@ async fn assess_readiness(
 
 /// Observe: the observation and the EvidenceSet to evaluate.
 async fn observe(
-    ctx: &Context,
+    backends: &Backends,
+    stabilization_window: Option<Duration>,
     pacto: &Pacto,
     namespace: &str,
     resolved: &ResolvedContract,
     document: common::ContractDocument,
 ) -> Result<(Observed, common::EvidenceSet), BackendFailure> {
-    let backends = &ctx.backends;
     let previous_windows = pacto
         .status
         .as_ref()
@@ -176,7 +186,7 @@ async fn observe(
             )
         }),
         windows: previous_windows,
-        stabilization_window: ctx.stabilization_window.map(|d| prost_types::Duration {
+        stabilization_window: stabilization_window.map(|d| prost_types::Duration {
             seconds: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
             nanos: i32::try_from(d.subsec_nanos()).unwrap_or(0),
         }),
