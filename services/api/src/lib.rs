@@ -11,6 +11,8 @@ pub mod labels;
 pub mod node_observation;
 pub mod pacto;
 pub mod revision;
+#[cfg(feature = "test-support")]
+pub mod testing;
 
 pub use node_observation::{
     CollectionState, CollectionStatus, Connection, Direction, KernelInfo, Listener,

@@ -3,13 +3,15 @@
 //! validation, the status subresource, and that nothing is pruned (the schemas are structural
 //! and complete).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use pacto_api::testing::PactoBuilder;
 use pacto_api::*;
+use pacto_runtime::testing::eventually;
 use pacto_testenv::{ControlPlane, ControlPlaneOptions};
 
 fn t(secs: i64) -> Time {
@@ -173,12 +175,11 @@ fn full_status() -> PactoStatus {
 }
 
 fn pacto(name: &str, spec: PactoSpec) -> Pacto {
-    let mut p = Pacto::new(name, spec);
-    p.metadata.labels = Some([("app".to_owned(), name.to_owned())].into());
-    p
+    PactoBuilder::spec(name, spec).label("app", name).build()
 }
 
 async fn start() -> ControlPlane {
+    pacto_testenv::bins::require_kubernetes();
     let dir = pacto_api::crdgen::default_output_dir();
     let mut options = ControlPlaneOptions::default();
     for (file, _) in pacto_api::crdgen::render().expect("render") {
@@ -479,22 +480,24 @@ async fn crds_install_and_objects_round_trip_through_the_api_server() -> anyhow:
     );
 
     // `kubectl explain` reads the published OpenAPI, which lags CRD establishment a little
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let out = cp
-            .kubectl()?
-            .args(["explain", "pacto.spec.target.workloadRef.kind"])
-            .output()?;
-        let text = String::from_utf8_lossy(&out.stdout);
-        if out.status.success() && text.contains("WORKLOAD_MISMATCH") {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "kubectl explain never showed the field description: {text}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    eventually(
+        "kubectl explain to show the field description",
+        Duration::from_secs(30),
+        || async {
+            let out = cp
+                .kubectl()
+                .expect("kubectl")
+                .args(["explain", "pacto.spec.target.workloadRef.kind"])
+                .output()
+                .expect("run kubectl explain");
+            let text = String::from_utf8_lossy(&out.stdout);
+            if out.status.success() && text.contains("WORKLOAD_MISMATCH") {
+                Ok(())
+            } else {
+                Err(format!("{text}{}", String::from_utf8_lossy(&out.stderr)))
+            }
+        },
+    )
+    .await;
     Ok(())
 }

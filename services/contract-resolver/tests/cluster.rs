@@ -19,6 +19,7 @@ use kube::api::{ListParams, ObjectMeta, PostParams};
 use pacto_contract_resolver::outcome::ListInput;
 use pacto_contract_resolver::secrets::{KubeSecrets, SecretSource};
 use pacto_oci::Credentials;
+use pacto_runtime::testing::eventually;
 use pacto_testenv::ControlPlaneOptions;
 use pacto_testenv::registry::Registry;
 
@@ -84,17 +85,15 @@ async fn grant_get_secrets(client: &kube::Client, namespace: &str) {
 
 /// Waits until the resolver identity can GET `namespace/name` (RBAC grants apply asynchronously).
 async fn wait_readable(source: &KubeSecrets, namespace: &str, name: &str) {
-    let deadline = tokio::time::Instant::now() + TIMEOUT;
-    loop {
-        if source.get(namespace, name).await.is_ok() {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "RBAC grant never took effect for {namespace}/{name}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually(
+        &format!("the RBAC grant to take effect for {namespace}/{name}"),
+        TIMEOUT,
+        || async {
+            let read = source.get(namespace, name).await;
+            read.map(|_| ()).map_err(|e| format!("GET failed: {e}"))
+        },
+    )
+    .await;
 }
 
 fn in_namespace(

@@ -16,7 +16,7 @@ use pacto_proto::resolver::{
     ContractRef, ListRevisionsRequest, ResolutionPolicy, ResolveRequest,
     contract_resolver_client::ContractResolverClient, resolve_response,
 };
-use pacto_runtime::testing::{admin_get, metric_value, promtool_check};
+use pacto_runtime::testing::{admin_get, eventually, metric_value, promtool_check};
 use pacto_runtime::{
     CancellationToken,
     grpc::{self, ChannelSpec},
@@ -341,8 +341,7 @@ async fn other_identities_and_certificates_are_refused() {
         Some(resolve_response::Result::Resolved(_))
     ));
 
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    loop {
+    eventually("the refusals to be counted", DEADLINE, || async {
         let (_, metrics) = admin_get(server.admin, "/metrics").await;
         let refused = metric_value(&metrics, "pacto_grpc_server_unauthorized_total", &[]);
         let handshakes = metric_value(
@@ -355,13 +354,11 @@ async fn other_identities_and_certificates_are_refused() {
             &["reason=\"untrusted_certificate\""],
         );
         if refused >= 4.0 && handshakes >= 2.0 {
-            break;
+            Ok(())
+        } else {
+            Err(metrics)
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "refusals not counted:\n{metrics}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await;
     server.stop().await;
 }

@@ -10,7 +10,7 @@
 mod common;
 
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::push_contract;
 use k8s_openapi::api::core::v1::Secret;
@@ -20,7 +20,7 @@ use kube::api::{ObjectMeta, PostParams};
 use pacto_proto::resolver::{
     ContractRef, ResolveRequest, contract_resolver_client::ContractResolverClient, resolve_response,
 };
-use pacto_runtime::testing::{JsonLog, TestCa, addr_field, wait_exit, write_tls_files};
+use pacto_runtime::testing::{JsonLog, TestCa, addr_field, wait_exit, within, write_tls_files};
 use pacto_testenv::ControlPlaneOptions;
 use pacto_testenv::registry::Registry;
 
@@ -112,7 +112,7 @@ async fn binary_resolves_with_a_pull_secret_and_drains_on_sigterm() {
             .flatten()
     });
 
-    let mut client = ContractResolverClient::new(ca.channel(
+    let client = ContractResolverClient::new(ca.channel(
         dir.path(),
         "client",
         &[STATUS_WRITER],
@@ -130,18 +130,24 @@ async fn binary_resolves_with_a_pull_secret_and_drains_on_sigterm() {
         overrides: Vec::new(),
     };
     // RBAC grants apply asynchronously: retry Unavailable (secret unreadable) with a deadline.
-    let start = Instant::now();
-    let resolved = loop {
-        let response = client.resolve(request.clone()).await.unwrap().into_inner();
-        match response.result {
-            Some(resolve_response::Result::Resolved(r)) => break r,
-            Some(resolve_response::Result::Unavailable(u)) if start.elapsed() < DEADLINE => {
-                assert!(u.reason.contains("pull secret"), "{}", u.reason);
-                tokio::time::sleep(Duration::from_millis(200)).await;
+    let resolved = within("the pull secret to be readable", DEADLINE, || {
+        let mut client = client.clone();
+        let request = request.clone();
+        let log = &log;
+        async move {
+            let response = client.resolve(request).await.unwrap().into_inner();
+            match response.result {
+                Some(resolve_response::Result::Resolved(r)) => Ok(r),
+                Some(resolve_response::Result::Unavailable(u)) => {
+                    assert!(u.reason.contains("pull secret"), "{}", u.reason);
+                    Err(u.reason)
+                }
+                other => panic!("{other:?}; logs:\n{}", log.text()),
             }
-            other => panic!("{other:?}; logs:\n{}", log.text()),
         }
-    };
+    })
+    .await
+    .unwrap_or_else(|timeout| panic!("{timeout}; logs:\n{}", log.text()));
     assert_eq!(resolved.digest, digest);
     assert_eq!(resolved.resolved_ref, format!("{host}/acme/svc:2.1.0"));
 

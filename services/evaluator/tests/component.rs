@@ -10,9 +10,9 @@ mod common;
 
 use std::{sync::Arc, time::Duration};
 
-use common::{STATUS_WRITER, Server, client, client_files, eventually};
+use common::{STATUS_WRITER, Server, client, client_files};
 use pacto_proto::evaluator::{AssessReadinessRequest, ContractStatus};
-use pacto_runtime::testing::{admin_get, metric_value, promtool_check};
+use pacto_runtime::testing::{admin_get, eventually, metric_value, promtool_check};
 use pacto_runtime::{
     grpc::{self, ChannelSpec},
     testing::{TestCa, write_tls_files},
@@ -107,8 +107,8 @@ async fn missing_client_certificate_is_refused() {
     assert_ne!(status.code(), Code::Ok);
     // The server refused the handshake for the right reason.
     eventually(
-        DEADLINE,
         "no_client_certificate handshake failure metric",
+        DEADLINE,
         || async {
             let (_, metrics) = admin_get(server.admin, "/metrics").await;
             (metric_value(
@@ -145,8 +145,8 @@ async fn certificate_from_another_ca_is_refused() {
         "must be refused at the handshake"
     );
     eventually(
-        DEADLINE,
         "untrusted_certificate handshake failure metric",
+        DEADLINE,
         || async {
             let (_, metrics) = admin_get(server.admin, "/metrics").await;
             (metric_value(
@@ -213,7 +213,7 @@ async fn rotated_server_certificate_is_picked_up_without_restart() {
     let rewritten = write_tls_files(dir, common::SERVER_NAME, &bundle, &new_cert).unwrap();
     assert_eq!(rewritten.cert, server.files.cert);
 
-    eventually(DEADLINE, "the server to reload its certificate", || async {
+    eventually("the server to reload its certificate", DEADLINE, || async {
         (server.store.generation() > generation).then_some(())
     })
     .await;

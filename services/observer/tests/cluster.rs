@@ -15,7 +15,8 @@ use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use pacto_api::{Pacto, TargetRef};
+use pacto_api::testing::PactoBuilder;
+use pacto_api::{ConfigBinding, ConfigBindingKind, Pacto, TargetRef};
 use pacto_engine::{
     CapabilityValue, ConfigurationValue, DependencyValue, InterfaceValue, Observation,
     ObservationKind, Outcome, PersistenceValue, Timestamp, Value, WorkloadValue,
@@ -24,7 +25,7 @@ use pacto_observer::fetch::KubeCluster;
 use pacto_observer::probe::Prober;
 use pacto_observer::window::Window;
 use pacto_observer::{ObserveInput, ObserveOutput, Observer, Options, Target};
-use pacto_runtime::testing::admin_get;
+use pacto_runtime::testing::{admin_get, eventually};
 use pacto_testenv::{ControlPlane, ControlPlaneOptions, Simulator, SimulatorOptions};
 use serde_json::json;
 
@@ -154,24 +155,6 @@ fn service(name: &str, selector: &str, ports: &serde_json::Value) -> serde_json:
     })
 }
 
-async fn eventually<T, F, Fut>(deadline: Duration, what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let start = tokio::time::Instant::now();
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(
-            start.elapsed() < deadline,
-            "timed out after {deadline:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 const WEB_CONTRACT: &str = r#"
 pactoVersion: "2.0"
 service:
@@ -237,8 +220,8 @@ async fn deployments_and_statefulsets_through_the_simulator() {
         json!({"serviceName": "web", "interfaceBindings": [{"interface": "api", "servicePort": "http"}]}),
     );
     let out = eventually(
-        Duration::from_mins(1),
         "web to have a Ready endpoint",
+        Duration::from_mins(1),
         || {
             let observer = observer.clone();
             let named = named.clone();
@@ -297,8 +280,8 @@ async fn deployments_and_statefulsets_through_the_simulator() {
     // (its EndpointSlice is written separately from web's, so it may reach the cache later; a
     // wrong port match never turns present and fails at the deadline)
     eventually(
-        Duration::from_mins(1),
         "web-unnamed to have a Ready endpoint matched by targetPort",
+        Duration::from_mins(1),
         || {
             let observer = observer.clone();
             let unnamed = unnamed.clone();
@@ -352,8 +335,8 @@ async fn deployments_and_statefulsets_through_the_simulator() {
         .replace("name: web", "name: db")
         .replace("workload: service", "workload: job");
     let out = eventually(
-        Duration::from_mins(1),
         "db to have a Ready endpoint",
+        Duration::from_mins(1),
         || {
             let observer = observer.clone();
             let db = db.clone();
@@ -598,15 +581,12 @@ async fn bound_configmaps_and_secrets() {
 
 async fn sibling(client: &Client, ns: &str, name: &str, service: Option<&str>, resolved: &str) {
     let pactos: Api<Pacto> = Api::namespaced(client.clone(), ns);
-    let mut spec = json!({"contractRef": {"oci": resolved}});
-    if let Some(s) = service {
-        spec["target"] = json!({"serviceName": s});
+    let builder = PactoBuilder::oci(name, resolved);
+    let pacto = match service {
+        Some(s) => builder.service(s),
+        None => builder,
     }
-    let pacto: Pacto = serde_json::from_value(
-        json!({"apiVersion": "pacto.trianalab.io/v1alpha1", "kind": "Pacto",
-                                      "metadata": {"name": name}, "spec": spec}),
-    )
-    .unwrap();
+    .build();
     pactos.create(&PostParams::default(), &pacto).await.unwrap();
     let version = resolved.rsplit(':').next().unwrap();
     pactos
@@ -718,7 +698,7 @@ dependencies:
     let observer = observer(&client, Options::default(), &[]);
     let t = target(&ns, json!({"serviceName": "app"}));
     let t0 = Timestamp::now();
-    let out = eventually(Duration::from_mins(1), "cache to be reachable", || {
+    let out = eventually("cache to be reachable", Duration::from_mins(1), || {
         let observer = observer.clone();
         let request = input(t.clone(), &contract, vec![]);
         async move {
@@ -951,17 +931,22 @@ async fn watch_targets_notifies_relevant_changes_within_a_second() {
     let mut ready = spawn_watchers(&client, None, &hub, &shutdown);
     ready.wait().await;
     let pactos: Api<Pacto> = Api::namespaced(client.clone(), &ns);
-    let pacto: Pacto = serde_json::from_value(json!({
-        "apiVersion": "pacto.trianalab.io/v1alpha1", "kind": "Pacto",
-        "metadata": {"name": "watched"},
-        "spec": {"contractRef": {"inline": "pactoVersion: \"2.0\"\n"},
-                 "target": {"serviceName": "watched-svc",
-                            "configBindings": [{"configuration": "c", "kind": "ConfigMap", "name": "watched-cm"}]}}
-    }))
-    .unwrap();
+    let pacto = PactoBuilder::inline("watched", "pactoVersion: \"2.0\"\n")
+        .target(TargetRef {
+            service_name: Some("watched-svc".into()),
+            config_bindings: vec![ConfigBinding {
+                configuration: "c".into(),
+                kind: ConfigBindingKind::ConfigMap,
+                name: "watched-cm".into(),
+                key: None,
+                format: None,
+            }],
+            ..TargetRef::default()
+        })
+        .build();
     pactos.create(&PostParams::default(), &pacto).await.unwrap();
     let key = (ns.clone(), "watched".to_owned());
-    eventually(Duration::from_secs(10), "the Pacto to be indexed", || {
+    eventually("the Pacto to be indexed", Duration::from_secs(10), || {
         let known = hub.knows(&key);
         async move { known.then_some(()) }
     })
@@ -1115,8 +1100,8 @@ async fn observe_and_watch_targets_over_mtls() {
 
     // /readyz turns true once the reflector caches have listed.
     eventually(
-        Duration::from_secs(30),
         "/readyz to report ready",
+        Duration::from_secs(30),
         || async { (admin_get(admin_addr, "/readyz").await.0 == 200).then_some(()) },
     )
     .await;
@@ -1270,8 +1255,8 @@ async fn metrics_discovery_with_and_without_the_servicemonitor_crd() {
     );
     let monitors: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &resource);
     eventually(
-        Duration::from_secs(30),
         "the ServiceMonitor CRD to be served",
+        Duration::from_secs(30),
         || {
             let monitors = monitors.clone();
             async move { monitors.list(&ListParams::default()).await.ok().map(|_| ()) }

@@ -8,7 +8,6 @@
     reason = "tests: a failed step should fail the test"
 )]
 
-use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,7 +21,7 @@ use pacto_proto::observer::observer_client::ObserverClient;
 use pacto_runtime::CancellationToken;
 use pacto_runtime::grpc::{self, ChannelSpec};
 use pacto_runtime::testing::{TestCa, TestEndpoint, mtls_channel, write_tls_files};
-use pacto_runtime::testing::{admin_get, metric_value, promtool_check};
+use pacto_runtime::testing::{admin_get, eventually, metric_value, promtool_check};
 use pacto_runtime::tls::TlsFiles;
 use rustls::pki_types::pem::PemObject;
 use tonic::Code;
@@ -43,25 +42,6 @@ interfaces:
     type: openapi
     ref: interfaces/openapi.yaml
 "#;
-
-/// Polls `check` until it returns `Some`, or fails after `deadline`.
-async fn eventually<T, F, Fut>(deadline: Duration, what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let start = tokio::time::Instant::now();
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(
-            start.elapsed() < deadline,
-            "timed out after {deadline:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 /// A port that was just free: nothing listens there any more.
 async fn closed_port() -> SocketAddr {
@@ -172,7 +152,7 @@ type Corrupt = fn(&mut pb::ObserveRequest);
 
 async fn wait_for_handshake_failure(server: &Server, reason: &str) {
     let fragment = format!("reason=\"{reason}\"");
-    eventually(DEADLINE, &format!("{reason} handshake failure"), || async {
+    eventually(&format!("{reason} handshake failure"), DEADLINE, || async {
         let (_, metrics) = admin_get(server.admin, "/metrics").await;
         (metric_value(
             &metrics,

@@ -1,7 +1,8 @@
 //! Test support (feature `test-support`): a throw-away CA issuing certificates with chosen SANs,
 //! written as the PEM files the services read, and the admin-port helpers (`admin_get`,
-//! `metric_value`, `promtool_check`), and [`JsonLog`] for a service process's JSON log. Used by
-//! the component and process tests of every service.
+//! `metric_value`, `promtool_check`), [`JsonLog`] for a service process's JSON log, and
+//! [`eventually`], the one wait-with-deadline of the tests. Used by the component, process,
+//! cluster and end-to-end tests of every service.
 
 use std::{
     net::IpAddr,
@@ -284,18 +285,12 @@ pub async fn wait_exit(
     deadline: std::time::Duration,
     log: &JsonLog,
 ) -> std::process::ExitStatus {
-    let start = std::time::Instant::now();
-    loop {
-        if let Some(exit) = child.try_wait().expect("poll the child process") {
-            return exit;
-        }
-        assert!(
-            start.elapsed() < deadline,
-            "process did not exit within {deadline:?}; logs:\n{}",
-            log.text()
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    let waited = within("the process to exit", deadline, || {
+        let exit = child.try_wait().expect("poll the child process");
+        std::future::ready(exit)
+    })
+    .await;
+    waited.unwrap_or_else(|timeout| panic!("{timeout}; logs:\n{}", log.text()))
 }
 
 impl TestCa {
@@ -379,5 +374,184 @@ impl TestEndpoint {
             allowed: crate::identity::AllowList::new(allowed),
         };
         (endpoint, config)
+    }
+}
+
+/// What one attempt of an [`eventually`] check returns: done (with a value), or not yet (with,
+/// when the check can tell, the state it saw, which the timeout message prints).
+pub trait Attempt {
+    /// The value the wait returns once the check holds.
+    type Output;
+    /// `Ok(value)` when the check holds, `Err(last observed state)` when not yet.
+    fn outcome(self) -> Result<Self::Output, Option<String>>;
+}
+
+/// `Some(value)`: done; `None`: not yet.
+impl<T> Attempt for Option<T> {
+    type Output = T;
+    fn outcome(self) -> Result<T, Option<String>> {
+        self.ok_or(None)
+    }
+}
+
+/// `true`: done; `false`: not yet.
+impl Attempt for bool {
+    type Output = ();
+    fn outcome(self) -> Result<(), Option<String>> {
+        if self { Ok(()) } else { Err(None) }
+    }
+}
+
+/// `Ok(value)`: done; `Err(state)`: not yet, `state` being what the check saw.
+impl<T, E: std::fmt::Display> Attempt for Result<T, E> {
+    type Output = T;
+    fn outcome(self) -> Result<T, Option<String>> {
+        self.map_err(|state| Some(format!("{state:#}")))
+    }
+}
+
+/// A wait that did not see its condition within its deadline.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TimedOut {
+    /// What was waited for.
+    pub what: String,
+    /// How long.
+    pub deadline: std::time::Duration,
+    /// The state the last attempt saw, when the check reports one.
+    pub last: Option<String>,
+}
+
+impl std::fmt::Display for TimedOut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "timed out after {:?} waiting for {}",
+            self.deadline, self.what
+        )?;
+        match &self.last {
+            Some(last) => write!(f, "; last observed:\n{last}"),
+            None => Ok(()),
+        }
+    }
+}
+
+impl std::error::Error for TimedOut {}
+
+/// The pause between two attempts: a two-hundredth of the deadline, at least 50 ms and at most
+/// 500 ms (a 10 s wait polls every 50 ms, a one-minute wait every 300 ms).
+pub fn poll_interval(deadline: std::time::Duration) -> std::time::Duration {
+    (deadline / 200).clamp(
+        std::time::Duration::from_millis(50),
+        std::time::Duration::from_millis(500),
+    )
+}
+
+/// Runs `check` until it holds (see [`Attempt`]: `Some`, `true` or `Ok`) and returns its value;
+/// the first attempt runs at once, the next ones [`poll_interval`] apart. After `deadline` the
+/// test fails with one message naming `what`, the deadline and the state the last attempt saw.
+pub async fn eventually<A, F, Fut>(what: &str, deadline: std::time::Duration, check: F) -> A::Output
+where
+    A: Attempt,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = A>,
+{
+    within(what, deadline, check)
+        .await
+        .unwrap_or_else(|timeout| panic!("{timeout}"))
+}
+
+/// [`eventually`] for callers that report the timeout themselves (with logs, or as their own
+/// error): the same polling, with the timeout returned instead of failing the test.
+pub async fn within<A, F, Fut>(
+    what: &str,
+    deadline: std::time::Duration,
+    mut check: F,
+) -> Result<A::Output, TimedOut>
+where
+    A: Attempt,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = A>,
+{
+    let start = tokio::time::Instant::now();
+    let interval = poll_interval(deadline);
+    loop {
+        let last = match check().await.outcome() {
+            Ok(value) => return Ok(value),
+            Err(last) => last,
+        };
+        if start.elapsed() >= deadline {
+            return Err(TimedOut {
+                what: what.to_owned(),
+                deadline,
+                last,
+            });
+        }
+        tokio::time::sleep(interval).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn eventually_returns_the_first_value_that_holds() {
+        let mut attempts = 0;
+        let value = eventually("the third attempt", Duration::from_secs(5), || {
+            attempts += 1;
+            std::future::ready((attempts >= 3).then_some(attempts))
+        })
+        .await;
+        assert_eq!(value, 3);
+    }
+
+    #[tokio::test]
+    async fn a_timeout_names_the_wait_and_the_last_observed_state() {
+        let mut seen = 0;
+        let timeout = within("a green light", Duration::from_millis(120), || {
+            seen += 1;
+            std::future::ready(Err::<(), _>(format!("red after {seen} looks")))
+        })
+        .await
+        .unwrap_err();
+        assert_eq!(timeout.what, "a green light");
+        let message = timeout.to_string();
+        assert!(
+            message.starts_with(
+                "timed out after 120ms waiting for a green light; last observed:\nred after "
+            ),
+            "{message}"
+        );
+        assert_eq!(timeout.last, Some(format!("red after {seen} looks")));
+    }
+
+    #[tokio::test]
+    #[should_panic(expected = "timed out after 60ms waiting for nothing")]
+    async fn eventually_fails_the_test_at_the_deadline() {
+        eventually("nothing", Duration::from_millis(60), || {
+            std::future::ready(false)
+        })
+        .await;
+    }
+
+    #[test]
+    fn the_poll_interval_scales_with_the_deadline() {
+        assert_eq!(
+            poll_interval(Duration::from_secs(1)),
+            Duration::from_millis(50)
+        );
+        assert_eq!(
+            poll_interval(Duration::from_secs(20)),
+            Duration::from_millis(100)
+        );
+        assert_eq!(
+            poll_interval(Duration::from_mins(1)),
+            Duration::from_millis(300)
+        );
+        assert_eq!(
+            poll_interval(Duration::from_mins(10)),
+            Duration::from_millis(500)
+        );
     }
 }

@@ -26,6 +26,7 @@ use kube::{
     core::ObjectMeta,
 };
 use pacto_chart_tests::{Tools, documents, repo_root};
+use pacto_runtime::testing::within;
 use pacto_testenv::{ControlPlane, ControlPlaneOptions};
 
 const DEADLINE: Duration = Duration::from_secs(20);
@@ -226,18 +227,15 @@ where
     F: Fn() -> Fut,
     Fut: std::future::Future<Output = Result<T, kube::Error>>,
 {
-    let start = std::time::Instant::now();
-    loop {
+    let what = format!("{what} to be authorised");
+    within(&what, DEADLINE, || async {
         match probe().await {
-            Err(kube::Error::Api(s)) if s.code == 403 => {}
-            _ => return Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 403 => Err(s.message),
+            _ => Ok(()),
         }
-        ensure!(
-            start.elapsed() < DEADLINE,
-            "{what}: still forbidden after {DEADLINE:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    })
+    .await?;
+    Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -672,31 +670,32 @@ async fn node_agent_writes_only_the_objects_named_after_its_node() -> Result<()>
     // A token without a node name: RBAC lets it reach the admission policy, which refuses.
     let plain = cp.service_account_client(&agents, sa).await?;
     let leases = Api::<Lease>::namespaced(plain.clone(), &agents);
-    let start = std::time::Instant::now();
-    loop {
-        match leases
-            .create(&PostParams::default(), &lease("node-x"))
-            .await
-        {
-            Err(kube::Error::Api(s))
-                if s.code == 403 && s.message.contains("carries no node name") =>
+    within(
+        "the admission policy to refuse a token without node name",
+        DEADLINE,
+        || async {
+            match leases
+                .create(&PostParams::default(), &lease("node-x"))
+                .await
             {
-                break;
-            }
-            other => {
-                ensure!(
-                    start.elapsed() < DEADLINE,
-                    "the admission policy never refused a token without node name: {other:?}"
-                );
-                if other.is_ok() {
-                    Api::<Lease>::namespaced(admin.clone(), &agents)
-                        .delete("node-x", &kube::api::DeleteParams::default())
-                        .await?;
+                Err(kube::Error::Api(s))
+                    if s.code == 403 && s.message.contains("carries no node name") =>
+                {
+                    Ok(())
+                }
+                other => {
+                    if other.is_ok() {
+                        Api::<Lease>::namespaced(admin.clone(), &agents)
+                            .delete("node-x", &kube::api::DeleteParams::default())
+                            .await
+                            .expect("delete the admitted lease");
+                    }
+                    Err(format!("{other:?}"))
                 }
             }
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        },
+    )
+    .await?;
     forbidden_with(
         Api::<Secret>::namespaced(plain.clone(), &agents)
             .list(&ListParams::default())

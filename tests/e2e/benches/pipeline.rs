@@ -1,5 +1,5 @@
 //! The pipeline bench through the real process stack of the end-to-end suite (see
-//! `tests/support`): the four service binaries as separate processes over mTLS, etcd +
+//! the `pacto-e2e` library): the four service binaries as separate processes over mTLS, etcd +
 //! kube-apiserver + kube-controller-manager, the workload simulator, docker-registry. Prints:
 //!
 //! 1. workload change → updated status, p50/p99: a targeted Pacto whose contract requires a
@@ -23,9 +23,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "bench")]
 
-#[path = "../tests/support/mod.rs"]
-mod support;
-
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -37,8 +34,9 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
-use pacto_api::Pacto;
-use support::Stack;
+use pacto_api::testing::PactoBuilder;
+use pacto_api::{ConfigBinding, ConfigBindingKind, ConfigFormat, Pacto, TargetRef};
+use pacto_e2e::Stack;
 
 /// Deployments whose pods the N Services select.
 const DEPLOYMENTS: usize = 4;
@@ -336,26 +334,23 @@ fn pacto(
     check_interval: u32,
     config_map: Option<&str>,
 ) -> anyhow::Result<Pacto> {
-    let mut target = serde_json::json!({"serviceName": service});
+    let mut target = TargetRef {
+        service_name: Some(service.to_owned()),
+        ..TargetRef::default()
+    };
     if let Some(config_map) = config_map {
-        target["configBindings"] = serde_json::json!([{
-            "configuration": "app",
-            "kind": "ConfigMap",
-            "name": config_map,
-            "key": "config.json",
-            "format": "json",
-        }]);
+        target.config_bindings.push(ConfigBinding {
+            configuration: "app".into(),
+            kind: ConfigBindingKind::ConfigMap,
+            name: config_map.into(),
+            key: Some("config.json".into()),
+            format: Some(ConfigFormat::Json),
+        });
     }
-    Ok(serde_json::from_value(serde_json::json!({
-        "apiVersion": "pacto.trianalab.io/v1alpha1",
-        "kind": "Pacto",
-        "metadata": {"name": name},
-        "spec": {
-            "checkIntervalSeconds": check_interval,
-            "contractRef": {"oci": reference},
-            "target": target,
-        },
-    }))?)
+    Ok(PactoBuilder::oci(name, reference)
+        .target(target)
+        .check_interval(i32::try_from(check_interval)?)
+        .build())
 }
 
 /// Pushes a bundle (`pacto.yaml` plus `files`) and returns its digest-pinned reference
@@ -496,7 +491,7 @@ async fn explain_unknown(stack: &Stack, statuses: &Statuses, prefix: &str) -> an
     );
     let pacto = stack.get_pacto(&name).await?;
     for kind in ["ContractValid", "RuntimeObserved"] {
-        if let Some((status, reason, message)) = support::condition(&pacto, kind) {
+        if let Some((status, reason, message)) = pacto_e2e::condition(&pacto, kind) {
             println!("  {name} {kind}: {status}/{reason}: {message}");
         }
     }

@@ -2,7 +2,7 @@
 //! NonCompliant", "Metrics or health always Unknown"), read the way a user reads them: `kubectl
 //! get pacto -o yaml` (findings' code, severity, subject, evidenceRefs) and `kubectl describe pacto`
 //! (events and their counts), produced by the four service binaries as separate processes (see
-//! `support`) against real workloads, real HTTP servers and real ConfigMaps.
+//! the `pacto-e2e` library) against real workloads, real HTTP servers and real ConfigMaps.
 //!
 //! - Health with `--enable-probing`: a real HTTP server answers the Tier A probe (200 → present;
 //!   404 → Unknown inside the stabilization window, `CAPABILITY_ABSENT` beyond it; 200 again →
@@ -17,14 +17,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Context;
 use http_body_util::Full;
@@ -32,9 +30,11 @@ use hyper::body::Bytes;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
+use pacto_api::testing::PactoBuilder;
+use pacto_e2e::{STATUS_DEADLINE, Stack, StackOptions, condition, expect_runtime_found};
+use pacto_runtime::testing::{eventually, within};
 use pacto_testenv::simulator::POD_IP_ANNOTATION;
 use serde_json::{Value, json};
-use support::{STATUS_DEADLINE, Stack, StackOptions, condition, expect_runtime_found};
 
 /// How long an absence may take to be confirmed once it reads Unknown: the 5 s window plus
 /// headroom, and less than the Pactos' 30 s `checkIntervalSeconds`, so only the requeue at the
@@ -167,17 +167,10 @@ fn host_address() -> anyhow::Result<Ipv4Addr> {
 /// A Pacto manifest: `contract_ref` and `target` are the `spec.contractRef` and `spec.target`
 /// objects.
 fn pacto_manifest(name: &str, contract_ref: &Value, target: &Value) -> String {
-    serde_norway::to_string(&json!({
-        "apiVersion": "pacto.trianalab.io/v1alpha1",
-        "kind": "Pacto",
-        "metadata": { "name": name },
-        "spec": {
-            "checkIntervalSeconds": 30,
-            "contractRef": contract_ref,
-            "target": target,
-        },
-    }))
-    .unwrap()
+    PactoBuilder::new(name, serde_json::from_value(contract_ref.clone()).unwrap())
+        .target(serde_json::from_value(target.clone()).unwrap())
+        .check_interval(30)
+        .manifest()
 }
 
 /// A one-replica Deployment `name` (label `app: <name>`) with one container exposing
@@ -302,51 +295,37 @@ fn assert_k8s_evidence(finding: &Value) {
 /// once a second until its `status.contractStatus` is `want`; for verdicts that need a reconcile
 /// after the stabilization window, without waiting for the 30 s requeue.
 async fn nudge_until(stack: &Stack, name: &str, want: &str, timeout: Duration) -> Value {
-    let deadline = Instant::now() + timeout;
-    let mut nudges = 0u32;
-    loop {
-        let pacto = stack.get_pacto(name).await.unwrap();
-        if pacto["status"]["contractStatus"] == want {
-            return pacto;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{name} not {want} within {timeout:?} of nudging; last:\n{}\n{}",
-            serde_norway::to_string(&pacto["status"]).unwrap_or_default(),
-            stack.logs()
-        );
-        nudges += 1;
-        stack
-            .kubectl(
-                &[
-                    "annotate",
-                    "-n",
-                    &stack.namespace,
-                    &format!("pacto/{name}"),
-                    &format!("reconcile-requested-at=nudge-{nudges}"),
-                    "--overwrite",
-                ],
-                None,
-            )
-            .await
-            .unwrap();
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
-}
-
-/// Runs `f` until it returns `Some`, polling every 200 ms, or fails after `timeout`.
-async fn eventually<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(value) = f() {
-            return value;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let nudges = std::sync::atomic::AtomicU32::new(0);
+    within(
+        &format!("{name} to be {want} while nudged"),
+        timeout,
+        || async {
+            let pacto = stack.get_pacto(name).await.unwrap();
+            if pacto["status"]["contractStatus"] == want {
+                return Ok(pacto);
+            }
+            let nudge = nudges.fetch_add(1, Ordering::Relaxed) + 1;
+            stack
+                .kubectl(
+                    &[
+                        "annotate",
+                        "-n",
+                        &stack.namespace,
+                        &format!("pacto/{name}"),
+                        &format!("reconcile-requested-at=nudge-{nudge}"),
+                        "--overwrite",
+                    ],
+                    None,
+                )
+                .await
+                .unwrap();
+            // Once a second: give the nudge its reconcile before looking again.
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            Err(serde_norway::to_string(&pacto["status"]).unwrap_or_default())
+        },
+    )
+    .await
+    .unwrap_or_else(|timeout| panic!("{timeout}\n{}", stack.logs()))
 }
 
 /// "Metrics or health always Unknown" → active probing: with `--enable-probing` the observer GETs
@@ -533,7 +512,7 @@ async fn metrics_scraped_on_the_ready_pod_ip() {
     );
     // The scrape went to the pod IP (the Service's DNS name resolves nowhere here).
     let scrapes = eventually("a scrape of /metrics", STATUS_DEADLINE, || {
-        Some(server.hits("/metrics")).filter(|n| *n > 0)
+        std::future::ready(Some(server.hits("/metrics")).filter(|n| *n > 0))
     })
     .await;
     assert!(scrapes > 0);

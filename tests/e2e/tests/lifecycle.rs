@@ -4,19 +4,18 @@
 //! the readiness gate flipping both ways and expiring, backends that go down (never a false
 //! verdict) and a cluster query the observer's Role refuses (RuntimeObserved
 //! False/ObservationFailed, COLLECTION_FAILED). The four services run as processes (see
-//! `support`).
+//! the `pacto-e2e` library).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
 
-mod support;
+use std::time::Duration;
 
-use std::time::{Duration, Instant};
-
-use serde_json::Value;
-use support::{
+use pacto_e2e::{
     STATUS_DEADLINE, Stack, StackOptions, condition, deployment, expect_condition, indent,
     inline_pacto,
 };
+use pacto_runtime::testing::{eventually, within};
+use serde_json::Value;
 
 /// The whole condition object `kind` (for stickiness: lastTransitionTime, observedGeneration).
 fn condition_object(pacto: &Value, kind: &str) -> Value {
@@ -34,20 +33,16 @@ async fn wait_pacto(
     what: &str,
     check: impl Fn(&Value) -> bool,
 ) -> Value {
-    let deadline = Instant::now() + STATUS_DEADLINE;
-    loop {
+    within(&format!("{name}: {what}"), STATUS_DEADLINE, || async {
         let pacto = stack.get_pacto(name).await.unwrap();
         if check(&pacto) {
-            return pacto;
+            Ok(pacto)
+        } else {
+            Err(serde_norway::to_string(&pacto["status"]).unwrap_or_default())
         }
-        assert!(
-            Instant::now() < deadline,
-            "{name}: {what} not reached within {STATUS_DEADLINE:?}; last status:\n{}\n{}",
-            serde_norway::to_string(&pacto["status"]).unwrap_or_default(),
-            stack.logs()
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    })
+    .await
+    .unwrap_or_else(|timeout| panic!("{timeout}\n{}", stack.logs()))
 }
 
 /// Waits until the `kind` condition has `status` (`None`: until it is absent).
@@ -78,15 +73,20 @@ async fn nudge(stack: &Stack, name: &str, value: &str) {
         )
         .await
         .unwrap();
-    let deadline = Instant::now() + STATUS_DEADLINE;
-    while stack.metric_sum("status-writer", RECONCILES).await.unwrap() <= before {
-        assert!(
-            Instant::now() < deadline,
-            "the nudge of {name} was not reconciled\n{}",
-            stack.logs()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    within(
+        &format!("the nudge of {name} to be reconciled"),
+        STATUS_DEADLINE,
+        || async {
+            let reconciles = stack.metric_sum("status-writer", RECONCILES).await.unwrap();
+            if reconciles > before {
+                Ok(())
+            } else {
+                Err(format!("{RECONCILES} {reconciles}"))
+            }
+        },
+    )
+    .await
+    .unwrap_or_else(|timeout| panic!("{timeout}\n{}", stack.logs()));
 }
 
 /// One row of the `Events:` block of `kubectl describe pacto`.
@@ -139,22 +139,22 @@ async fn wait_event_matching(
     reason: &str,
     message: impl Fn(&str) -> bool,
 ) -> String {
-    let deadline = Instant::now() + STATUS_DEADLINE;
-    loop {
-        let described = stack.describe_pacto(name).await.unwrap();
-        if described_events(&described)
-            .iter()
-            .any(|e| e.kind == kind && e.reason == reason && message(&e.message))
-        {
-            return described;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "`kubectl describe pacto {name}` has no {kind} {reason} event as expected after \
-             {STATUS_DEADLINE:?}:\n{described}"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    eventually(
+        &format!("`kubectl describe pacto {name}` to show a {kind} {reason} event as expected"),
+        STATUS_DEADLINE,
+        || async {
+            let described = stack.describe_pacto(name).await.unwrap();
+            if described_events(&described)
+                .iter()
+                .any(|e| e.kind == kind && e.reason == reason && message(&e.message))
+            {
+                Ok(described)
+            } else {
+                Err(described)
+            }
+        },
+    )
+    .await
 }
 
 /// One Event of `kubectl get events --field-selector involvedObject.name=<name> -o yaml`.
@@ -222,14 +222,12 @@ async fn times_recorded(stack: &Stack, name: &str, reason: &str) -> u64 {
 async fn wait_clock_past(at: &Value) {
     let at: k8s_openapi::jiff::Timestamp = text(at).parse().unwrap();
     let target = at + k8s_openapi::jiff::SignedDuration::from_secs(1);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while k8s_openapi::jiff::Timestamp::now() < target {
-        assert!(
-            Instant::now() < deadline,
-            "the clock is far behind the API server's {at}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually(
+        &format!("the clock to pass the API server's {at} (it is far behind)"),
+        Duration::from_secs(5),
+        || std::future::ready(k8s_openapi::jiff::Timestamp::now() >= target),
+    )
+    .await;
 }
 
 fn text(value: &Value) -> &str {
@@ -472,15 +470,14 @@ async fn readiness_gate_flips_expires_and_disappears() {
         .await
         .unwrap();
     wait_condition(&stack, "gate", "ReadinessSatisfied", Some("False")).await;
-    let deadline = Instant::now() + STATUS_DEADLINE;
-    while times_recorded(&stack, "gate", "ReadinessGateUnmet").await < 2 {
-        assert!(
-            Instant::now() < deadline,
-            "no second ReadinessGateUnmet: {:?}",
-            recorded_events(&stack, "gate").await
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    eventually("a second ReadinessGateUnmet", STATUS_DEADLINE, || async {
+        if times_recorded(&stack, "gate", "ReadinessGateUnmet").await >= 2 {
+            Ok(())
+        } else {
+            Err(format!("{:?}", recorded_events(&stack, "gate").await))
+        }
+    })
+    .await;
     let described = stack.describe_pacto("gate").await.unwrap();
     let rows = described_events(&described);
     let gate_unmet: Vec<_> = rows
@@ -730,15 +727,14 @@ async fn a_backend_that_is_down_reads_unknown_naming_it_and_recovers() {
 
     // No outage produced a verdict: the only statuses ever announced are Unknown and the
     // recoveries to Compliant.
-    let deadline = Instant::now() + STATUS_DEADLINE;
-    while times_recorded(&stack, "payments", "ContractRecovered").await < 3 {
-        assert!(
-            Instant::now() < deadline,
-            "not three recoveries: {:?}",
-            recorded_events(&stack, "payments").await
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    eventually("three recoveries", STATUS_DEADLINE, || async {
+        if times_recorded(&stack, "payments", "ContractRecovered").await >= 3 {
+            Ok(())
+        } else {
+            Err(format!("{:?}", recorded_events(&stack, "payments").await))
+        }
+    })
+    .await;
     let recorded = recorded_events(&stack, "payments").await;
     for event in &recorded {
         match event.reason.as_str() {

@@ -1,17 +1,16 @@
 //! The pipeline end to end, read the way a user reads it: Pactos applied with `kubectl apply`,
 //! verdicts read with `kubectl get pacto -o yaml` and `kubectl describe pacto`, produced by the
-//! four service binaries running as separate processes over mTLS (see `support`).
+//! four service binaries running as separate processes over mTLS (see the `pacto-e2e` library).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
 
-mod support;
-
 use std::time::Duration;
 
-use support::{
+use pacto_e2e::{
     STATUS_DEADLINE, Stack, condition, deployment, expect_condition, expect_runtime_found,
     inline_pacto, oci_pacto, service_target,
 };
+use pacto_runtime::testing::within;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inline_contracts_reference_and_invalid_and_prometheus() {
@@ -299,10 +298,7 @@ async fn readiness_unsupported_dimensions_and_workload_mismatch() {
         .apply(&inline_pacto(
             "batch",
             "pactoVersion: \"2.0\"\nservice:\n  name: batch\n  version: 2.0.0\nworkload: job\n",
-            None,
-        ).replace(
-            "  checkIntervalSeconds: 30\n",
-            "  checkIntervalSeconds: 30\n  target:\n    workloadRef: {name: batch, kind: Deployment}\n",
+            Some("workloadRef: {name: batch, kind: Deployment}\n"),
         ))
         .await
         .unwrap();
@@ -427,15 +423,16 @@ async fn annotate_nudge_and_force_pushed_tag() {
         )
         .await
         .unwrap();
-    let deadline = std::time::Instant::now() + STATUS_DEADLINE;
-    while stack.metric_sum("status-writer", reconciles).await.unwrap() <= count {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the nudge was not reconciled\n{}",
-            stack.logs()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    within("the nudge to be reconciled", STATUS_DEADLINE, || async {
+        let now = stack.metric_sum("status-writer", reconciles).await.unwrap();
+        if now > count {
+            Ok(())
+        } else {
+            Err(format!("{reconciles} {now}"))
+        }
+    })
+    .await
+    .unwrap_or_else(|timeout| panic!("{timeout}\n{}", stack.logs()));
     let after = stack.get_pacto("ledger").await.unwrap();
     assert_eq!(
         after["status"], before["status"],

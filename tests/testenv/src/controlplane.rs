@@ -878,10 +878,14 @@ pub fn parse_crds(path: &Path) -> Result<Vec<CustomResourceDefinition>, ControlP
 /// returned by `options` (only the first caller's options count). It is never dropped: the
 /// watchdogs stop its processes and remove its directory when the test binary exits. Isolate tests
 /// with [`ControlPlane::create_namespace`].
+///
+/// On a machine without the Kubernetes binaries the calling test fails here, before any setup,
+/// with one line naming `scripts/k8s-binaries.sh` (see [`bins::require_kubernetes`]).
 pub async fn shared(
     options: impl FnOnce() -> ControlPlaneOptions,
 ) -> Result<&'static ControlPlane, ControlPlaneError> {
     static SHARED: tokio::sync::OnceCell<ControlPlane> = tokio::sync::OnceCell::const_new();
+    bins::require_kubernetes();
     SHARED
         .get_or_try_init(|| ControlPlane::start(options()))
         .await

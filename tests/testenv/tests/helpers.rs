@@ -7,8 +7,9 @@ mod common;
 
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use common::eventually;
 use pacto_testenv::prometheus::{Prometheus, ScrapeTarget, first_value};
 
 /// Pids of processes whose command line mentions `needle`.
@@ -30,17 +31,6 @@ fn pids_mentioning(needle: &str) -> Vec<u32> {
 
 fn is_alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "))
-}
-
-fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !f() {
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 #[tokio::test]
@@ -71,8 +61,9 @@ async fn prometheus_scrapes_etcd_and_answers_queries() {
 
 /// The dev-cluster binary owns a full control plane; SIGKILL on it leaves no process behind (the
 /// watchdogs kill etcd, kube-apiserver and kube-controller-manager), and SIGTERM stops it cleanly.
-#[test]
-fn no_orphans_when_the_owner_is_killed() {
+#[tokio::test]
+async fn no_orphans_when_the_owner_is_killed() {
+    pacto_testenv::bins::require_kubernetes();
     for (signal, graceful) in [("-KILL", false), ("-TERM", true)] {
         let dir = tempfile::tempdir().unwrap();
         let marker = dir.path().join("ready");
@@ -84,7 +75,7 @@ fn no_orphans_when_the_owner_is_killed() {
             .spawn()
             .unwrap();
         let needle = dir.path().display().to_string();
-        wait_until(
+        eventually(
             "the dev cluster to be ready",
             Duration::from_mins(2),
             || {
@@ -92,9 +83,10 @@ fn no_orphans_when_the_owner_is_killed() {
                     owner.try_wait().unwrap().is_none(),
                     "dev cluster exited early"
                 );
-                marker.exists()
+                std::future::ready(marker.exists())
             },
-        );
+        )
+        .await;
         let children = pids_mentioning(&needle);
         // etcd, kube-apiserver, kube-controller-manager and their watchdogs (plus the owner).
         let names: Vec<String> = children
@@ -115,11 +107,19 @@ fn no_orphans_when_the_owner_is_killed() {
         assert!(status.success());
         let exit = owner.wait().unwrap();
         assert_eq!(exit.success(), graceful, "{signal}: {exit:?}");
-        wait_until(
+        eventually(
             "every control-plane process to exit",
             Duration::from_secs(30),
-            || pids_mentioning(&needle).is_empty(),
-        );
+            || {
+                let left = pids_mentioning(&needle);
+                std::future::ready(if left.is_empty() {
+                    Ok(())
+                } else {
+                    Err(format!("still running: {left:?}"))
+                })
+            },
+        )
+        .await;
         if graceful {
             assert!(!marker.exists());
         }
@@ -159,7 +159,7 @@ async fn pacto_sim_binary_runs_pods() {
         .unwrap();
         let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
         pods.create(&PostParams::default(), &pod).await.unwrap();
-        let pod = common::eventually(
+        let pod = eventually(
             "the simulated pod to run",
             Duration::from_secs(30),
             || async {

@@ -18,6 +18,7 @@ use pacto_contract_resolver::registry::RegistryOptions;
 use pacto_contract_resolver::secrets::SecretSource;
 use pacto_contract_resolver::{Resolver, ResolverConfig};
 use pacto_oci::{BundleMeta, ClientOptions, Credentials, RegistryClient};
+use pacto_runtime::testing::eventually;
 use pacto_testenv::registry::Registry;
 
 /// A valid 2.0 contract for `name` at `version`, with an extra description to vary content.
@@ -207,21 +208,21 @@ pub async fn registry_requests_settled(registry: &Registry) -> Vec<String> {
         .unwrap();
     let mut sink = Vec::new();
     stream.read_to_end(&mut sink).await.unwrap();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let requests = registry_requests(registry);
-        if requests.iter().any(|r| r.contains(&marker)) {
-            return requests
-                .into_iter()
-                .filter(|r| !r.contains("/v2/marker"))
-                .collect();
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "marker request never logged"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually(
+        "the marker request in the registry log",
+        Duration::from_secs(10),
+        || {
+            let requests = registry_requests(registry);
+            let logged = requests.iter().any(|r| r.contains(&marker));
+            std::future::ready(logged.then(|| {
+                requests
+                    .into_iter()
+                    .filter(|r| !r.contains("/v2/marker"))
+                    .collect()
+            }))
+        },
+    )
+    .await
 }
 
 /// A loopback port with nothing listening.

@@ -7,7 +7,7 @@
     reason = "test harness: a failed setup step should fail the test"
 )]
 
-use std::{future::Future, net::SocketAddr, path::Path, sync::Arc, time::Duration};
+use std::{net::SocketAddr, path::Path, sync::Arc, time::Duration};
 
 use pacto_evaluator::EvaluatorService;
 use pacto_proto::evaluator::evaluator_client::EvaluatorClient;
@@ -20,25 +20,6 @@ use tonic::transport::Channel;
 
 pub const SERVER_NAME: &str = "evaluator.pacto.svc";
 pub const STATUS_WRITER: &str = "status-writer.pacto.svc";
-
-/// Polls `check` until it returns `Some`, or fails after `deadline`.
-pub async fn eventually<T, F, Fut>(deadline: Duration, what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let start = tokio::time::Instant::now();
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(
-            start.elapsed() < deadline,
-            "timed out after {deadline:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 /// Writes a client identity's files signed by `ca`.
 pub fn client_files(dir: &Path, name: &str, ca: &TestCa, identity: &[&str]) -> TlsFiles {

@@ -22,6 +22,7 @@ use pacto_api::conditions::{
     CONTRACT_VALID, READINESS_SATISFIED, RUNTIME_OBSERVED, find_condition,
 };
 use pacto_api::labels::{LABEL_PACTO, LABEL_VERSION};
+use pacto_api::testing::PactoBuilder;
 use pacto_api::{ContractRef, ContractStatus, Pacto, PactoSpec, PactoStatus, TargetRef};
 use pacto_proto::evaluator::evaluator_client::EvaluatorClient;
 use pacto_proto::observer::observer_client::ObserverClient;
@@ -63,23 +64,7 @@ pub async fn cluster() -> &'static ControlPlane {
     .expect("start the control plane (scripts/k8s-binaries.sh provides the binaries)")
 }
 
-pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
+pub use pacto_runtime::testing::eventually;
 
 /// The backends (real evaluator and resolver in-process) and a status-writer controller scoped
 /// to one namespace.
@@ -248,23 +233,12 @@ pub async fn start_full(
 }
 
 pub fn pacto(name: &str, inline: &str, service: Option<&str>) -> Pacto {
-    let mut p = Pacto::new(
-        name,
-        PactoSpec {
-            contract_ref: ContractRef {
-                inline: Some(inline.to_owned()),
-                ..ContractRef::default()
-            },
-            target: service.map(|s| TargetRef {
-                service_name: Some(s.to_owned()),
-                ..TargetRef::default()
-            }),
-            overrides: None,
-            check_interval_seconds: Some(30),
-        },
-    );
-    p.metadata.name = Some(name.to_owned());
-    p
+    let builder = PactoBuilder::inline(name, inline).check_interval(30);
+    match service {
+        Some(service) => builder.service(service),
+        None => builder,
+    }
+    .build()
 }
 
 pub const VALID: &str = "pactoVersion: \"2.0\"\nservice:\n  name: orders\n  version: 1.2.0\n";
@@ -278,9 +252,16 @@ pub async fn wait_status(
         &format!("{name} to be {want:?}"),
         Duration::from_secs(30),
         || async {
-            let p = api.get(name).await.ok()?;
-            let s = p.status.clone()?;
-            (s.contract_status == Some(want)).then_some((p, s))
+            let p = api
+                .get(name)
+                .await
+                .map_err(|e| format!("GET failed: {e}"))?;
+            let s = p.status.clone().ok_or("no status yet")?;
+            if s.contract_status == Some(want) {
+                Ok((p, s))
+            } else {
+                Err(format!("status: {s:?}"))
+            }
         },
     )
     .await
@@ -305,16 +286,17 @@ pub async fn events_of(client: &Client, ns: &str, name: &str) -> Vec<(String, St
 }
 
 pub async fn wait_event(client: &Client, ns: &str, name: &str, reason: &str) -> (String, String) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let events = events_of(client, ns, name).await;
-        if let Some((t, _, m)) = events.iter().find(|(_, r, _)| r == reason) {
-            return (t.clone(), m.clone());
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for event {reason} on {name}; events: {events:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually(
+        &format!("event {reason} on {name}"),
+        Duration::from_secs(20),
+        || async {
+            let events = events_of(client, ns, name).await;
+            events
+                .iter()
+                .find(|(_, r, _)| r == reason)
+                .map(|(t, _, m)| (t.clone(), m.clone()))
+                .ok_or_else(|| format!("events: {events:?}"))
+        },
+    )
+    .await
 }

@@ -2,7 +2,6 @@
 #![allow(dead_code)] // each test binary uses a subset
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
 
 use kube::CustomResource;
 use pacto_testenv::{ControlPlane, ControlPlaneOptions};
@@ -50,24 +49,7 @@ pub async fn cluster() -> &'static ControlPlane {
         .expect("start the control plane (build binaries with scripts/k8s-binaries.sh)")
 }
 
-/// Polls `check` until it returns `Some`, failing the test after `timeout`.
-pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
+pub use pacto_runtime::testing::eventually;
 
 /// Runs a command and returns stdout, failing with stderr when it exits non-zero.
 pub fn run(mut cmd: std::process::Command) -> String {

@@ -1,0 +1,160 @@
+//! Test support (feature `test-support`): [`PactoBuilder`], the one way the tests, benches and
+//! the end-to-end suite build a Pacto, as a typed object or as the manifest `kubectl apply`
+//! reads.
+
+use std::collections::BTreeMap;
+
+use crate::{ContractOverrides, ContractRef, Pacto, PactoSpec, TargetRef};
+
+/// A Pacto under construction. Starts from its contract ([`inline`](Self::inline),
+/// [`oci`](Self::oci), [`new`](Self::new) or a whole [`spec`](Self::spec)); nothing else is set
+/// unless asked for (no target: a reference-only Pacto; no `checkIntervalSeconds`: the
+/// server's default).
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct PactoBuilder {
+    name: String,
+    spec: PactoSpec,
+    labels: BTreeMap<String, String>,
+}
+
+impl PactoBuilder {
+    /// A Pacto `name` whose contract comes from `contract_ref`.
+    pub fn new(name: &str, contract_ref: ContractRef) -> Self {
+        Self::spec(
+            name,
+            PactoSpec {
+                contract_ref,
+                target: None,
+                overrides: None,
+                check_interval_seconds: None,
+            },
+        )
+    }
+
+    /// A Pacto `name` with the whole `spec` given.
+    pub fn spec(name: &str, spec: PactoSpec) -> Self {
+        Self {
+            name: name.to_owned(),
+            spec,
+            labels: BTreeMap::new(),
+        }
+    }
+
+    /// A Pacto `name` whose contract is the inline YAML `contract`.
+    pub fn inline(name: &str, contract: &str) -> Self {
+        Self::new(
+            name,
+            ContractRef {
+                inline: Some(contract.to_owned()),
+                ..ContractRef::default()
+            },
+        )
+    }
+
+    /// A Pacto `name` whose contract is the OCI reference `reference` (`oci://…`).
+    pub fn oci(name: &str, reference: &str) -> Self {
+        Self::new(
+            name,
+            ContractRef {
+                oci: Some(reference.to_owned()),
+                ..ContractRef::default()
+            },
+        )
+    }
+
+    /// Targets the Service `service` (`spec.target.serviceName`, nothing else).
+    pub fn service(self, service: &str) -> Self {
+        self.target(TargetRef {
+            service_name: Some(service.to_owned()),
+            ..TargetRef::default()
+        })
+    }
+
+    /// Sets `spec.target`.
+    pub fn target(mut self, target: TargetRef) -> Self {
+        self.spec.target = Some(target);
+        self
+    }
+
+    /// Sets `spec.overrides`.
+    pub fn overrides(mut self, overrides: ContractOverrides) -> Self {
+        self.spec.overrides = Some(overrides);
+        self
+    }
+
+    /// Sets `spec.checkIntervalSeconds`.
+    pub fn check_interval(mut self, seconds: i32) -> Self {
+        self.spec.check_interval_seconds = Some(seconds);
+        self
+    }
+
+    /// Adds the label `key: value`.
+    pub fn label(mut self, key: &str, value: &str) -> Self {
+        self.labels.insert(key.to_owned(), value.to_owned());
+        self
+    }
+
+    /// The typed Pacto (no namespace: the API it is created through sets it).
+    pub fn build(self) -> Pacto {
+        let mut pacto = Pacto::new(&self.name, self.spec);
+        if !self.labels.is_empty() {
+            pacto.metadata.labels = Some(self.labels);
+        }
+        pacto
+    }
+
+    /// The Pacto as a YAML manifest (`apiVersion`, `kind`, `metadata`, `spec`), as
+    /// `kubectl apply -f -` reads it.
+    pub fn manifest(self) -> String {
+        serde_norway::to_string(&self.build()).expect("a Pacto always renders as YAML")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{ConfigBinding, ConfigBindingKind};
+
+    #[test]
+    fn sets_only_what_is_asked_for() {
+        let pacto = PactoBuilder::inline("orders", "pactoVersion: \"2.0\"\n").build();
+        assert_eq!(pacto.metadata.name.as_deref(), Some("orders"));
+        assert_eq!(pacto.metadata.labels, None);
+        assert_eq!(
+            pacto.spec.contract_ref.inline.as_deref(),
+            Some("pactoVersion: \"2.0\"\n")
+        );
+        assert!(pacto.spec.is_reference());
+        assert_eq!(pacto.spec.check_interval_seconds, None);
+        assert!(pacto.status.is_none());
+    }
+
+    #[test]
+    fn the_manifest_reads_back_as_the_same_pacto() {
+        let builder = PactoBuilder::oci("api", "oci://reg.local/api:1.0.0")
+            .target(TargetRef {
+                service_name: Some("api".into()),
+                config_bindings: vec![ConfigBinding {
+                    configuration: "app".into(),
+                    kind: ConfigBindingKind::ConfigMap,
+                    name: "api-config".into(),
+                    key: Some("config.json".into()),
+                    format: None,
+                }],
+                ..TargetRef::default()
+            })
+            .check_interval(30)
+            .label("app", "api");
+        let manifest = builder.clone().manifest();
+        assert!(manifest.contains("kind: Pacto"), "{manifest}");
+        assert!(!manifest.contains("status"), "{manifest}");
+        let read: Pacto = serde_norway::from_str(&manifest).unwrap();
+        let built = builder.build();
+        assert_eq!(read.metadata, built.metadata);
+        assert_eq!(
+            serde_json::to_value(&read.spec).unwrap(),
+            serde_json::to_value(&built.spec).unwrap()
+        );
+    }
+}
