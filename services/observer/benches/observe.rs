@@ -118,6 +118,7 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
+    pacto_testenv::bins::require_kubernetes();
     pacto_testenv::controlplane::ensure_crypto_provider();
     let dir = pacto_api::crdgen::default_output_dir();
     let mut options = ControlPlaneOptions {
