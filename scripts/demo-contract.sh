@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Contract demo: validates the example contracts (the spec's worked examples from the fixture
+# Contract demo: validates the example contracts (the worked examples of docs/design/contract.md#worked-examples from the fixture
 # corpus), then round-trips one bundle through a real OCI registry (Debian's docker-registry on
 # loopback): `pacto push` (tag = service.version), `pacto inspect`, `pacto pull`, a byte-for-byte
 # diff against the source, and `pacto validate oci://…`. Everything runs in a temp dir that is

@@ -216,7 +216,7 @@ kubectl get pactos -n "$NS"
 say "kubectl describe pacto payments -n $NS"
 kubectl describe pacto payments -n "$NS"
 
-say "kubectl describe pacto orders-api -n $NS   (the spec's §7.1 example against a bare Deployment)"
+say "kubectl describe pacto orders-api -n $NS   (worked example 7.1 of docs/design/contract.md#worked-examples against a bare Deployment)"
 kubectl describe pacto orders-api -n "$NS"
 
 say "pacto_contract_status from the status-writer's admin port"

@@ -1,4 +1,4 @@
-//! Condition helpers (operator.md §2.14) as pure functions over `status.conditions`.
+//! Condition helpers (docs/design/status.md#conditions) as pure functions over `status.conditions`.
 //!
 //! Semantics of `meta.SetStatusCondition`: a new condition gets `lastTransitionTime = now`;
 //! an existing one keeps its `lastTransitionTime` unless its `status` flips (reason, message

@@ -1,6 +1,6 @@
 //! Kubernetes API types of the Pacto operator, group `pacto.trianalab.io`, version
 //! `v1alpha1`: [`Pacto`], [`PactoRevision`] and [`NodeRuntimeObservation`], the condition
-//! helpers of operator.md §2.14, and the CRD generator behind the `crdgen` binary.
+//! helpers of docs/design/status.md#conditions, and the CRD generator behind the `crdgen` binary.
 //!
 //! This crate depends only on kube, k8s-openapi, schemars and serde (plus serde_norway to
 //! render YAML and thiserror for typed errors).

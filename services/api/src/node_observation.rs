@@ -1,4 +1,4 @@
-//! The `NodeRuntimeObservation` custom resource (operator.md §4.2): the node agent's kernel
+//! The `NodeRuntimeObservation` custom resource (docs/design/observation.md#node-agent): the node agent's kernel
 //! view of the sockets of the pods on one node.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;

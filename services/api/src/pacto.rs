@@ -1,4 +1,4 @@
-//! The `Pacto` custom resource (operator.md §1.1–§1.3).
+//! The `Pacto` custom resource (docs/design/status.md#the-pacto-api).
 
 use std::collections::BTreeMap;
 
@@ -489,7 +489,7 @@ impl ObservationWindowKind {
 }
 
 /// Sorts windows by (kind, subject) on their wire spelling, so an unchanged state always
-/// serialises identically (operator.md §2.10 [TARGET]).
+/// serialises identically (docs/design/observation.md#stabilization-windows).
 pub fn sort_observation_windows(windows: &mut [ObservationWindow]) {
     windows.sort_by(|a, b| {
         (a.kind.as_str(), a.subject.as_str()).cmp(&(b.kind.as_str(), b.subject.as_str()))
@@ -823,7 +823,7 @@ pub struct ObservedRuntime {
     pub health_probe_initial_delay_seconds: Option<i32>,
 }
 
-/// The readiness assessment (contract.md §4.1).
+/// The readiness assessment (docs/design/contract.md#readiness).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ReadinessStatus {

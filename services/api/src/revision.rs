@@ -1,4 +1,4 @@
-//! The `PactoRevision` custom resource (operator.md §1.4, §2.6, §8 item 8).
+//! The `PactoRevision` custom resource (docs/design/status.md#pactorevision).
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::CustomResource;

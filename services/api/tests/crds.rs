@@ -1,5 +1,5 @@
 //! CRD generation: drift against the checked-in chart, structural-schema rules, descriptions
-//! and the API surface the spec requires.
+//! and the API surface of docs/design/status.md#the-pacto-api.
 
 use std::collections::BTreeSet;
 

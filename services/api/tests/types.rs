@@ -1,4 +1,4 @@
-//! Serde round-trips of sample objects, spec helpers and the condition rules of §2.14.
+//! Serde round-trips of sample objects, spec helpers and the condition rules (docs/design/status.md#conditions).
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;

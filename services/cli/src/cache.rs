@@ -1,4 +1,4 @@
-//! The local bundle cache (`contract.md` §6.5): `$XDG_CACHE_HOME/pacto/oci` or
+//! The local bundle cache (docs/design/contract.md#cli-cache): `$XDG_CACHE_HOME/pacto/oci` or
 //! `~/.cache/pacto/oci`. An entry is the digest-pinned reference with every `:` replaced by `/`
 //! and holds `bundle.tar.gz` (the layer bytes) and `ref.json`
 //! `{"ref": "...", "digest": "sha256:…", "layerDigest": "sha256:…"}`, written through a staging

@@ -150,7 +150,7 @@ fn read_overrides(values: &[PathBuf], set: &[String]) -> Result<CliOverrides, Co
     })
 }
 
-/// A report holding one `PARSE_ERROR` (§3.5).
+/// A report holding one `PARSE_ERROR` (docs/design/contract.md#cli-level-codes).
 fn parse_error_report(message: String) -> ValidationReport {
     let mut report = ValidationReport::default();
     report.push(Finding::new(codes::PARSE_ERROR, "", message, Layer::Load));

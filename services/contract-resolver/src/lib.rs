@@ -1,5 +1,5 @@
 //! The contract-resolver service: turns a Pacto's `spec.contractRef` into a validated contract,
-//! or into a precisely classified failure (`operator.md` §2.2–§2.6, DESIGN.md §1).
+//! or into a precisely classified failure (docs/design/resolution.md).
 //!
 //! It is the only service that talks to registries and the only one that reads Secret values
 //! (the pull Secret, with one direct GET per resolve from the Pacto's namespace). The gRPC edge

@@ -1,6 +1,6 @@
 //! Domain inputs and outcomes of resolving, and the classification of failures into **Invalid**
 //! (fail-closed: the contract is wrong) and **Unavailable** (the contract could not be obtained
-//! right now: `ContractValid=Unknown`), `operator.md` §2.2. Pure: no I/O.
+//! right now: `ContractValid=Unknown`), docs/design/resolution.md#invalid-or-unavailable. Pure: no I/O.
 
 use std::collections::BTreeMap;
 

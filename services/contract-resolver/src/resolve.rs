@@ -1,6 +1,6 @@
 //! Resolving: fetch (Secret, registry, caches) → validate (pure) → outcome.
 //!
-//! OCI flow for one reference (`contract.md` §6.4):
+//! OCI flow for one reference (docs/design/contract.md#references-and-versions):
 //!
 //! * digest: the bundle cache is consulted first, so a cached digest costs no request at all;
 //! * tag: one manifest HEAD gives the current digest (a force-pushed tag shows up as a new
@@ -230,7 +230,7 @@ fn validate_contract(
             })?,
         _ => raw.to_vec(),
     };
-    // operator.md §2.9: `schema` is read first as a bundle-relative file (bundles only), then
+    // docs/design/resolution.md#what-a-resolve-returns: `schema` is read first as a bundle-relative file (bundles only), then
     // as inline JSON; a configuration with a `ref` has no local schema.
     let mut schemas = BTreeMap::new();
     if let Some(contract) = &outcome.contract {

@@ -1,4 +1,4 @@
-//! Pull secrets (`operator.md` §2.2): reading the Secret named by `spec.contractRef.pullSecretRef`
+//! Pull secrets (docs/design/resolution.md#pull-secrets): reading the Secret named by `spec.contractRef.pullSecretRef`
 //! from the Pacto's namespace with one direct GET, and deriving registry credentials from it.
 //!
 //! Three kinds are accepted:

@@ -154,7 +154,7 @@ async fn force_pushed_missing_and_non_semver_repositories() {
     assert!(reason.contains("not found"), "{reason}");
 
     // A repository with only non-semver tags resolves nothing: Unavailable, like a missing tag
-    // (operator.md §2.2: the tagless fallback pull finds nothing).
+    // (docs/design/resolution.md#invalid-or-unavailable: the tagless fallback pull finds nothing).
     push_contract(&registry, "acme/tags", "latest", "1.0.0", "x").await;
     push_contract(&registry, "acme/tags", "main", "1.0.0", "y").await;
     let message = expect_unavailable(

@@ -1,4 +1,4 @@
-//! Bundle packing and extraction throughput: the spec §7.1 fixture bundle (typical size), a
+//! Bundle packing and extraction throughput: the worked example 7.1 of docs/design/contract.md#worked-examples fixture bundle (typical size), a
 //! 2 MiB bundle of 64 files, and the cost of refusing a 100 MiB gzip bomb (bounded by the
 //! decompressed-stream limit, not by the bomb's size).
 //!

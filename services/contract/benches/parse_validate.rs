@@ -1,4 +1,4 @@
-//! Parse + validate throughput for a typical contract (the spec §7.1 bundle from the fixture
+//! Parse + validate throughput for a typical contract (the worked example 7.1 of docs/design/contract.md#worked-examples bundle from the fixture
 //! corpus: an OpenAPI interface, a configuration schema with values, two dependencies, two
 //! capabilities and readiness claims).
 //!

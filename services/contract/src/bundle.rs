@@ -1,13 +1,13 @@
 //! Contract bundles: the files of a contract directory held in memory, deterministic tar+gzip
-//! packing and limit-checked extraction (`contract.md` §2.12, §6.1, §6.2).
+//! packing and limit-checked extraction (docs/design/contract.md#bundles).
 //!
-//! Packing (§6.1): entries in lexical walk order (directory entry first, then its contents,
+//! Packing (docs/design/contract.md#bundle-packing): entries in lexical walk order (directory entry first, then its contents,
 //! siblings sorted by name), directories `0755`, files `0644`, mtime 0, uid/gid 0, empty
 //! user/group names, `/`-separated names without `./`. The gzip stream has no name and mtime 0,
 //! so identical bundles give identical bytes with this implementation. Directories are derived
 //! from the file paths, so empty directories are not carried.
 //!
-//! Extraction (§6.2) reads the stream once and counts every byte that leaves the decompressor,
+//! Extraction (docs/design/contract.md#bundle-extraction) reads the stream once and counts every byte that leaves the decompressor,
 //! never trusting header sizes: at most [`Limits::max_file_bytes`] per file,
 //! [`Limits::max_total_bytes`] of file content, [`Limits::max_entries`] entries, and a bounded
 //! decompressed stream (so a gzip bomb stops early). Absolute paths, `..` components, symbolic
@@ -38,7 +38,7 @@ pub const LABEL_VERSION: &str = "io.pacto.version";
 /// Config label carrying `pactoVersion`.
 pub const LABEL_PACTO_VERSION: &str = "io.pacto.pactoVersion";
 
-/// Size and count limits for reading a bundle (defaults from §6.2).
+/// Size and count limits for reading a bundle (defaults from docs/design/contract.md#bundle-extraction).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// Largest single file, in bytes.

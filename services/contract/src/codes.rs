@@ -1,5 +1,5 @@
-//! The one finding registry (spec §3.6): every finding code with its category, its default
-//! severity and whether the optional-assertion axis applies, plus the CLI-level codes of §3.5
+//! The one finding registry (docs/design/contract.md#finding-codes): every finding code with its category, its default
+//! severity and whether the optional-assertion axis applies, plus the CLI-level codes (docs/design/contract.md#cli-level-codes)
 //! (which are not registered). The validator uses the `&str` constants, the engine the typed
 //! [`FindingCode`]; both come from the single table below.
 
@@ -339,11 +339,11 @@ codes! {
     ExtensionEvaluatorUnavailable = EXTENSION_EVALUATOR_UNAVAILABLE => Inconclusive, Unknown;
 }
 
-/// CLI-level code (§3.5, not registered): the contract could not be loaded, overridden or parsed.
+/// CLI-level code (docs/design/contract.md#cli-level-codes, not registered): the contract could not be loaded, overridden or parsed.
 pub const PARSE_ERROR: &str = "PARSE_ERROR";
-/// CLI-level code (§3.5, not registered): generic lock verification failure.
+/// CLI-level code (docs/design/contract.md#cli-level-codes, not registered): generic lock verification failure.
 pub const LOCK_ERROR: &str = "LOCK_ERROR";
-/// CLI-level code (§3.5, not registered): `validate --readiness` gate unmet.
+/// CLI-level code (docs/design/contract.md#cli-level-codes, not registered): `validate --readiness` gate unmet.
 pub const READINESS_GATE_UNMET: &str = "READINESS_GATE_UNMET";
 
 impl FindingCode {
@@ -467,7 +467,7 @@ mod tests {
         assert_eq!(REGISTRY.len(), 56);
     }
 
-    /// The table of evidence.md §4, transcribed independently of the registry above.
+    /// The table of docs/design/evaluation.md#finding-registry, transcribed independently of the registry above.
     const TABLE: &[(&str, &str, &str)] = &[
         ("UNSUPPORTED_PACTO_VERSION", "InvalidVersion", "error"),
         ("SCHEMA_ERROR", "SchemaViolation", "error"),
@@ -524,7 +524,7 @@ mod tests {
         ("EVIDENCE_STALE", "Inconclusive", "unknown"),
         ("EVIDENCE_INSUFFICIENT", "Inconclusive", "unknown"),
         ("EXTENSION_EVALUATOR_UNAVAILABLE", "Inconclusive", "unknown"),
-        // deprecated codes, categories per contract.md §3.6 / §9 item 10
+        // deprecated codes, categories per docs/design/contract.md#finding-codes
         ("INVALID_INTERFACE_TYPE", "InterfaceMismatch", "error"),
         ("INTERFACE_REF_REQUIRED", "InterfaceMismatch", "error"),
         ("INVALID_CAPABILITY_TYPE", "InvalidCapability", "error"),

@@ -31,7 +31,7 @@ impl Layer {
         }
     }
 
-    /// The layer number of spec §3.1 (0 for loading).
+    /// The layer number of docs/design/contract.md#validation-pipeline (0 for loading).
     pub fn number(self) -> u8 {
         match self {
             Self::Load => 0,
@@ -65,7 +65,7 @@ pub struct Finding {
 }
 
 impl Finding {
-    /// A finding whose severity and category come from the registry (§3.6).
+    /// A finding whose severity and category come from the registry (docs/design/contract.md#finding-codes).
     pub fn new(
         code: &str,
         path: impl Into<String>,

@@ -2,7 +2,7 @@
 //!
 //! The model is deliberately tolerant: unknown keys are ignored (layer 1 reports them), and
 //! enum-like fields are kept as strings so that layer 2 can be run on its own over values the
-//! schema would reject (spec §8.2 #4). Helper accessors interpret them.
+//! schema would reject (docs/design/contract.md#layer-2). Helper accessors interpret them.
 
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
@@ -46,7 +46,7 @@ impl Contract {
         self.workload.as_deref().and_then(Workload::parse)
     }
 
-    /// A contract with no workload is a *reference* contract (§2.7).
+    /// A contract with no workload is a *reference* contract (docs/design/contract.md#reference-contracts).
     pub fn is_reference(&self) -> bool {
         self.workload.is_none()
     }
@@ -239,7 +239,7 @@ pub struct Capability {
 }
 
 impl Capability {
-    /// The assertion key: `ref` for `extension`, else `type` (§2.9).
+    /// The assertion key: `ref` for `extension`, else `type` (docs/design/contract.md#capabilities-and-assertion-keys).
     pub fn assertion_key(&self) -> &str {
         if self.kind == "extension" {
             self.reference.as_deref().unwrap_or("")

@@ -1,6 +1,6 @@
-//! Overrides (spec §5): the CLI's `-f/--values` files and `--set key=value` merged into the raw
-//! YAML before parsing (§5.2), and the operator's per-configuration overrides (§5.3), applied to
-//! the raw document **and** the typed model so every layer sees them (§9.9).
+//! Overrides (docs/design/contract.md#overrides): the CLI's `-f/--values` files and `--set key=value` merged into the raw
+//! YAML before parsing (docs/design/contract.md#cli-overrides), and the operator's per-configuration overrides (docs/design/contract.md#operator-overrides), applied to
+//! the raw document **and** the typed model so every layer sees them (docs/design/contract.md#operator-overrides).
 //!
 //! `--set` value typing, first success wins: base-10 `i64` → `f64` (`1.5`, `1e3`, `inf`, `nan`;
 //! Go's hexadecimal float syntax is not accepted) → Go `ParseBool` spellings (`t`, `T`, `TRUE`,
@@ -94,7 +94,7 @@ impl CliOverrides {
     }
 }
 
-/// Applies CLI overrides to the raw `pacto.yaml` bytes (§5.2). Without overrides the original
+/// Applies CLI overrides to the raw `pacto.yaml` bytes (docs/design/contract.md#cli-overrides). Without overrides the original
 /// bytes are returned untouched. Precedence: base < values files (in order) < `--set` (in order).
 pub fn apply_cli_overrides<'a>(
     base: &'a [u8],
@@ -391,7 +391,7 @@ pub fn apply_configuration_overrides_raw(
     Ok((out, summaries(overrides)))
 }
 
-/// Applies operator overrides to both views (§9.9).
+/// Applies operator overrides to both views (docs/design/contract.md#operator-overrides).
 pub fn apply_configuration_overrides_both(
     raw: &Value,
     contract: &Contract,

@@ -1,4 +1,4 @@
-//! Layer 3 — policy resolution and enforcement (spec §3.4).
+//! Layer 3 — policy resolution and enforcement (docs/design/contract.md#layer-3).
 //!
 //! Local `schema` policies are read from the bundle; `ref` policies go through a caller-supplied
 //! [`PolicyResolver`] (the CLI fetches OCI bundles; the operator resolves with the Pacto's
@@ -35,7 +35,7 @@ pub enum PolicyResolveError {
     Unsupported { reference: String, reason: String },
     /// The resolver cannot resolve this reference in its context (e.g. the operator has no
     /// usable credentials for the registry). Unlike the other variants this is not an error of
-    /// the contract: the policy is skipped with a `POLICY_REF_NOT_ENFORCED` warning (spec §9.7).
+    /// the contract: the policy is skipped with a `POLICY_REF_NOT_ENFORCED` warning (docs/design/contract.md#layer-3).
     #[error("policy reference {reference:?} cannot be resolved here: {reason}")]
     Unavailable { reference: String, reason: String },
     /// Fetching failed.

@@ -1,6 +1,6 @@
-//! Readiness assessment, 2.0 claim/status model (spec §4.1).
+//! Readiness assessment, 2.0 claim/status model (docs/design/contract.md#readiness).
 //!
-//! Arithmetic is f64 in the spec's operation order with rounding half away from zero
+//! Arithmetic is f64 in the operation order of docs/design/contract.md#readiness with rounding half away from zero
 //! (`f64::round`, like Go's `math.Round`; never banker's rounding). Because the inputs are
 //! binary floats, a "decimal" half is only a half when the product is exactly representable:
 //! `10 × 0.35 = 3.5` rounds to 4, but `90 × 0.35 = 31.499999999999996` rounds to 31, and

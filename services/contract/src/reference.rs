@@ -1,5 +1,5 @@
 //! OCI references (`oci://registry/repository[:tag][@digest]`), their validation and
-//! normalisation (`contract.md` §6.3, §6.4; `operator.md` §2.2).
+//! normalisation (docs/design/contract.md#references-and-versions; docs/design/resolution.md#sources-and-resolution-policy).
 //!
 //! Grammar (after the optional `oci://` scheme):
 //!
@@ -229,7 +229,7 @@ impl Reference {
         self.digest.as_deref()
     }
 
-    /// True when a tag or digest is present, i.e. no semver resolution is needed (§6.4).
+    /// True when a tag or digest is present, i.e. no semver resolution is needed (docs/design/contract.md#references-and-versions).
     pub fn has_explicit_version(&self) -> bool {
         self.tag.is_some() || self.digest.is_some()
     }
@@ -249,7 +249,7 @@ impl Reference {
         })
     }
 
-    /// The same repository pinned to `digest`, dropping any tag (§6.4 digest pinning).
+    /// The same repository pinned to `digest`, dropping any tag (digest pinning, docs/design/contract.md#references-and-versions).
     pub fn with_digest(&self, digest: &str) -> Result<Self, ReferenceError> {
         validate_digest(digest).map_err(|reason| ReferenceError::InvalidDigest {
             input: self.to_string(),

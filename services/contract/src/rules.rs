@@ -1,11 +1,11 @@
-//! Layer 2 — cross-field rules over the typed model (spec §3.3), in execution order, plus the
+//! Layer 2 — cross-field rules over the typed model (docs/design/contract.md#layer-2), in execution order, plus the
 //! bundle file checks ("(FS)" rules) when a bundle is supplied.
 //!
 //! Every rule is implemented, including the defence-in-depth rules (6a, 6b, 7c, 7d, 15, 16c,
 //! 17a, 18) that cannot fire through the pipeline because layer 1 rejects their inputs first;
 //! [`cross_field`] is usable on its own.
 //!
-//! Deviation from upstream (spec §9.2): the interface file checks run once, so a missing or
+//! Deviation from upstream (docs/design/contract.md#layer-2): the interface file checks run once, so a missing or
 //! malformed interface file is reported once, not twice (upstream rules 8 and 9 are folded into
 //! 6c and 6d).
 
@@ -443,7 +443,7 @@ pub fn is_namespaced(r: &str) -> bool {
         .is_some_and(|(domain, _)| domain.contains('.'))
 }
 
-/// The binding path rule of §2.9: starts with `/`, not `//`, a URL path with no scheme, host,
+/// The binding path rule (docs/design/contract.md#capabilities-and-assertion-keys): starts with `/`, not `//`, a URL path with no scheme, host,
 /// userinfo, fragment or opaque part (a query is tolerated), valid percent escapes, no control
 /// characters, and the percent-decoded path does not start with `//`.
 pub fn check_binding_path(p: &str) -> Result<(), &'static str> {
@@ -485,7 +485,7 @@ fn percent_decode(s: &str) -> Option<Vec<u8>> {
     Some(out)
 }
 
-/// The parts of an OCI reference as layer 2 sees them (spec §3.3 grammar).
+/// The parts of an OCI reference as layer 2 sees them (docs/design/contract.md#references-and-versions).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OciRefParts<'a> {
     pub registry: &'a str,

@@ -7,7 +7,7 @@
 //! Leaf causes: `oneOf`/`anyOf` failures are expanded into their branches' causes (identical
 //! leaves de-duplicated), and an `additionalProperties` failure yields one violation per unknown
 //! key. An unknown key is reported at the path of the object that holds it (the root is `""`,
-//! as in spec §7.4) with the key named in the message (spec §9.1). The exactly-one rules of
+//! as in worked example 7.4) with the key named in the message (docs/design/contract.md#layer-1). The exactly-one rules of
 //! configurations, policies and capabilities are written as `if`/`then`/`else` with `false`
 //! sub-schemas rather than `oneOf`, so each cause gets its own path (e.g. a `health` capability
 //! with a `ref` fails at `capabilities.0.ref`).

@@ -1,4 +1,4 @@
-//! The validation pipeline (spec §3.1) and its public result types.
+//! The validation pipeline (docs/design/contract.md#validation-pipeline) and its public result types.
 //!
 //! ```text
 //! parse → Layer 1 structural (JSON Schema on the raw document)   ── any error ⇒ stop
@@ -9,7 +9,7 @@
 //! CLI-level overrides (`-f`, `--set`) are applied by the caller to the `pacto.yaml` bytes before
 //! calling [`validate_bundle`] (see [`crate::overrides::apply_cli_overrides`]); operator-style
 //! per-configuration overrides go through [`validate_bundle_with_overrides`], which applies them
-//! to the raw document and therefore to every layer (spec §9.9).
+//! to the raw document and therefore to every layer (docs/design/contract.md#operator-overrides).
 
 use std::fmt;
 
@@ -88,7 +88,7 @@ pub struct ValidateOptions<'a> {
     /// skipped with a `POLICY_REF_NOT_ENFORCED` warning.
     pub policy_resolver: Option<&'a dyn PolicyResolver>,
     /// Treat the contract as inline (no bundle filesystem): every file-based layer-2 check and
-    /// all local policy resolution are skipped silently (spec §3.1).
+    /// all local policy resolution are skipped silently (docs/design/contract.md#validation-pipeline).
     pub inline: bool,
 }
 
@@ -149,8 +149,8 @@ pub fn validate_document(bytes: &[u8], options: &ValidateOptions<'_>) -> Validat
     }
 }
 
-/// Applies operator-style per-configuration overrides (§5.3) to the raw document — so every
-/// layer sees them (§9.9) — then validates. An override naming an unknown configuration is an
+/// Applies operator-style per-configuration overrides (docs/design/contract.md#operator-overrides) to the raw document — so every
+/// layer sees them (docs/design/contract.md#operator-overrides) — then validates. An override naming an unknown configuration is an
 /// error of the caller's input (not a finding), reported before anything is applied.
 pub fn validate_bundle_with_overrides(
     files: &BundleFiles,

@@ -1,5 +1,5 @@
 //! Lenient semantic versions, Masterminds-style version constraints and "highest semver tag"
-//! selection (`contract.md` §6.4, §8.1, §9.5, §9.8).
+//! selection (docs/design/contract.md#references-and-versions).
 //!
 //! # Version grammar
 //!
@@ -64,7 +64,7 @@
 //!
 //! [`select_highest_tag`] keeps the tags that parse as versions, filters them by an optional
 //! constraint, and returns the **original spelling** of the highest. Equal versions (e.g.
-//! `1.2.3` and `v1.2.3`) are ordered deterministically (§9.8): the spelling without `v` wins,
+//! `1.2.3` and `v1.2.3`) are ordered deterministically (docs/design/contract.md#references-and-versions): the spelling without `v` wins,
 //! then the lexicographically smaller tag.
 
 use std::cmp::Ordering;
@@ -785,7 +785,7 @@ where
     }
 }
 
-/// Tie-break key (§9.8): tags without `v` first, then lexicographic.
+/// Tie-break key (docs/design/contract.md#references-and-versions): tags without `v` first, then lexicographic.
 fn tie_key(tag: &str) -> (bool, &str) {
     (tag.starts_with('v'), tag)
 }

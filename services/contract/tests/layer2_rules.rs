@@ -1,6 +1,6 @@
-//! Unit tests for every layer-2 rule of spec §3.3, calling layer 2 directly — including the
+//! Unit tests for every layer-2 rule of docs/design/contract.md#layer-2, calling layer 2 directly — including the
 //! defence-in-depth rules (6a, 6b, 7c, 7d, 15, 16c, 17a, 18) that layer 1 pre-empts in the
-//! pipeline (§8.2 #4).
+//! pipeline (docs/design/contract.md#layer-2).
 
 use pacto_contract::bundle::BundleFiles;
 use pacto_contract::codes::{self, Category, Severity};

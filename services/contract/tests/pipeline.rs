@@ -337,7 +337,7 @@ fn operator_overrides_reach_every_layer() {
         values: [(k.to_owned(), v.to_owned())].into(),
     };
     assert!(validate_bundle(&b, &local()).report.is_valid());
-    // Layer 2 (rule 17b): override values are strings (§8.2 #11).
+    // Layer 2 (rule 17b): override values are strings (docs/design/contract.md#operator-overrides).
     let out =
         validate_bundle_with_overrides(&b, &[ov("runtime", "PORT", "9090")], &local()).unwrap();
     assert_eq!(
@@ -459,7 +459,7 @@ fn yaml_errors_and_versions() {
 #[test]
 fn unavailable_ref_policy_is_a_warning_operator_style() {
     // The operator's resolver reports refs it cannot resolve with the Pacto's credentials as
-    // `Unavailable`: the policy is skipped with POLICY_REF_NOT_ENFORCED (spec §9.7).
+    // `Unavailable`: the policy is skipped with POLICY_REF_NOT_ENFORCED (docs/design/contract.md#layer-3).
     struct Operator;
     impl PolicyResolver for Operator {
         fn resolve(&self, reference: &str) -> Result<BundleFiles, PolicyResolveError> {

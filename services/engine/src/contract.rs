@@ -1,4 +1,4 @@
-//! Conversion from the `pacto-contract` model into [`ContractAssertions`] (evidence.md §3.1).
+//! Conversion from the `pacto-contract` model into [`ContractAssertions`] (docs/design/evaluation.md#engine-inputs).
 
 use pacto_contract::model::Contract;
 

@@ -1,4 +1,4 @@
-//! `Evaluate(contract, evidence) -> findings + coverage` (evidence.md §3, operator.md §2.12).
+//! `Evaluate(contract, evidence) -> findings + coverage` (docs/design/evaluation.md#per-assertion-rules).
 //!
 //! Pure and stateless: it trusts the collector-stamped outcomes and applies no time or
 //! Kubernetes logic.
@@ -26,7 +26,7 @@ pub struct Evaluation {
 
 impl Evaluation {
     /// Prepends structural (validation) warnings, as the operator does before deriving status
-    /// (operator.md §2.1 step 15).
+    /// (docs/design/evaluation.md#per-assertion-rules).
     #[must_use]
     pub fn with_structural(mut self, structural: Vec<Finding>) -> Self {
         let mut findings = structural;
@@ -40,7 +40,7 @@ impl Evaluation {
         Summary::of(&self.findings)
     }
 
-    /// The ladder of operator.md §2.13 over these findings and coverage.
+    /// The ladder of docs/design/evaluation.md#status-derivation over these findings and coverage.
     pub fn status(&self) -> ContractStatus {
         derive_status(&self.findings, self.coverage)
     }
@@ -262,7 +262,7 @@ impl Run<'_> {
         }
     }
 
-    /// The uniform per-assertion algorithm (evidence.md §3.3). `contradiction` inspects an
+    /// The uniform per-assertion algorithm (docs/design/evaluation.md#per-assertion-rules). `contradiction` inspects an
     /// Observed payload and returns the violated code and message, if any.
     fn assertion(
         &mut self,

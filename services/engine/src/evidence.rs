@@ -1,11 +1,11 @@
-//! The evidence model (evidence.md §2): `EvidenceSet`, `Observation`, `Outcome`, payloads,
+//! The evidence model (docs/design/evaluation.md#evidence-model): `EvidenceSet`, `Observation`, `Outcome`, payloads,
 //! provenance, strict JSON decoding and `ValidateEvidenceSet`.
 //!
 //! JSON names are exactly upstream's: the EvidenceSet's top-level keys are PascalCase
 //! (`Subject`, `ContractRef`, `Source`, `ObservedAt`, `Observations`), everything below is
 //! lower camel case. Decoding is strict (unknown keys are rejected everywhere).
 //!
-//! Deviation (documented, evidence.md §2.3, DESIGN): an Observed `value: null` or `value: {}`
+//! Deviation (documented, docs/design/evaluation.md#evidence-model): an Observed `value: null` or `value: {}`
 //! decodes to the payload's zero values exactly like Go, but re-encoding writes the typed payload
 //! (`{"present":false}`), not the original raw bytes. A signed-envelope layer that must reproduce
 //! canonical bytes has to keep the raw value itself.
@@ -18,7 +18,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::time::Timestamp;
 
-/// Maximum number of observations in one evidence set carried by an envelope (§2.1, §5.1).
+/// Maximum number of observations in one evidence set carried by an envelope (docs/design/evaluation.md#evidence-model).
 pub const MAX_OBSERVATIONS: usize = 10_000;
 
 /// A `{kind, name}` pair (JSON keys lower-case).
@@ -81,7 +81,7 @@ impl EvidenceSet {
         serde_json::to_vec(self).map_err(|source| DecodeError::Encode { source })
     }
 
-    /// `ValidateEvidenceSet` (§2.4): checks the top-level fields, then each observation, and
+    /// `ValidateEvidenceSet` (docs/design/evaluation.md#evidence-validation): checks the top-level fields, then each observation, and
     /// collects every error in that order.
     pub fn validate(&self) -> Result<(), ValidationErrors> {
         let mut errors = Vec::new();
@@ -160,7 +160,7 @@ impl EvidenceSet {
     }
 }
 
-/// The six observation kinds (§2.3).
+/// The six observation kinds (docs/design/evaluation.md#evidence-model).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum ObservationKind {
     /// A capability (`health`, `metrics`, or an extension ref); subject kind `capability`.
@@ -318,7 +318,7 @@ impl Outcome {
     }
 }
 
-/// A kind-specific payload (§2.3). Payload keys are lower camel case; missing keys are zero.
+/// A kind-specific payload (docs/design/evaluation.md#evidence-model). Payload keys are lower camel case; missing keys are zero.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
     /// `CapabilityObserved` payload.
@@ -474,7 +474,7 @@ impl Provenance {
     }
 }
 
-/// One observation per declared assertion (§2.2).
+/// One observation per declared assertion (docs/design/evaluation.md#evidence-model).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Observation {
     /// The observation kind.
@@ -508,7 +508,7 @@ impl Observation {
         Self::new(value.kind(), name, Outcome::Observed(value), provenance)
     }
 
-    /// The decode-time structural checks (§2.4) that a programmatically built observation may
+    /// The decode-time structural checks (docs/design/evaluation.md#evidence-validation) that a programmatically built observation may
     /// violate: subject pairing and payload kind. `path` prefixes the field names in errors.
     pub fn check_structure(&self, path: &str) -> Result<(), ValidationError> {
         let expected = self.kind.subject_kind();

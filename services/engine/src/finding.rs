@@ -1,11 +1,11 @@
-//! Findings, evidence refs and coverage (operator.md §1.3, evidence.md §3.5–§3.6).
+//! Findings, evidence refs and coverage (docs/design/evaluation.md#findings).
 
 use pacto_contract::codes::{Category, FindingCode, Severity, category_for, severity_for};
 use serde::{Deserialize, Serialize};
 
 use crate::evidence::{EvidenceSet, Observation, SubjectRef};
 
-/// The reference from a finding to the evidence behind it (operator.md §1.3).
+/// The reference from a finding to the evidence behind it (docs/design/evaluation.md#findings).
 ///
 /// `collector` and `detectedAt` are set only when the finding matched an observation;
 /// a finding without a matched observation (e.g. `EVIDENCE_MISSING`) carries `source` and
@@ -49,7 +49,7 @@ impl EvidenceRef {
 }
 
 /// Projects a provenance collector onto the status vocabulary: everything from the first `/`
-/// on is detail for logs (operator.md §1.3, DESIGN).
+/// on is detail for logs (docs/design/evaluation.md#findings).
 pub fn project_collector(collector: &str) -> &str {
     collector
         .split_once('/')
@@ -108,7 +108,7 @@ impl Finding {
             .map(|s| format!("{}/{}", s.kind, s.name))
     }
 
-    /// The upstream stored-record shape (evidence.md §3.5): PascalCase keys, refs reduced to
+    /// The upstream stored-record shape (docs/design/evaluation.md#findings): PascalCase keys, refs reduced to
     /// `{Source, ObservedAt}`, `null` for no refs.
     pub fn to_record(&self) -> RecordFinding {
         RecordFinding {
@@ -190,7 +190,7 @@ pub struct RecordEvidenceRef {
     pub observed_at: String,
 }
 
-/// How many required assertions were evaluated with an Observed outcome (§3.6). Explanatory
+/// How many required assertions were evaluated with an Observed outcome (docs/design/evaluation.md#coverage). Explanatory
 /// metadata; `evaluated <= required` always holds for engine output.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -1,4 +1,4 @@
-//! The engine's view of a contract (evidence.md §3.1): only the assertions it evaluates.
+//! The engine's view of a contract (docs/design/evaluation.md#engine-inputs): only the assertions it evaluates.
 
 use serde::{Deserialize, Serialize};
 

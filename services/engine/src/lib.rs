@@ -3,7 +3,7 @@
 //!
 //! # API overview
 //!
-//! **Input: the contract's assertions** ([`ContractAssertions`], evidence.md §3.1):
+//! **Input: the contract's assertions** ([`ContractAssertions`], docs/design/evaluation.md#engine-inputs):
 //! `service_name`, `interfaces` (names), `capabilities` ([`CapabilityAssertion`]: `Health`,
 //! `Metrics`, `Extension { reference }`), `dependencies` / `configurations`
 //! ([`NamedAssertion`] `{name, required}`), `workload` (`Option<String>`), `persistent` (bool).
@@ -11,7 +11,7 @@
 //! `ContractAssertions::try_from(&pacto_contract::model::Contract)` ([`contract`]); it fails
 //! (naming the field) only for capabilities no valid contract contains.
 //!
-//! **Input: the evidence** ([`EvidenceSet`], evidence.md §2): `subject` ([`SubjectRef`]),
+//! **Input: the evidence** ([`EvidenceSet`], docs/design/evaluation.md#evidence-model): `subject` ([`SubjectRef`]),
 //! `contract_ref`, `source`, `observed_at` ([`Timestamp`]), `observations:
 //! Option<Vec<Observation>>` (`None` ≙ JSON `null`). An [`Observation`] is
 //! `{kind: ObservationKind, subject: SubjectRef, outcome: Outcome, provenance: Provenance}`;

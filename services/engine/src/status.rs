@@ -1,4 +1,4 @@
-//! Status derivation (operator.md §2.13, evidence.md §3.7) and the fail-path short-circuits.
+//! Status derivation (docs/design/evaluation.md#status-derivation) and the fail-path short-circuits.
 
 use std::fmt;
 
@@ -56,7 +56,7 @@ impl ContractStatus {
         Self::ALL.into_iter().find(|s| s.as_str() == name)
     }
 
-    /// Degraded ≡ not Compliant and not Reference (operator.md §2.15; the empty status of a
+    /// Degraded ≡ not Compliant and not Reference (docs/design/status.md#events; the empty status of a
     /// never-reconciled object is represented by `None` by callers).
     pub fn is_degraded(self) -> bool {
         !matches!(self, Self::Compliant | Self::Reference)
@@ -127,7 +127,7 @@ pub struct Verdict {
 
 /// The short-circuits outside the ladder, then the ladder: Invalid ⇒ `{errorCount:1}`,
 /// Unavailable ⇒ Unknown with `{unknownCount:1}`, ReferenceOnly ⇒ Reference with zeros
-/// (operator.md §2.1), Evaluated ⇒ [`derive_status`] and severity counts.
+/// (docs/design/status.md#reconcile-steps), Evaluated ⇒ [`derive_status`] and severity counts.
 pub fn verdict(stage: Stage<'_>) -> Verdict {
     match stage {
         Stage::Invalid => Verdict {

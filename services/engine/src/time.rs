@@ -1,4 +1,4 @@
-//! Timestamps with Go `time.Time` JSON semantics (evidence.md §2.5).
+//! Timestamps with Go `time.Time` JSON semantics (docs/design/evaluation.md#timestamps).
 //!
 //! Input: RFC3339 with optional fractional seconds and a `Z` or `±hh:mm` offset. Output:
 //! RFC3339Nano — trailing fractional zeros trimmed, `Z` for a zero offset, any other offset kept.

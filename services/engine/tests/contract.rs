@@ -1,5 +1,5 @@
 //! The `pacto-contract` model → engine input conversion, on the worked examples of
-//! contract.md §7, and agreement between the engine's and the contract crate's registries.
+//! the worked examples (docs/design/contract.md#worked-examples), and agreement between the engine's and the contract crate's registries.
 
 use pacto_contract::model::Contract;
 use pacto_engine::*;
@@ -10,7 +10,7 @@ fn contract(yaml: &str) -> Contract {
         .1
 }
 
-/// contract.md §7.1 (abridged to the fields the engine reads).
+/// worked example 7.1 of docs/design/contract.md#worked-examples (abridged to the fields the engine reads).
 const ORDERS_API: &str = r#"
 pactoVersion: "2.0"
 service:
@@ -45,7 +45,7 @@ capabilities:
     binding: { type: http, interface: http-public, path: /metrics }
 "#;
 
-/// contract.md §7.2.
+/// worked example 7.2 of docs/design/contract.md#worked-examples.
 const LEDGER_STORE: &str = r#"
 pactoVersion: "2.0"
 service:
@@ -75,7 +75,7 @@ extensions:
   example.com/backup: { schedule: "0 2 * * *" }
 "#;
 
-/// contract.md §7.3.
+/// worked example 7.3 of docs/design/contract.md#worked-examples.
 const MONEY_LIB: &str = r#"
 pactoVersion: "2.0"
 service:
@@ -197,7 +197,7 @@ fn ledger_store_example_converts_and_evaluates() {
         }
     );
     assert_eq!(result.status(), ContractStatus::Unknown);
-    // with the local-only validation warning prepended (§7.2: POLICY_REF_NOT_ENFORCED)
+    // with the local-only validation warning prepended (worked example 7.2: POLICY_REF_NOT_ENFORCED)
     let with_warning = result.with_structural(vec![Finding::structural(
         "POLICY_REF_NOT_ENFORCED",
         Some("policies[0].ref"),

@@ -1,5 +1,5 @@
 //! Table-driven tests of `evaluate`: every assertion kind × outcome × required/optional, the
-//! evidence refs, finding order, coverage, status derivation and the spec's worked examples.
+//! evidence refs, finding order, coverage, status derivation and the worked examples of docs/design/contract.md#worked-examples.
 
 use pacto_engine::*;
 
@@ -719,7 +719,7 @@ fn a_payload_of_another_kind_is_not_evidence() {
 // Worked examples from the specs
 // ----------------------------------------------------------------------------------------------
 
-/// operator.md §2.13: a fresh, valid, targeted contract whose target does not exist yet is
+/// docs/design/evaluation.md#status-derivation: a fresh, valid, targeted contract whose target does not exist yet is
 /// Unknown (never NotEvaluated); every required assertion reads EVIDENCE_MISSING.
 #[test]
 fn example_target_not_yet_created_is_unknown() {
@@ -735,7 +735,7 @@ fn example_target_not_yet_created_is_unknown() {
     assert_eq!(summary.unknown_count, result.coverage.required);
 }
 
-/// troubleshooting.md "Status is NonCompliant": a CONFIGURATION_MISMATCH is NonCompliant on the
+/// docs/troubleshooting.md "Status is NonCompliant": a CONFIGURATION_MISMATCH is NonCompliant on the
 /// first reconcile that observes it; an absence inside the window arrives as Insufficient and
 /// reads Unknown until the streak spans the window.
 #[test]
@@ -778,7 +778,7 @@ fn example_configuration_mismatch_immediate_absence_unknown() {
     assert_eq!(r.status(), ContractStatus::NonCompliant);
 }
 
-/// troubleshooting.md "Chasing the evidence behind a finding": the whole evidenceRef record.
+/// docs/troubleshooting.md "Chasing the evidence behind a finding": the whole evidenceRef record.
 #[test]
 fn example_evidence_ref_record() {
     let contract = ContractAssertions {
@@ -811,7 +811,7 @@ fn example_evidence_ref_record() {
     );
 }
 
-/// evidence.md §2.3: an Observed capability with `value: {}` decodes as present=false and is a
+/// docs/design/evaluation.md#evidence-model: an Observed capability with `value: {}` decodes as present=false and is a
 /// confirmed violation; `value: null` passes validation and evaluates with zero values too.
 #[test]
 fn example_empty_and_null_values_are_zero_payloads() {
@@ -836,7 +836,7 @@ fn example_empty_and_null_values_are_zero_payloads() {
     }
 }
 
-/// troubleshooting.md "Reading the events": `ContractStatus: NonCompliant, 2 errors, 1 warnings`
+/// docs/troubleshooting.md "Reading the events": `ContractStatus: NonCompliant, 2 errors, 1 warnings`
 /// — summary counts by severity with structural warnings prepended.
 #[test]
 fn example_summary_with_structural_warning() {

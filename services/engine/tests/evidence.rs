@@ -1,4 +1,4 @@
-//! Strict JSON decoding (evidence.md §2.1–§2.4) and `ValidateEvidenceSet`.
+//! Strict JSON decoding (docs/design/evaluation.md#evidence-model) and `ValidateEvidenceSet`.
 
 use pacto_engine::*;
 use serde_json::{Value as Json, json};

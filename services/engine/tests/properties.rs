@@ -216,7 +216,7 @@ proptest! {
             prop_assert_eq!(&f.evidence_refs[0].observed_at, "2026-08-17T20:55:00Z");
             prop_assert_eq!(f.evidence_refs[0].collector.is_some(), matched(&ev, f).is_some() && f.code != "EXTENSION_EVALUATOR_UNAVAILABLE");
         }
-        // the evaluation ladder (§3.7) and the operator ladder (§2.13) agree on engine output
+        // the evaluation ladder and the operator ladder (docs/design/evaluation.md#status-derivation) agree on engine output
         let ingest = if result.findings.iter().any(|f| f.severity == Severity::Error) {
             ContractStatus::NonCompliant
         } else if result.coverage.required > 0 && result.coverage.evaluated < result.coverage.required {

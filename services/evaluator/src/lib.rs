@@ -1,5 +1,5 @@
 //! The evaluator service: `Evaluate(contract, evidence) -> findings + coverage + contractStatus`
-//! and the readiness assessment, over mTLS gRPC (DESIGN.md §1).
+//! and the readiness assessment, over mTLS gRPC (docs/design/architecture.md#services).
 //!
 //! The request is turned into domain types first ([`pacto_proto::convert`]; malformed input is
 //! answered with `InvalidArgument` naming the field), then the pure middle ([`evaluate_request`],

@@ -1,7 +1,7 @@
 //! Reflector caches: watched, metadata-trimmed in-memory copies of the kinds Observe reads on
 //! every call (Services, EndpointSlices, the workload kinds and sibling Pactos), cluster-wide or
 //! in `--watch-namespace`. ConfigMaps and Secret metadata are not cached: least privilege keeps
-//! them direct GETs by name (operator.md §8).
+//! them direct GETs by name (docs/design/observation.md#caches-and-least-privilege).
 //!
 //! A cache that has not completed its initial list is never read as "absent": lookups wait for
 //! it (bounded by [`SYNC_TIMEOUT`]) and otherwise fail like an API query, so the observation is

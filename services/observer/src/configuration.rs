@@ -1,4 +1,4 @@
-//! Configurations (operator.md §2.9): bound ConfigMaps (existence and schema conformance) and
+//! Configurations (docs/design/observation.md#configurations): bound ConfigMaps (existence and schema conformance) and
 //! Secrets (existence only, by metadata; values are never read).
 
 use std::collections::BTreeMap;

@@ -1,4 +1,4 @@
-//! Dependencies (operator.md §2.9): a dependency resolves to a sibling Pacto through its status,
+//! Dependencies (docs/design/observation.md#dependencies): a dependency resolves to a sibling Pacto through its status,
 //! then to that sibling's Service and its Ready endpoints.
 
 use std::collections::BTreeSet;

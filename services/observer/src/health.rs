@@ -1,4 +1,4 @@
-//! The health capability (operator.md §2.9): binding checks, the active probe (Tier A, only with
+//! The health capability (docs/design/observation.md#health): binding checks, the active probe (Tier A, only with
 //! `--enable-probing`) and the passive fallback from the pod template (Tier B).
 
 use k8s_openapi::api::core::v1::{Service, ServicePort};

@@ -1,4 +1,4 @@
-//! Interfaces (operator.md §2.9): Ready endpoints behind the bound Service port.
+//! Interfaces (docs/design/observation.md#interfaces): Ready endpoints behind the bound Service port.
 //!
 //! A slice port matches the Service port by **name**, or — when the Service port is unnamed — by
 //! the resolved `targetPort` (a number, defaulting to the Service port number; an unnamed port

@@ -1,6 +1,6 @@
 //! The observer service: turns cluster state into an EvidenceSet the engine can judge — one
 //! observation per declared assertion, each with an honest outcome and provenance
-//! (operator.md §2.7–§2.11). A confirmed contradiction is a violation; an inability to observe
+//! (docs/design/observation.md). A confirmed contradiction is a violation; an inability to observe
 //! is never one.
 //!
 //! Layout (effects at the edges, pure middle):

@@ -1,4 +1,4 @@
-//! The metrics capability (operator.md §2.9), only with `--enable-metrics-observation`: the same
+//! The metrics capability (docs/design/observation.md#metrics), only with `--enable-metrics-observation`: the same
 //! binding and Service checks as health, discovery (ServiceMonitor, PodMonitor, annotations,
 //! a named port, the contract path; first hit wins), then one scrape whose exposition must parse.
 //! Never windowed, never negative.

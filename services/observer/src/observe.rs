@@ -61,7 +61,7 @@ pub struct ResourceExistence {
     pub exists: bool,
 }
 
-/// The legacy snapshot (operator.md §2.11).
+/// The legacy snapshot (docs/design/observation.md#runtimeobserved-and-the-legacy-snapshot).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Snapshot {
     /// The Service, when serviceName is set.

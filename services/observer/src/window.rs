@@ -1,4 +1,4 @@
-//! Stabilization windows (operator.md §2.10): time-based negative streaks.
+//! Stabilization windows (docs/design/observation.md#stabilization-windows): time-based negative streaks.
 //!
 //! Only **absences** are windowed (zero Ready endpoints of an interface, an unreachable
 //! dependency, an active-probe 404 of the health capability, a bound ConfigMap/Secret that is not

@@ -1,4 +1,4 @@
-//! Workload and persistence (operator.md §2.9), and the legacy `observedRuntime` snapshot (§2.11).
+//! Workload and persistence (docs/design/observation.md#workload-and-persistence), and the legacy `observedRuntime` snapshot (docs/design/observation.md#runtimeobserved-and-the-legacy-snapshot).
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::{CronJob, Job};

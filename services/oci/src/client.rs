@@ -120,7 +120,7 @@ pub struct PulledBundle {
     pub labels: std::collections::BTreeMap<String, String>,
 }
 
-/// A resolved reference (§6.4).
+/// A resolved reference (docs/design/contract.md#references-and-versions).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resolved {
     /// The reference with the chosen tag (or the original tag/digest when explicit).
@@ -284,7 +284,7 @@ impl RegistryClient {
     }
 
     /// The tags that parse as (lenient) semantic versions, highest first, with their original
-    /// spelling; equal versions are ordered by the §9.8 tie rule (no `v` first, then lexical).
+    /// spelling; equal versions are ordered by the tie rule of docs/design/contract.md#references-and-versions (no `v` first, then lexical).
     pub async fn list_semver_tags(
         &self,
         repository: &Reference,
@@ -303,7 +303,7 @@ impl RegistryClient {
         Ok(tags)
     }
 
-    /// Resolves a reference per §6.4: an explicit tag or digest is used as is (resolved to a
+    /// Resolves a reference per docs/design/contract.md#references-and-versions: an explicit tag or digest is used as is (resolved to a
     /// digest); an untagged reference selects the highest semver tag (optionally within
     /// `constraint`) and resolves it.
     pub async fn resolve(
@@ -384,7 +384,7 @@ impl RegistryClient {
         })
     }
 
-    /// Uploads `config` and `layer` as-is and writes a bundle manifest (§6.1) under the
+    /// Uploads `config` and `layer` as-is and writes a bundle manifest (docs/design/contract.md#bundle-packing) under the
     /// reference's tag, returning the manifest digest. No size or content checks: `push` is
     /// the checked entry point; this one also serves tests that need hostile artifacts.
     pub async fn push_artifact(
@@ -572,7 +572,7 @@ impl RegistryClient {
         Ok(out)
     }
 
-    /// Pulls and extracts a bundle by tag or digest (§6.2: exactly one layer, media types not
+    /// Pulls and extracts a bundle by tag or digest (docs/design/contract.md#bundle-extraction: exactly one layer, media types not
     /// checked, extraction limits enforced).
     pub async fn pull(
         &self,

@@ -50,7 +50,7 @@ impl ErrorClass {
         }
     }
 
-    /// True when the failure says nothing about the contract itself (`operator.md` §2.2:
+    /// True when the failure says nothing about the contract itself (docs/design/resolution.md#invalid-or-unavailable:
     /// unreachable, auth rejected, not found, credential problems ⇒ `Unavailable`).
     pub fn is_unavailable(self) -> bool {
         matches!(

@@ -1,6 +1,6 @@
 //! OCI registry access for Pacto bundles: push, pull, tags, digests and credentials.
 //!
-//! A bundle artifact (`contract.md` §6.1) is an OCI image manifest with one config blob (an image
+//! A bundle artifact (docs/design/contract.md#bundle-packing) is an OCI image manifest with one config blob (an image
 //! config carrying the `io.pacto.*` labels) and exactly one layer
 //! (`application/vnd.pacto.bundle.layer.v1.tar+gzip`) holding the deterministic tar.gz of the
 //! bundle directory. Registries are reached over HTTPS unless their `host[:port]` is in the

@@ -1,4 +1,4 @@
-//! The bundle artifact's manifest and config JSON (`contract.md` §6.1, §9.4).
+//! The bundle artifact's manifest and config JSON (docs/design/contract.md#bundle-packing).
 
 use std::collections::BTreeMap;
 

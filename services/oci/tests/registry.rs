@@ -261,7 +261,7 @@ async fn highest_semver_resolution_and_no_semver_tags() -> Result<()> {
     assert!(matches!(err, OciError::NoMatchingVersion { .. }), "{err}");
     assert!(!err.is_unavailable());
 
-    // Explicit tags are used as is, without a constraint check (§8.2 #8).
+    // Explicit tags are used as is, without a constraint check (docs/design/contract.md#references-and-versions).
     let pinned = c
         .resolve(&reference(&registry, "lib:1.0.0"), Some(&caret))
         .await?;

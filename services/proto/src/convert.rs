@@ -307,7 +307,7 @@ fn engine_path_to_proto(prefix: &str, path: &str) -> String {
     out
 }
 
-/// Decodes and validates an EvidenceSet: the structural rules of evidence.md §2.4 (kinds,
+/// Decodes and validates an EvidenceSet: the structural rules of docs/design/evaluation.md#evidence-validation (kinds,
 /// outcomes, subject pairing, payload presence) and `ValidateEvidenceSet` (non-empty fields,
 /// no duplicate assertion identities). `field` is the message's path, e.g. `evidence`.
 pub fn evidence_from_proto(
@@ -413,7 +413,7 @@ pub fn contract_from_proto(
         .map_err(|error| FieldError::new(yaml_field, error.to_string()))
 }
 
-/// The engine's assertions of a contract (evidence.md §3.1). `field` names the contract document
+/// The engine's assertions of a contract (docs/design/evaluation.md#engine-inputs). `field` names the contract document
 /// in errors (an unknown capability type is rejected; the resolver's validation normally
 /// prevents it).
 pub fn assertions_from_contract(

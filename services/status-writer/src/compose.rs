@@ -1,4 +1,4 @@
-//! The pure middle of a reconcile (operator.md §2.1, §2.13–§2.15): from the Pacto (spec,
+//! The pure middle of a reconcile (docs/design/status.md#reconcile-steps): from the Pacto (spec,
 //! generation, persisted status), what the backends answered and the clock, compose the new
 //! status, the conditions and the transition-gated events, and decide whether anything changed.
 //!
@@ -434,7 +434,7 @@ impl Writer<'_> {
 }
 
 /// The ReadinessSatisfied condition of an assessment: status, reason and message
-/// (operator.md §2.14, §8 item 7).
+/// (docs/design/status.md#conditions).
 pub fn readiness_condition(r: &ReadinessStatus) -> (ConditionStatus, &'static str, String) {
     let breakdown = format!(
         "({} done, {} partial, {} not-done, {} deferred)",

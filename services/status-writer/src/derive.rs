@@ -1,4 +1,4 @@
-//! The contract-derived part of the status (operator.md §1.2, §2.1 step 9): contract metadata,
+//! The contract-derived part of the status (docs/design/status.md#the-pacto-api): contract metadata,
 //! interfaces, capabilities, configurations (with overridden keys), dependencies, policies and
 //! the stringified `metadata`. Pure functions of the effective contract and the Pacto spec.
 

@@ -1,4 +1,4 @@
-//! The per-Pacto gauges of operator.md §3.4, kept in their own registry so that the series of a
+//! The per-Pacto gauges of docs/design/status.md#gauges, kept in their own registry so that the series of a
 //! deleted Pacto (or of a Pacto that stopped declaring readiness) can be removed — the global
 //! `metrics` recorder cannot forget a series. Rendered in the Prometheus text format next to the
 //! process metrics on `/metrics`.

@@ -1,4 +1,4 @@
-//! The status-writer service: the reconcile hub over `Pacto` (DESIGN.md §1). It resolves the
+//! The status-writer service: the reconcile hub over `Pacto` (docs/design/architecture.md#services). It resolves the
 //! contract (contract-resolver), observes the target (observer), evaluates (evaluator), and is
 //! the only writer of Pacto status, conditions, events, PactoRevisions and the contract gauges.
 //!

@@ -1,4 +1,4 @@
-//! The revision mirror (operator.md §2.6, §8 items 1 and 8): a periodic, leader-only pass that
+//! The revision mirror (docs/design/status.md#revisions-and-the-mirror): a periodic, leader-only pass that
 //! re-checks the digest of every tag that already has a PactoRevision and raises
 //! `TagOverwritten` once per change of digest (recorded in the revision's
 //! `status.observedDigest`); a new revision is created when the content hash changed. A failure

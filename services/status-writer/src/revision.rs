@@ -1,4 +1,4 @@
-//! PactoRevision naming, labels and objects (operator.md §1.4, §2.6, §8 item 9), and the
+//! PactoRevision naming, labels and objects (docs/design/status.md#pactorevision), and the
 //! TagOverwritten message of the revision mirror. Pure functions; the API calls live in
 //! [`crate::reconcile::revisions`].
 

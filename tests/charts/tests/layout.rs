@@ -288,3 +288,70 @@ fn the_cycle_check_sees_a_cycle_through_a_group_import_and_super() {
     fs::write(src.join("step/inner.rs"), "pub struct Thing;\n").expect("write");
     assert!(cycles(&graph_of(src)).is_empty());
 }
+
+/// Files a comment or doc may not cite: the design notes and specs the team keeps outside the
+/// repository. Their content lives in docs/design/ in the repository's own words.
+const OUTSIDE_CITATIONS: &[&str] = &[
+    "DESIGN.md",
+    "operator.md",
+    "evidence.md",
+    "spec/contract.md",
+    "spec/troubleshooting.md",
+    "../shared",
+];
+
+fn text_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name == "target" || name.starts_with('.') && name != ".ci" {
+            continue;
+        }
+        if path.is_dir() {
+            text_files(&path, out);
+        } else if path.extension().is_some_and(|e| {
+            ["rs", "md", "proto", "sh", "toml", "yaml", "tpl", "json"]
+                .iter()
+                .any(|x| e == *x)
+        }) {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn comments_and_docs_cite_the_repository_not_outside_files() {
+    let root = workspace_root();
+    let mut files = Vec::new();
+    for dir in [
+        "services", "tests", "scripts", "charts", "proto", "docs", ".ci",
+    ] {
+        text_files(&root.join(dir), &mut files);
+    }
+    files.push(root.join("README.md"));
+    assert!(files.len() > 100, "found only {} files", files.len());
+    let this_file = Path::new(file!()).file_name();
+    let mut found = Vec::new();
+    for file in &files {
+        if file.file_name() == this_file {
+            continue;
+        }
+        let Ok(text) = fs::read_to_string(file) else {
+            continue;
+        };
+        for (number, line) in text.lines().enumerate() {
+            if let Some(cited) = OUTSIDE_CITATIONS.iter().find(|c| line.contains(*c)) {
+                found.push(format!("{}:{}: {cited}", file.display(), number + 1));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "citations of documents outside the repository (cite docs/design/ instead):\n{}",
+        found.join("\n")
+    );
+}

@@ -1,7 +1,7 @@
 //! Every chart, with its defaults and with the non-default values under `tests/charts/values/`:
 //! `helm lint --strict`, `helm template`, `kubernetes-validate --strict` of the result, `promtool
 //! check rules` of the alerts, and the properties the charts promise (hardening, probes, least
-//! privilege RBAC matching DESIGN.md §1, the troubleshooting guide's values).
+//! privilege RBAC matching docs/design/architecture.md#kubernetes-access, the troubleshooting guide's values).
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -328,7 +328,7 @@ fn rbac_matches_the_architecture_table() -> Result<()> {
         let got = permissions(&docs);
         ensure!(
             &got == want,
-            "{chart}: RBAC differs from DESIGN.md §1\n  extra:   {:?}\n  missing: {:?}",
+            "{chart}: RBAC differs from docs/design/architecture.md#kubernetes-access\n  extra:   {:?}\n  missing: {:?}",
             got.difference(want).collect::<Vec<_>>(),
             want.difference(&got).collect::<Vec<_>>()
         );

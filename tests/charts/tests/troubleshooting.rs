@@ -153,7 +153,7 @@ fn condition_types() -> BTreeSet<&'static str> {
     .into()
 }
 
-/// Every `(type, status, reason)` the status-writer can write (operator.md §2.14).
+/// Every `(type, status, reason)` the status-writer can write (docs/design/status.md#conditions).
 fn condition_rows() -> BTreeSet<(&'static str, &'static str, &'static str)> {
     [
         (conditions::CONTRACT_VALID, "True", reason::PARSED),

@@ -734,7 +734,7 @@ pub fn expect_condition(
     message
 }
 
-/// Asserts RuntimeObserved True/Found with the spec's message.
+/// Asserts RuntimeObserved True/Found with the message of docs/design/status.md#conditions.
 pub fn expect_runtime_found(pacto: &serde_json::Value) {
     assert_eq!(
         expect_condition(pacto, "RuntimeObserved", "True", "Found"),

@@ -439,7 +439,7 @@ async fn readiness_gate_flips_expires_and_disappears() {
         (&1.into(), &1.into(), &1.into(), &0.into()),
         "{readiness}"
     );
-    // The first evaluation that is unmet emits ReadinessGateUnmet (operator.md §8 item 7).
+    // The first evaluation that is unmet emits ReadinessGateUnmet (docs/design/status.md#events).
     wait_event(&stack, "gate", "Warning", "ReadinessGateUnmet", unmet).await;
 
     // The pen test is done: 85 meets 75, ReadinessRecovered.
@@ -686,7 +686,7 @@ async fn a_backend_that_is_down_reads_unknown_naming_it_and_recovers() {
     assert!(down["status"].get("validation").is_none(), "{down}");
     assert!(condition(&down, "RuntimeObserved").is_none(), "{down}");
     // status.readiness is derived state (reset on a fail path); the condition stays as it was
-    // (operator.md §8 item 6) and so does currentRevision.
+    // (docs/design/status.md#failure-paths) and so does currentRevision.
     assert_eq!(kept_fields(&down)[0], kept[0], "{down}");
     assert_eq!(kept_fields(&down)[2], kept[2], "{down}");
     assert_eq!(down["status"]["summary"]["unknownCount"], 1, "{down}");

@@ -233,7 +233,7 @@ fn copy_fixture(case: &str, dest: &std::path::Path, from: &str, to: &str) {
 async fn readiness_unsupported_dimensions_and_workload_mismatch() {
     let stack = Stack::start().await.unwrap();
 
-    // The spec's §7.1 example (expiry moved out of the way of the calendar) against a bare
+    // Worked example 7.1 of docs/design/contract.md#worked-examples (expiry moved out of the way of the calendar) against a bare
     // Deployment: with probing and metrics observation off, what cannot be observed is Unknown
     // (never a violation); the readiness gate is met.
     let bundle = stack.dir.path().join("orders-api");
@@ -323,7 +323,7 @@ async fn readiness_unsupported_dimensions_and_workload_mismatch() {
         .unwrap();
 }
 
-/// operator.md ("Contract not resolving"; the loader's fallback): an unversioned reference whose
+/// docs/troubleshooting.md ("Contract not resolving"; the loader's fallback): an unversioned reference whose
 /// repository has no semver tag falls back to the tagless pull, which finds nothing, and
 /// `ArtifactNotFound` classifies as Unknown/Unavailable; the contract-resolver answers
 /// Unavailable with a message saying what to push or pin.

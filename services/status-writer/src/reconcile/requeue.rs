@@ -76,7 +76,7 @@ fn backend_failed(resolution: &Resolution, runtime: Option<&Runtime>) -> bool {
 
 /// How long until the earliest pending absence spans its stabilization window (plus a little
 /// slack), when the observer reported one: observing again then confirms the absence at once
-/// instead of one `checkIntervalSeconds` later (operator.md §2.10 "Effective latency").
+/// instead of one `checkIntervalSeconds` later (docs/design/observation.md#window-latency).
 fn window_due(runtime: Option<&Runtime>) -> Option<Duration> {
     let Some(Runtime::Observed { observed, .. }) = runtime else {
         return None;
