@@ -1,6 +1,6 @@
 //! Condition helpers (docs/design/status.md#conditions) as pure functions over `status.conditions`.
 //!
-//! Semantics of `meta.SetStatusCondition`: a new condition gets `lastTransitionTime = now`;
+//! Semantics of [`set_condition`]: a new condition gets `lastTransitionTime = now`;
 //! an existing one keeps its `lastTransitionTime` unless its `status` flips (reason, message
 //! and observedGeneration updates do not move it).
 

@@ -54,7 +54,7 @@ pub struct PactoSpec {
 }
 
 impl PactoSpec {
-    /// `IsReference()`: no service name and no workload reference.
+    /// Reference-only: no service name and no workload reference.
     pub fn is_reference(&self) -> bool {
         self.target.as_ref().is_none_or(|t| {
             t.service_name.as_deref().unwrap_or_default().is_empty() && t.workload_ref.is_none()
@@ -69,13 +69,13 @@ impl PactoSpec {
         }
     }
 
-    /// `ResolvedWorkload()` of the target (see [`TargetRef::resolved_workload`]); `None` without
+    /// The workload to observe (see [`TargetRef::resolved_workload`]); `None` without
     /// a target.
     pub fn resolved_workload(&self) -> Option<(String, WorkloadKind)> {
         self.target.as_ref()?.resolved_workload()
     }
 
-    /// `WorkloadExplicit` of the target (see [`TargetRef::workload_explicit`]).
+    /// Whether the target's workload kind is explicit (see [`TargetRef::workload_explicit`]).
     pub fn workload_explicit(&self) -> bool {
         self.target
             .as_ref()
@@ -127,7 +127,7 @@ pub struct TargetRef {
 }
 
 impl TargetRef {
-    /// `ResolvedWorkload()`: the workload name and kind to observe, the one implementation
+    /// The workload name and kind to observe, the one implementation
     /// used by every service. A workloadRef gives its name and kind (no kind ⇒ Deployment);
     /// without a workloadRef, a non-empty serviceName names a Deployment. A workloadRef with
     /// an empty name resolves no workload (and does not fall back to the serviceName): the
@@ -144,7 +144,7 @@ impl TargetRef {
         }
     }
 
-    /// `WorkloadExplicit`: a workloadRef with a non-empty name and an explicit kind, the only
+    /// An explicit workload kind: a workloadRef with a non-empty name and a kind, the only
     /// case in which `WORKLOAD_MISMATCH` is assertable.
     pub fn workload_explicit(&self) -> bool {
         self.workload_ref

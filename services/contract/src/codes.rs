@@ -347,7 +347,7 @@ pub const LOCK_ERROR: &str = "LOCK_ERROR";
 pub const READINESS_GATE_UNMET: &str = "READINESS_GATE_UNMET";
 
 impl FindingCode {
-    /// `CategoryFor(code, required)`. Always `Some` for a registered code; the `Option` matches
+    /// The category of this code. Always `Some` for a registered code; the `Option` matches
     /// [`category_for`], where `None` (wire `""`) means unregistered.
     pub fn category(self, required: bool) -> Option<Category> {
         let e = self.entry();
@@ -358,7 +358,7 @@ impl FindingCode {
         })
     }
 
-    /// `SeverityFor(code, required)`.
+    /// The default severity of this code (see [`severity_for`]).
     pub fn severity(self, required: bool) -> Severity {
         let e = self.entry();
         if e.optional_axis && !required {
@@ -404,19 +404,19 @@ impl<'de> Deserialize<'de> for FindingCode {
     }
 }
 
-/// `CategoryFor(code, required)` over any code string: `None` (wire `""`) when unregistered.
+/// The category of any code string: `None` (wire `""`) when unregistered.
 pub fn category_for(code: &str, required: bool) -> Option<Category> {
     code.parse::<FindingCode>()
         .ok()
         .and_then(|c| c.category(required))
 }
 
-/// `CategoryOf(code)` = `CategoryFor(code, true)`.
+/// `category_of(code)` = `category_for(code, true)`.
 pub fn category_of(code: &str) -> Option<Category> {
     category_for(code, true)
 }
 
-/// `SeverityFor(code, required)` over any code string: `error` when unregistered.
+/// The default severity of any code string: `error` when unregistered.
 pub fn severity_for(code: &str, required: bool) -> Severity {
     code.parse::<FindingCode>()
         .map_or(Severity::Error, |c| c.severity(required))

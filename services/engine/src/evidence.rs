@@ -1,5 +1,5 @@
 //! The evidence model (docs/design/evaluation.md#evidence-model): `EvidenceSet`, `Observation`, `Outcome`, payloads,
-//! provenance, strict JSON decoding and `ValidateEvidenceSet`.
+//! provenance, strict JSON decoding and [`EvidenceSet::validate`].
 //!
 //! JSON names are exactly upstream's: the EvidenceSet's top-level keys are PascalCase
 //! (`Subject`, `ContractRef`, `Source`, `ObservedAt`, `Observations`), everything below is
@@ -81,7 +81,7 @@ impl EvidenceSet {
         serde_json::to_vec(self).map_err(|source| DecodeError::Encode { source })
     }
 
-    /// `ValidateEvidenceSet` (docs/design/evaluation.md#evidence-validation): checks the top-level fields, then each observation, and
+    /// Validation (docs/design/evaluation.md#evidence-validation): checks the top-level fields, then each observation, and
     /// collects every error in that order.
     pub fn validate(&self) -> Result<(), ValidationErrors> {
         let mut errors = Vec::new();
@@ -643,7 +643,7 @@ pub enum DecodeError {
     },
 }
 
-/// One `ValidateEvidenceSet` failure, naming the field.
+/// One [`EvidenceSet::validate`] failure, naming the field.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ValidationError {
     /// A required string is empty.
@@ -709,7 +709,7 @@ impl ValidationError {
     }
 }
 
-/// All errors `ValidateEvidenceSet` found, in check order.
+/// All errors [`EvidenceSet::validate`] found, in check order.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid evidence set: {}", join(.0))]
 pub struct ValidationErrors(pub Vec<ValidationError>);

@@ -81,7 +81,7 @@ impl fmt::Display for ContractStatus {
     }
 }
 
-/// `DeriveStatus(findings, coverage)`:
+/// `derive_status(findings, coverage)`:
 /// 1. any `error` ⇒ NonCompliant; 2. any `unknown` or `evaluated < required` ⇒ Unknown;
 /// 3. any `warning` ⇒ Warning; 4. otherwise Compliant (`info` is ignored).
 pub fn derive_status(findings: &[Finding], coverage: Coverage) -> ContractStatus {

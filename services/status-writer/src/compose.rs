@@ -262,7 +262,7 @@ impl Writer<'_> {
         );
     }
 
-    /// `failReconciliation`: Invalid or Unknown at ContractValid.
+    /// The fail path: Invalid or Unknown at ContractValid.
     fn fail(
         &mut self,
         verdict: ContractStatus,

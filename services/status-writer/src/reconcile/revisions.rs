@@ -55,7 +55,7 @@ pub async fn create(api: &Api<PactoRevision>, input: &RevisionInput<'_>) -> Crea
     }
 }
 
-/// `ensureRevision`: the revision of the resolved contract, created if missing; an existing
+/// Step 2: the revision of the resolved contract, created if missing; an existing
 /// revision whose status lacks what a new one records is backfilled. `None` when the API
 /// failed (logged).
 pub async fn ensure(
