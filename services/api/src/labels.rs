@@ -10,7 +10,7 @@ pub const LABEL_PACTO: &str = "pacto.trianalab.io/pacto";
 /// Label on a PactoRevision carrying its (sanitised) contract version.
 pub const LABEL_VERSION: &str = "pacto.trianalab.io/version";
 
-/// The eight event reasons (operator.md §2.15); no others are emitted.
+/// The eight event reasons (docs/design/status.md#events); no others are emitted.
 pub mod event_reason {
     /// Warning: the contract was obtained and judged invalid.
     pub const CONTRACT_INVALID: &str = "ContractInvalid";
