@@ -351,7 +351,7 @@ async fn overrides_schemas_and_ref_policies_from_oci() {
 
     // Enforced and satisfied; the configuration schema travels with the result; overrides apply.
     let mut input = oci_input(&format!("{host}/acme/good:1.0.0"), None);
-    input.overrides = vec![pacto_contract::overrides::ConfigurationOverride {
+    input.overrides = vec![pacto_contract::ConfigurationOverride {
         name: "app".into(),
         values: [("port".to_owned(), "9090".to_owned())].into(),
     }];
