@@ -8,9 +8,9 @@
 pub mod conditions;
 pub mod crdgen;
 pub mod labels;
-pub mod node_observation;
-pub mod pacto;
-pub mod revision;
+mod node_observation;
+mod pacto;
+mod revision;
 
 pub use node_observation::{
     CollectionState, CollectionStatus, Connection, Direction, KernelInfo, Listener,

@@ -28,7 +28,7 @@ use pacto_proto::observer::observer_client::ObserverClient;
 use pacto_proto::resolver::contract_resolver_client::ContractResolverClient;
 use pacto_runtime::CancellationToken;
 use pacto_runtime::grpc::{self, ChannelSpec, RetryPolicy, Transport};
-use pacto_runtime::identity::AllowList;
+use pacto_runtime::AllowList;
 use pacto_runtime::testing::{TestCa, TestEndpoint, write_tls_files};
 use pacto_runtime::tls::TlsStore;
 use pacto_status_writer::controller::{Backends, Context};
