@@ -9,8 +9,8 @@ mod common;
 use common::*;
 use pacto_contract::reference::Reference;
 use pacto_contract::version::Constraint;
-use pacto_contract_resolver::outcome::{ContractSource, ListInput, Outcome, ResolutionPolicy};
-use pacto_contract_resolver::resolve::sha256_hex;
+use pacto_contract_resolver::sha256_hex;
+use pacto_contract_resolver::{ContractSource, ListInput, Outcome, ResolutionPolicy};
 use pacto_oci::Credentials;
 use pacto_testenv::registry::Registry;
 

@@ -21,17 +21,26 @@
 //! Known gap: `status.policies[].title/description/properties` need the bundled policy schema
 //! files, which `Resolve` does not return (only configuration schemas travel).
 
-pub mod compose;
-pub mod controller;
-pub mod derive;
-pub mod gauges;
-pub mod leader;
-pub mod metrics;
-pub mod mirror;
-pub mod model;
-pub mod reconcile;
-pub mod revision;
-pub mod triggers;
+mod compose;
+mod controller;
+mod derive;
+mod gauges;
+mod leader;
+mod metrics;
+mod mirror;
+mod model;
+mod reconcile;
+mod revision;
+mod triggers;
+
+pub use compose::{Composed, EventKind, Pass, compose, derive_policy};
+pub use controller::{Backends, Context};
+pub use gauges::Gauges;
+pub use leader::{LeaseConfig, run_elected};
+pub use model::{
+    Backend, BackendFailure, EnsuredRevision, Evaluated, Observed, Resolution, ResolvedContract,
+    Runtime,
+};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,8 +51,8 @@ use pacto_proto::observer::observer_client::ObserverClient;
 use pacto_proto::resolver::contract_resolver_client::ContractResolverClient;
 use pacto_runtime::admin::{AdminServer, MetricsEndpoint};
 use pacto_runtime::args::{GrpcClientArgs, RuntimeArgs};
-use pacto_runtime::duration::parse_duration;
 use pacto_runtime::grpc::{self, ChannelSpec, GrpcError, RetryPolicy, Transport};
+use pacto_runtime::parse_duration;
 use pacto_runtime::{CancellationToken, RuntimeError};
 use tokio::net::TcpListener;
 
