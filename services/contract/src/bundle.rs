@@ -244,19 +244,6 @@ impl BundleError {
             BundleError::WriteFile { .. } | BundleError::DestinationSymlink { .. } => "write",
         }
     }
-
-    /// True for the errors that mean the input is not an acceptable bundle (as opposed to a
-    /// local I/O failure).
-    pub fn is_invalid_bundle(&self) -> bool {
-        !matches!(
-            self,
-            BundleError::ReadDir { .. }
-                | BundleError::ReadFile { .. }
-                | BundleError::Pack { .. }
-                | BundleError::WriteFile { .. }
-                | BundleError::DestinationSymlink { .. }
-        )
-    }
 }
 
 /// Normalises a bundle-relative path (`./`, `.` and `..` components) and reads it. A path that
