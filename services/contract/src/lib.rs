@@ -2,6 +2,11 @@
 //! readiness assessment, overrides, deterministic bundles, OCI references and semver ranges.
 //!
 //! This crate performs no network I/O and depends on no Kubernetes or gRPC crates.
+//!
+//! Parsing, validation, overrides and policy resolution are re-exported flat
+//! ([`parse_contract`], [`validate_bundle`], [`Finding`], ...). The modules that stay public are
+//! namespaces: [`model`] (the typed contract), [`codes`] (the finding code registry), [`bundle`],
+//! [`reference`], [`version`], [`schema`] and [`readiness`].
 
 pub mod bundle;
 pub mod codes;

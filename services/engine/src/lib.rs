@@ -47,8 +47,8 @@
 //! (every code), [`category_for`] / [`severity_for`] / [`category_of`] over code strings.
 //!
 //! **Benchmark helpers** (feature `bench`, off in production builds): `bench::typical_contract`,
-//! `bench::typical_evidence` and `bench::evaluations_per_second` build the "typical contract" used by the in-process and
-//! gRPC benches so both measure the same input.
+//! `bench::typical_evidence` and `bench::evaluations_per_second` build the "typical contract"
+//! used by the in-process and gRPC benches so both measure the same input.
 
 #[cfg(feature = "bench")]
 pub mod bench;
