@@ -3,8 +3,8 @@
 //!
 //! It is the only service that talks to registries and the only one that reads Secret values
 //! (the pull Secret, with one direct GET per resolve from the Pacto's namespace). The gRPC edge
-//! ([`service`]) validates requests into domain types ([`outcome`]); [`resolve::Resolver`] runs
-//! fetch (Secret, [`registry`], [`cache`]) → validate (pure, `pacto-contract`) → outcome. Only the
+//! (`service`) validates requests into domain types (`outcome`); [`Resolver`] runs
+//! fetch (Secret, `registry`, `cache`) → validate (pure, `pacto-contract`) → outcome. Only the
 //! identities on `--allowed-identities` (status-writer by default) may call it.
 
 mod cache;

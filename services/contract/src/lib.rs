@@ -6,7 +6,7 @@
 //! Parsing, validation, overrides and policy resolution are re-exported flat
 //! ([`parse_contract`], [`validate_bundle`], [`Finding`], ...). The modules that stay public are
 //! namespaces: [`model`] (the typed contract), [`codes`] (the finding code registry), [`bundle`],
-//! [`reference`], [`version`], [`schema`] and [`readiness`].
+//! [`reference`](mod@reference), [`version`], [`schema`] and [`readiness`].
 
 pub mod bundle;
 pub mod codes;

@@ -4,17 +4,17 @@
 //!
 //! Layout (effects at the edges, pure middle):
 //!
-//! - [`model`]: the domain inputs of a pass (the gRPC answers become these in
-//!   [`reconcile::backends`], field by field with `pacto_proto::convert::crd`);
-//! - [`compose`]: the pure status/conditions/events composition;
-//! - [`derive`]: the contract-derived status fields; [`revision`]: PactoRevision naming;
-//! - [`gauges`]: the per-Pacto Prometheus gauges (removable series); [`metrics`]: metric names;
-//! - [`reconcile`]: one pass as five steps, one module each ([`reconcile::backends`],
-//!   [`reconcile::revisions`], [`reconcile::apply`]), with the last-write memo
-//!   ([`reconcile::memo`]) and the requeue policy ([`reconcile::requeue`]);
-//! - [`controller`]: the kube-runtime controller and its context; [`triggers`]: the watches and
+//! - `model`: the domain inputs of a pass (the gRPC answers become these in
+//!   `reconcile::backends`, field by field with `pacto_proto::convert::crd`);
+//! - `compose`: the pure status/conditions/events composition;
+//! - `derive`: the contract-derived status fields; `revision`: PactoRevision naming;
+//! - `gauges`: the per-Pacto Prometheus gauges (removable series); `metrics`: metric names;
+//! - `reconcile`: one pass as five steps, one module each (`reconcile::backends`,
+//!   `reconcile::revisions`, `reconcile::apply`), with the last-write memo
+//!   (`reconcile::memo`) and the requeue policy (`reconcile::requeue`);
+//! - `controller`: the kube-runtime controller and its context; `triggers`: the watches and
 //!   notification streams that start a pass or follow a deletion;
-//! - [`mirror`]: the revision mirror (TagOverwritten); [`leader`]: Lease leader election;
+//! - `mirror`: the revision mirror (TagOverwritten); `leader`: Lease leader election;
 //! - this module: flags, `run`, and the admin server, whose `/metrics` appends the contract
 //!   gauges to the process metrics.
 //!
