@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 /// The name of the contract document at the root of every bundle.
 pub const CONTRACT_FILE: &str = "pacto.yaml";
 /// The ignore file read from the bundle root when packing a directory.
-pub const IGNORE_FILE: &str = ".pactoignore";
+const IGNORE_FILE: &str = ".pactoignore";
 
 /// Manifest media type of a bundle artifact (an OCI image manifest, no `artifactType`).
 pub const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";

@@ -17,9 +17,9 @@ use crate::model::{ClaimStatus, Readiness, Revision};
 use crate::rules::parse_canonical_date;
 
 /// Default `minScore`.
-pub const DEFAULT_MIN_SCORE: i64 = 100;
+const DEFAULT_MIN_SCORE: i64 = 100;
 /// Default `partialCredit`.
-pub const DEFAULT_PARTIAL_CREDIT: f64 = 0.5;
+const DEFAULT_PARTIAL_CREDIT: f64 = 0.5;
 
 /// Why the gate is unmet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -111,7 +111,7 @@ impl Assessment {
 }
 
 /// Round half away from zero.
-pub fn round_half_away(x: f64) -> i64 {
+fn round_half_away(x: f64) -> i64 {
     x.round() as i64
 }
 
