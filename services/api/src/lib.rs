@@ -8,9 +8,9 @@
 pub mod conditions;
 pub mod crdgen;
 pub mod labels;
-pub mod node_observation;
-pub mod pacto;
-pub mod revision;
+mod node_observation;
+mod pacto;
+mod revision;
 #[cfg(feature = "test-support")]
 pub mod testing;
 

@@ -9,12 +9,12 @@ use pacto_contract::bundle::{
 };
 use pacto_contract::codes;
 use pacto_contract::model::Contract;
-use pacto_contract::overrides::{CliOverrides, ValuesFile, apply_cli_overrides};
 use pacto_contract::reference::{OCI_SCHEME, Reference};
-use pacto_contract::validate::{
+use pacto_contract::version::Constraint;
+use pacto_contract::{CliOverrides, ValuesFile, apply_cli_overrides};
+use pacto_contract::{
     Finding, Layer, ValidateOptions, ValidationOutcome, ValidationReport, validate_bundle,
 };
-use pacto_contract::version::Constraint;
 use pacto_oci::{BundleMeta, ErrorClass, OciError};
 use tokio::runtime::Runtime;
 

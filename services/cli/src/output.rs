@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use pacto_contract::validate::{Finding, Layer, ValidationReport};
+use pacto_contract::{Finding, Layer, ValidationReport};
 
 const LAYERS: [Layer; 4] = [
     Layer::Load,

@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use pacto_contract::bundle::{BundleFiles, Limits};
-use pacto_contract::policy::{PolicyResolveError, PolicyResolver};
 use pacto_contract::reference::{OCI_SCHEME, Reference};
+use pacto_contract::{PolicyResolveError, PolicyResolver};
 use pacto_oci::{
     ClientOptions, Credentials, DockerConfig, ErrorClass, Keychain, OciError, Progress,
     PulledBundle, RegistryClient,

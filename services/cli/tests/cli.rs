@@ -287,12 +287,11 @@ fn push_pull_inspect_round_trip_and_skopeo_copy() {
     let out = run(&mut cmd(&["push", src.to_str().expect("utf8"), &repo]));
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let pushed = stdout(&out).trim().to_owned();
-    let version =
-        pacto_contract::parse::parse_yaml(&std::fs::read(src.join("pacto.yaml")).expect("read"))
-            .expect("yaml")["service"]["version"]
-            .as_str()
-            .expect("version")
-            .to_owned();
+    let version = pacto_contract::parse_yaml(&std::fs::read(src.join("pacto.yaml")).expect("read"))
+        .expect("yaml")["service"]["version"]
+        .as_str()
+        .expect("version")
+        .to_owned();
     assert!(
         pushed.starts_with(&format!("{repo}:{version}@sha256:")),
         "{pushed}"
@@ -559,8 +558,7 @@ fn overrides_apply_before_validation() {
         &Limits::default(),
     )
     .expect("extract");
-    let yaml =
-        pacto_contract::parse::parse_yaml(bundle.contract().expect("contract")).expect("yaml");
+    let yaml = pacto_contract::parse_yaml(bundle.contract().expect("contract")).expect("yaml");
     assert_eq!(
         yaml["service"]["version"], "7.0.0",
         "the packed contract carries the override"
@@ -625,8 +623,7 @@ fn set_values_may_contain_commas() {
         &Limits::default(),
     )
     .expect("extract");
-    let yaml =
-        pacto_contract::parse::parse_yaml(bundle.contract().expect("contract")).expect("yaml");
+    let yaml = pacto_contract::parse_yaml(bundle.contract().expect("contract")).expect("yaml");
     assert_eq!(yaml["metadata"]["note"], "a,b");
 }
 

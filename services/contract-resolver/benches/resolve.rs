@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use pacto_contract::bundle::{BundleFiles, CONTRACT_FILE};
 use pacto_contract::reference::Reference;
-use pacto_contract_resolver::outcome::{ContractSource, Outcome, ResolveInput};
-use pacto_contract_resolver::registry::RegistryOptions;
+use pacto_contract_resolver::RegistryOptions;
+use pacto_contract_resolver::{ContractSource, Outcome, ResolveInput};
 use pacto_contract_resolver::{Resolver, ResolverConfig};
 use pacto_oci::{BundleMeta, ClientOptions, Credentials, RegistryClient};
 use pacto_testenv::registry::Registry;

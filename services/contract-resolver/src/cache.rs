@@ -58,11 +58,6 @@ impl Salt {
     pub fn random() -> Self {
         Salt(std::collections::hash_map::RandomState::new().hash_one(0x0070_6163_746f_u64))
     }
-
-    /// A fixed salt (tests).
-    pub fn fixed(value: u64) -> Self {
-        Salt(value)
-    }
 }
 
 impl CredentialScope {
@@ -169,24 +164,33 @@ impl<K: Hash + Eq + Clone, V: Clone> TtlCache<K, V> {
         }
         entries.insert(key, (value, now));
     }
-
-    /// Number of stored entries (live or not yet evicted).
-    pub fn len(&self) -> usize {
-        self.entries
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len()
-    }
-
-    /// Whether nothing is stored.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl Salt {
+        /// A fixed salt.
+        fn fixed(value: u64) -> Self {
+            Salt(value)
+        }
+    }
+
+    impl<K, V> TtlCache<K, V> {
+        /// Number of stored entries (live or not yet evicted).
+        fn len(&self) -> usize {
+            self.entries
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .len()
+        }
+
+        /// Whether nothing is stored.
+        fn is_empty(&self) -> bool {
+            self.len() == 0
+        }
+    }
 
     #[test]
     fn entries_expire_and_capacity_evicts_oldest() {

@@ -3,17 +3,17 @@
 //!
 //! It is the only service that talks to registries and the only one that reads Secret values
 //! (the pull Secret, with one direct GET per resolve from the Pacto's namespace). The gRPC edge
-//! ([`service`]) validates requests into domain types ([`outcome`]); [`resolve::Resolver`] runs
-//! fetch (Secret, [`registry`], [`cache`]) → validate (pure, `pacto-contract`) → outcome. Only the
+//! (`service`) validates requests into domain types (`outcome`); [`Resolver`] runs
+//! fetch (Secret, `registry`, `cache`) → validate (pure, `pacto-contract`) → outcome. Only the
 //! identities on `--allowed-identities` (status-writer by default) may call it.
 
-pub mod cache;
-pub mod metrics;
-pub mod outcome;
-pub mod registry;
-pub mod resolve;
-pub mod secrets;
-pub mod service;
+mod cache;
+mod metrics;
+mod outcome;
+mod registry;
+mod resolve;
+mod secrets;
+mod service;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,11 +25,16 @@ pub use pacto_runtime::service::ServeConfig;
 use pacto_runtime::{
     CancellationToken, RuntimeError,
     args::{RuntimeArgs, ServerArgs, server_env},
-    duration::parse_duration,
+    parse_duration,
     service::ServiceNames,
 };
 
-pub use resolve::{Resolver, ResolverConfig};
+pub use outcome::{
+    ContractSource, ListInput, Outcome, ResolutionPolicy, ResolveInput, ResolvedContract,
+};
+pub use registry::RegistryOptions;
+pub use resolve::{Resolver, ResolverConfig, sha256_hex};
+pub use secrets::{KubeSecrets, SecretSource};
 pub use service::ResolverService;
 
 /// The gRPC service name (what the allow-list guards).

@@ -4,10 +4,10 @@
 
 use std::collections::BTreeMap;
 
-use pacto_contract::overrides::{ConfigurationOverride, OverrideError};
+use pacto_contract::ValidationReport;
 use pacto_contract::reference::{Reference, ReferenceError};
-use pacto_contract::validate::ValidationReport;
 use pacto_contract::version::Constraint;
+use pacto_contract::{ConfigurationOverride, OverrideError};
 use pacto_oci::ErrorClass;
 
 use crate::registry::RegistryError;
@@ -297,11 +297,11 @@ impl ResolveError {
             }
             ResolveError::Override { source } => {
                 let mut report = ValidationReport::default();
-                report.push(pacto_contract::validate::Finding::new(
+                report.push(pacto_contract::Finding::new(
                     "",
                     "spec.overrides",
                     source.to_string(),
-                    pacto_contract::validate::Layer::Load,
+                    pacto_contract::Layer::Load,
                 ));
                 Some(report)
             }
@@ -387,7 +387,7 @@ impl ResolveError {
 
 #[cfg(test)]
 mod tests {
-    use pacto_contract::validate::{Finding, Layer};
+    use pacto_contract::{Finding, Layer};
 
     use super::*;
 

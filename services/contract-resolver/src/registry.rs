@@ -165,11 +165,6 @@ impl RegistryAccess {
         })
     }
 
-    /// The options in use.
-    pub fn options(&self) -> &RegistryOptions {
-        &self.options
-    }
-
     fn client(
         &self,
         scope: &CredentialScope,

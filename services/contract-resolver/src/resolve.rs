@@ -16,14 +16,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use metrics::{counter, histogram};
+use pacto_contract::ConfigurationOverride;
 use pacto_contract::bundle::{BundleFiles, CONTRACT_FILE};
 use pacto_contract::codes;
 use pacto_contract::model::Contract;
-use pacto_contract::overrides::ConfigurationOverride;
-use pacto_contract::policy::{MAX_POLICY_DEPTH, PolicyResolveError, PolicyResolver};
 use pacto_contract::reference::Reference;
-use pacto_contract::validate::{self, Finding, Layer, ValidateOptions, ValidationReport};
 use pacto_contract::version::{Constraint, SelectError, Version, select_highest_tag};
+use pacto_contract::{Finding, Layer, ValidateOptions, ValidationReport};
+use pacto_contract::{MAX_POLICY_DEPTH, PolicyResolveError, PolicyResolver};
 use pacto_oci::{Credentials, ErrorClass};
 use sha2::{Digest as _, Sha256};
 
@@ -145,10 +145,7 @@ enum PolicyFetch {
 /// nothing for it; the resolver reports it as `POLICY_REF_NOT_ENFORCED` instead.
 fn permissive_policy() -> BundleFiles {
     let mut files = BundleFiles::new();
-    files.insert(
-        pacto_contract::policy::FALLBACK_POLICY_SCHEMA,
-        b"{}".to_vec(),
-    );
+    files.insert(pacto_contract::FALLBACK_POLICY_SCHEMA, b"{}".to_vec());
     files
 }
 
@@ -188,7 +185,7 @@ fn validate_contract(
         policy_resolver: policies.map(|p| p as &dyn PolicyResolver),
         inline,
     };
-    let outcome = validate::validate_bundle_with_overrides(files, overrides, &options)
+    let outcome = pacto_contract::validate_bundle_with_overrides(files, overrides, &options)
         .map_err(|source| ResolveError::Override { source })?;
     let mut report = outcome.report;
     let earlier_errors = report.errors.iter().any(|f| f.layer != Layer::Policy);
@@ -226,7 +223,7 @@ fn validate_contract(
         (Some(value), false) => serde_norway::to_string(value)
             .map(String::into_bytes)
             .map_err(|source| ResolveError::Override {
-                source: pacto_contract::overrides::OverrideError::Serialize { source },
+                source: pacto_contract::OverrideError::Serialize { source },
             })?,
         _ => raw.to_vec(),
     };
@@ -246,7 +243,7 @@ fn validate_contract(
                 continue;
             }
             let from_bundle = (!inline)
-                .then(|| pacto_contract::rules::read_file(files, schema))
+                .then(|| pacto_contract::bundle::read_file(files, schema))
                 .flatten();
             if let Some(bytes) = from_bundle {
                 schemas.insert(configuration.name.clone(), bytes.to_vec());
@@ -439,7 +436,7 @@ impl Resolver {
                 reference: fetched.reference.to_string(),
             })?
             .to_vec();
-        let policies = match pacto_contract::parse::parse_contract(&raw) {
+        let policies = match pacto_contract::parse_contract(&raw) {
             Ok((_, contract)) => self.prefetch_policies(&access, &contract).await,
             // Validation reports the parse error.
             Err(_) => PolicyBundles::default(),
@@ -625,10 +622,8 @@ impl Resolver {
             let entry = match fetched {
                 Ok(fetched) => {
                     if depth + 1 < MAX_POLICY_DEPTH
-                        && let Some(Ok((_, nested))) = fetched
-                            .files
-                            .contract()
-                            .map(pacto_contract::parse::parse_contract)
+                        && let Some(Ok((_, nested))) =
+                            fetched.files.contract().map(pacto_contract::parse_contract)
                     {
                         for policy in nested.policies.iter().filter(|p| p.schema.is_none()) {
                             if let Some(r) = &policy.reference {
@@ -710,7 +705,7 @@ impl Resolver {
                     let raw = files.contract().unwrap_or_default();
                     revision.digest = digest;
                     revision.content_hash = sha256_hex(raw);
-                    revision.version = pacto_contract::parse::parse_contract(raw)
+                    revision.version = pacto_contract::parse_contract(raw)
                         .map(|(_, c)| c.service.version)
                         .unwrap_or_default();
                     if raw.is_empty() {

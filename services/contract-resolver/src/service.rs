@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use pacto_contract::overrides::ConfigurationOverride;
-use pacto_contract::validate::ValidationReport;
+use pacto_contract::ConfigurationOverride;
+use pacto_contract::ValidationReport;
 use pacto_proto::common::{ValidationIssue, ValidationResult};
 use pacto_proto::convert::{FieldError, contract_document};
 use pacto_proto::resolver::{
@@ -100,7 +100,7 @@ fn policy_to_proto(policy: ResolutionPolicy) -> wire::ResolutionPolicy {
 
 /// A validation report as written to `status.validation`.
 pub fn report_to_proto(report: &ValidationReport) -> ValidationResult {
-    let issues = |list: &[pacto_contract::validate::Finding]| {
+    let issues = |list: &[pacto_contract::Finding]| {
         list.iter()
             .map(|f| ValidationIssue {
                 code: f.code.clone(),

@@ -16,8 +16,8 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::Api;
 use kube::api::{ListParams, ObjectMeta, PostParams};
-use pacto_contract_resolver::outcome::ListInput;
-use pacto_contract_resolver::secrets::{KubeSecrets, SecretSource};
+use pacto_contract_resolver::ListInput;
+use pacto_contract_resolver::{KubeSecrets, SecretSource};
 use pacto_oci::Credentials;
 use pacto_runtime::testing::eventually;
 use pacto_testenv::ControlPlaneOptions;
@@ -97,9 +97,9 @@ async fn wait_readable(source: &KubeSecrets, namespace: &str, name: &str) {
 }
 
 fn in_namespace(
-    mut input: pacto_contract_resolver::outcome::ResolveInput,
+    mut input: pacto_contract_resolver::ResolveInput,
     ns: &str,
-) -> pacto_contract_resolver::outcome::ResolveInput {
+) -> pacto_contract_resolver::ResolveInput {
     ns.clone_into(&mut input.namespace);
     input
 }

@@ -130,7 +130,7 @@ async fn status_writer_resolves_over_mtls() {
     assert_eq!(resolved.resolution_policy(), ResolutionPolicy::Latest);
     assert_eq!(
         resolved.content_hash,
-        pacto_contract_resolver::resolve::sha256_hex(&resolved.raw_yaml)
+        pacto_contract_resolver::sha256_hex(&resolved.raw_yaml)
     );
     assert_eq!(
         resolved.configuration_schemas.get("app").map(Vec::as_slice),

@@ -9,8 +9,8 @@ mod common;
 use common::*;
 use pacto_contract::reference::Reference;
 use pacto_contract::version::Constraint;
-use pacto_contract_resolver::outcome::{ContractSource, ListInput, Outcome, ResolutionPolicy};
-use pacto_contract_resolver::resolve::sha256_hex;
+use pacto_contract_resolver::sha256_hex;
+use pacto_contract_resolver::{ContractSource, ListInput, Outcome, ResolutionPolicy};
 use pacto_oci::Credentials;
 use pacto_testenv::registry::Registry;
 
@@ -351,7 +351,7 @@ async fn overrides_schemas_and_ref_policies_from_oci() {
 
     // Enforced and satisfied; the configuration schema travels with the result; overrides apply.
     let mut input = oci_input(&format!("{host}/acme/good:1.0.0"), None);
-    input.overrides = vec![pacto_contract::overrides::ConfigurationOverride {
+    input.overrides = vec![pacto_contract::ConfigurationOverride {
         name: "app".into(),
         values: [("port".to_owned(), "9090".to_owned())].into(),
     }];

@@ -9,8 +9,8 @@ use std::path::Path;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use pacto_contract::bundle::BundleFiles;
-use pacto_contract::parse;
-use pacto_contract::validate::{ValidateOptions, validate_bundle};
+use pacto_contract::parse_contract;
+use pacto_contract::{ValidateOptions, validate_bundle};
 
 fn typical_bundle() -> BundleFiles {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -37,7 +37,7 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("contract");
     g.throughput(Throughput::Bytes(yaml.len() as u64));
     g.bench_function("parse_yaml_and_model", |b| {
-        b.iter(|| parse::parse_contract(black_box(&yaml)).expect("parses"));
+        b.iter(|| parse_contract(black_box(&yaml)).expect("parses"));
     });
     g.bench_function("parse_and_validate_bundle", |b| {
         b.iter(|| validate_bundle(black_box(&bundle), &opts));

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 /// The name of the contract document at the root of every bundle.
 pub const CONTRACT_FILE: &str = "pacto.yaml";
 /// The ignore file read from the bundle root when packing a directory.
-pub const IGNORE_FILE: &str = ".pactoignore";
+const IGNORE_FILE: &str = ".pactoignore";
 
 /// Manifest media type of a bundle artifact (an OCI image manifest, no `artifactType`).
 pub const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
@@ -243,19 +243,6 @@ impl BundleError {
             BundleError::UnsafePath { .. } => "unsafe_path",
             BundleError::WriteFile { .. } | BundleError::DestinationSymlink { .. } => "write",
         }
-    }
-
-    /// True for the errors that mean the input is not an acceptable bundle (as opposed to a
-    /// local I/O failure).
-    pub fn is_invalid_bundle(&self) -> bool {
-        !matches!(
-            self,
-            BundleError::ReadDir { .. }
-                | BundleError::ReadFile { .. }
-                | BundleError::Pack { .. }
-                | BundleError::WriteFile { .. }
-                | BundleError::DestinationSymlink { .. }
-        )
     }
 }
 

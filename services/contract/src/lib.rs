@@ -2,17 +2,35 @@
 //! readiness assessment, overrides, deterministic bundles, OCI references and semver ranges.
 //!
 //! This crate performs no network I/O and depends on no Kubernetes or gRPC crates.
+//!
+//! Parsing, validation, overrides and policy resolution are re-exported flat
+//! ([`parse_contract`], [`validate_bundle`], [`Finding`], ...). The modules that stay public are
+//! namespaces: [`model`] (the typed contract), [`codes`] (the finding code registry), [`bundle`],
+//! [`reference`](mod@reference), [`version`], [`schema`] and [`readiness`].
 
 pub mod bundle;
 pub mod codes;
-pub mod finding;
+mod finding;
 pub mod model;
-pub mod overrides;
+mod overrides;
 pub mod parse;
-pub mod policy;
+mod policy;
 pub mod readiness;
 pub mod reference;
-pub mod rules;
+mod rules;
 pub mod schema;
-pub mod validate;
+mod validate;
 pub mod version;
+
+pub use finding::{DetailedFinding, Finding, Layer};
+pub use overrides::{
+    CliOverrides, ConfigurationOverride, OverrideError, ValuesFile, apply_cli_overrides,
+};
+pub use parse::{ParseError, parse_contract, parse_yaml};
+pub use policy::{
+    FALLBACK_POLICY_SCHEMA, MAX_POLICY_DEPTH, PolicyResolveError, PolicyResolver, resolve_policies,
+};
+pub use validate::{
+    JsonOutput, ValidateOptions, ValidationOutcome, ValidationReport, validate_bundle,
+    validate_bundle_with_overrides, validate_document,
+};

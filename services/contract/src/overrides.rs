@@ -13,7 +13,6 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 use serde_norway::{Mapping, Value as Yaml};
 
-use crate::model::Contract;
 use crate::parse::{self, ParseError};
 
 /// Errors of this module; each names the offending file, key or configuration.
@@ -327,29 +326,6 @@ pub fn check_configuration_names(
     Ok(())
 }
 
-/// Applies operator overrides to the typed model; the input is not mutated.
-pub fn apply_configuration_overrides(
-    contract: &Contract,
-    overrides: &[ConfigurationOverride],
-) -> Result<(Contract, Vec<OverriddenConfiguration>), OverrideError> {
-    let names: Vec<&str> = contract
-        .configurations
-        .iter()
-        .map(|c| c.name.as_str())
-        .collect();
-    check_configuration_names(&names, overrides)?;
-    let mut out = contract.clone();
-    for o in overrides {
-        for cfg in out.configurations.iter_mut().filter(|c| c.name == o.name) {
-            let values = cfg.values.get_or_insert_with(serde_json::Map::new);
-            for (k, v) in &o.values {
-                values.insert(k.clone(), Value::String(v.clone()));
-            }
-        }
-    }
-    Ok((out, summaries(overrides)))
-}
-
 /// Applies operator overrides to the raw (generic JSON) document; the input is not mutated.
 pub fn apply_configuration_overrides_raw(
     raw: &Value,
@@ -391,21 +367,45 @@ pub fn apply_configuration_overrides_raw(
     Ok((out, summaries(overrides)))
 }
 
-/// Applies operator overrides to both views (docs/design/contract.md#operator-overrides).
-pub fn apply_configuration_overrides_both(
-    raw: &Value,
-    contract: &Contract,
-    overrides: &[ConfigurationOverride],
-) -> Result<(Value, Contract, Vec<OverriddenConfiguration>), OverrideError> {
-    let (raw, summary) = apply_configuration_overrides_raw(raw, overrides)?;
-    let (contract, _) = apply_configuration_overrides(contract, overrides)?;
-    Ok((raw, contract, summary))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::Contract;
     use serde_json::json;
+
+    /// Applies operator overrides to the typed model; the input is not mutated.
+    fn apply_configuration_overrides(
+        contract: &Contract,
+        overrides: &[ConfigurationOverride],
+    ) -> Result<(Contract, Vec<OverriddenConfiguration>), OverrideError> {
+        let names: Vec<&str> = contract
+            .configurations
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect();
+        check_configuration_names(&names, overrides)?;
+        let mut out = contract.clone();
+        for o in overrides {
+            for cfg in out.configurations.iter_mut().filter(|c| c.name == o.name) {
+                let values = cfg.values.get_or_insert_with(serde_json::Map::new);
+                for (k, v) in &o.values {
+                    values.insert(k.clone(), Value::String(v.clone()));
+                }
+            }
+        }
+        Ok((out, summaries(overrides)))
+    }
+
+    /// Applies operator overrides to both views (§9.9).
+    fn apply_configuration_overrides_both(
+        raw: &Value,
+        contract: &Contract,
+        overrides: &[ConfigurationOverride],
+    ) -> Result<(Value, Contract, Vec<OverriddenConfiguration>), OverrideError> {
+        let (raw, summary) = apply_configuration_overrides_raw(raw, overrides)?;
+        let (contract, _) = apply_configuration_overrides(contract, overrides)?;
+        Ok((raw, contract, summary))
+    }
 
     fn cli(base: &str, files: &[&str], set: &[&str]) -> Result<Value, OverrideError> {
         let o = CliOverrides {

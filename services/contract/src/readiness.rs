@@ -17,34 +17,9 @@ use crate::model::{ClaimStatus, Readiness, Revision};
 use crate::rules::parse_canonical_date;
 
 /// Default `minScore`.
-pub const DEFAULT_MIN_SCORE: i64 = 100;
+const DEFAULT_MIN_SCORE: i64 = 100;
 /// Default `partialCredit`.
-pub const DEFAULT_PARTIAL_CREDIT: f64 = 0.5;
-
-/// A source of "now" (injectable for tests and for the operator's reconcile loop).
-pub trait Clock {
-    fn now(&self) -> DateTime<Utc>;
-}
-
-/// The system clock.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now(&self) -> DateTime<Utc> {
-        Utc::now()
-    }
-}
-
-/// A clock frozen at one instant.
-#[derive(Debug, Clone, Copy)]
-pub struct FixedClock(pub DateTime<Utc>);
-
-impl Clock for FixedClock {
-    fn now(&self) -> DateTime<Utc> {
-        self.0
-    }
-}
+const DEFAULT_PARTIAL_CREDIT: f64 = 0.5;
 
 /// Why the gate is unmet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -136,7 +111,7 @@ impl Assessment {
 }
 
 /// Round half away from zero.
-pub fn round_half_away(x: f64) -> i64 {
+fn round_half_away(x: f64) -> i64 {
     x.round() as i64
 }
 
@@ -225,15 +200,40 @@ pub fn assess(readiness: Option<&Readiness>, now: DateTime<Utc>) -> Option<Asses
     })
 }
 
-/// [`assess`] with a [`Clock`].
-pub fn assess_with(readiness: Option<&Readiness>, clock: &dyn Clock) -> Option<Assessment> {
-    assess(readiness, clock.now())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::model::Claim;
+
+    /// A source of "now" (injectable for tests and for the operator's reconcile loop).
+    trait Clock {
+        fn now(&self) -> DateTime<Utc>;
+    }
+
+    /// The system clock.
+    #[derive(Debug, Clone, Copy, Default)]
+    struct SystemClock;
+
+    impl Clock for SystemClock {
+        fn now(&self) -> DateTime<Utc> {
+            Utc::now()
+        }
+    }
+
+    /// A clock frozen at one instant.
+    #[derive(Debug, Clone, Copy)]
+    struct FixedClock(DateTime<Utc>);
+
+    impl Clock for FixedClock {
+        fn now(&self) -> DateTime<Utc> {
+            self.0
+        }
+    }
+
+    /// [`assess`] with a [`Clock`].
+    fn assess_with(readiness: Option<&Readiness>, clock: &dyn Clock) -> Option<Assessment> {
+        assess(readiness, clock.now())
+    }
 
     fn at(s: &str) -> DateTime<Utc> {
         DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)

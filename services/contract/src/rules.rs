@@ -586,3 +586,6 @@ fn load_schema(
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

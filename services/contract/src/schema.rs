@@ -23,9 +23,7 @@ use crate::codes;
 use crate::finding::{Finding, Layer};
 
 /// The embedded schema text (`pacto-v2.0.schema.json`).
-pub const SCHEMA_V2_0: &str = include_str!("../schema/pacto-v2.0.schema.json");
-/// The `$id` of the embedded schema.
-pub const SCHEMA_V2_0_ID: &str = "https://pacto.trianalab.com/schema/v2.0";
+const SCHEMA_V2_0: &str = include_str!("../schema/pacto-v2.0.schema.json");
 
 /// Errors of this module.
 #[derive(Debug, thiserror::Error)]

@@ -24,7 +24,7 @@ use crate::parse::{self, VersionCheck};
 use crate::policy::{self, PolicyResolver};
 use crate::{rules, schema};
 
-pub use crate::finding::{DetailedFinding, Finding, Layer};
+use crate::finding::{Finding, Layer};
 
 /// Errors and warnings of a validation run. Valid ⇔ no errors.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]

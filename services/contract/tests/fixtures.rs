@@ -21,9 +21,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use chrono::{DateTime, Utc};
 use pacto_contract::bundle::BundleFiles;
-use pacto_contract::policy::{PolicyResolveError, PolicyResolver};
 use pacto_contract::readiness;
-use pacto_contract::validate::{ValidateOptions, validate_bundle};
+use pacto_contract::{PolicyResolveError, PolicyResolver};
+use pacto_contract::{ValidateOptions, validate_bundle};
 use serde::Deserialize;
 
 #[derive(Debug, Deserialize, PartialEq, Eq, Clone)]
@@ -125,7 +125,7 @@ fn check_case(dir: &Path, must_be_valid: bool) -> Result<()> {
     };
     let outcome = validate_bundle(&files, &options);
     let report = &outcome.report;
-    let got = |v: &[pacto_contract::validate::Finding]| {
+    let got = |v: &[pacto_contract::Finding]| {
         v.iter()
             .map(|f| Expect {
                 code: f.code.clone(),

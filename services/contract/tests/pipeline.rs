@@ -5,12 +5,12 @@ use std::cell::Cell;
 
 use pacto_contract::bundle::BundleFiles;
 use pacto_contract::codes;
-use pacto_contract::overrides::{CliOverrides, ConfigurationOverride, apply_cli_overrides};
-use pacto_contract::parse;
-use pacto_contract::policy::{PolicyResolveError, PolicyResolver, resolve_policies};
-use pacto_contract::validate::{
+use pacto_contract::parse_contract;
+use pacto_contract::{CliOverrides, ConfigurationOverride, apply_cli_overrides};
+use pacto_contract::{
     Layer, ValidateOptions, validate_bundle, validate_bundle_with_overrides, validate_document,
 };
+use pacto_contract::{PolicyResolveError, PolicyResolver, resolve_policies};
 
 fn bundle(files: &[(&str, &str)]) -> BundleFiles {
     let mut b = BundleFiles::new();
@@ -20,7 +20,7 @@ fn bundle(files: &[(&str, &str)]) -> BundleFiles {
     b
 }
 
-fn pairs(f: &[pacto_contract::validate::Finding]) -> Vec<(&str, &str)> {
+fn pairs(f: &[pacto_contract::Finding]) -> Vec<(&str, &str)> {
     f.iter()
         .map(|f| (f.code.as_str(), f.path.as_str()))
         .collect()
@@ -297,7 +297,7 @@ fn unusable_local_policy_is_unresolved_in_layer_3() {
     // Reachable when layer 3 is used on its own (layer 2 reports these files first).
     let yaml =
         format!("{HEAD}policies:\n  - {{ name: p, schema: p.json }}\n  - {{ schema: q.json }}\n");
-    let (_, contract) = parse::parse_contract(yaml.as_bytes()).unwrap();
+    let (_, contract) = parse_contract(yaml.as_bytes()).unwrap();
     let (resolved, findings) = resolve_policies(&contract, Some(&bundle(&[])), None);
     assert!(resolved.is_empty());
     assert_eq!(

@@ -8,7 +8,7 @@
 //! `Metrics`, `Extension { reference }`), `dependencies` / `configurations`
 //! ([`NamedAssertion`] `{name, required}`), `workload` (`Option<String>`), `persistent` (bool).
 //! Build it from a parsed contract with
-//! `ContractAssertions::try_from(&pacto_contract::model::Contract)` ([`contract`]); it fails
+//! `ContractAssertions::try_from(&pacto_contract::model::Contract)`; it fails
 //! (naming the field) only for capabilities no valid contract contains.
 //!
 //! **Input: the evidence** ([`EvidenceSet`], docs/design/evaluation.md#evidence-model): `subject` ([`SubjectRef`]),
@@ -46,18 +46,19 @@
 //! **Registry** (re-exported from `pacto_contract::codes`, the one registry): [`FindingCode`]
 //! (every code), [`category_for`] / [`severity_for`] / [`category_of`] over code strings.
 //!
-//! **Benchmark helpers**: [`bench::typical_contract`], [`bench::typical_evidence`] and
-//! [`bench::evaluations_per_second`] build the "typical contract" used by the in-process and
-//! gRPC benches so both measure the same input.
+//! **Benchmark helpers** (feature `bench`, off in production builds): `bench::typical_contract`,
+//! `bench::typical_evidence` and `bench::evaluations_per_second` build the "typical contract"
+//! used by the in-process and gRPC benches so both measure the same input.
 
+#[cfg(feature = "bench")]
 pub mod bench;
-pub mod contract;
-pub mod evaluate;
-pub mod evidence;
-pub mod finding;
-pub mod input;
-pub mod status;
-pub mod time;
+mod contract;
+mod evaluate;
+mod evidence;
+mod finding;
+mod input;
+mod status;
+mod time;
 
 pub use evaluate::{Evaluation, evaluate, go_quote};
 pub use evidence::{

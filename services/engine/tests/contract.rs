@@ -5,7 +5,7 @@ use pacto_contract::model::Contract;
 use pacto_engine::*;
 
 fn contract(yaml: &str) -> Contract {
-    pacto_contract::parse::parse_contract(yaml.as_bytes())
+    pacto_contract::parse_contract(yaml.as_bytes())
         .expect("parses")
         .1
 }

@@ -13,9 +13,8 @@ use anyhow::Context as _;
 use pacto_evaluator::{EvaluatorService, ServeConfig, evaluate_request, typical_request};
 use pacto_proto::evaluator::evaluator_client::EvaluatorClient;
 use pacto_runtime::{
-    CancellationToken,
+    AllowList, CancellationToken,
     grpc::{self, ChannelSpec, Transport},
-    identity::AllowList,
     testing::{TestCa, write_tls_files},
     tls::TlsStore,
 };
@@ -96,7 +95,7 @@ async fn main() -> anyhow::Result<()> {
         budget,
         || {
             std::hint::black_box(
-                pacto_contract::parse::parse_contract(std::hint::black_box(
+                pacto_contract::parse_contract(std::hint::black_box(
                     pacto_evaluator::TYPICAL_CONTRACT_YAML.as_bytes(),
                 ))
                 .ok(),

@@ -28,7 +28,7 @@ use pacto_runtime::{
 };
 use tonic::{Request, Response, Status};
 
-pub mod cache;
+mod cache;
 
 pub use cache::{ContractCache, ParsedContract};
 
@@ -261,11 +261,13 @@ pub fn describe_metrics() {
 }
 
 /// The benches' and tests' "typical contract" as YAML (the YAML form of
-/// `pacto_engine::bench::typical_contract()`, plus a readiness block).
+/// `pacto_engine::bench::typical_contract()`, plus a readiness block). Feature `bench`.
+#[cfg(feature = "bench")]
 pub const TYPICAL_CONTRACT_YAML: &str = include_str!("../testdata/typical.pacto.yaml");
 
 /// A typical Evaluate request: [`TYPICAL_CONTRACT_YAML`] with `pacto_engine::bench::typical_evidence()`,
-/// one structural warning and a pinned assessment time.
+/// one structural warning and a pinned assessment time. Feature `bench`.
+#[cfg(feature = "bench")]
 pub fn typical_request() -> EvaluateRequest {
     EvaluateRequest {
         contract: Some(convert::contract_document(TYPICAL_CONTRACT_YAML)),

@@ -344,7 +344,7 @@ async fn insecure_dev_mode_serves_plaintext_without_authorisation() {
             .await
             .unwrap(),
         transport: grpc::Transport::Insecure,
-        allowed: pacto_runtime::identity::AllowList::new([STATUS_WRITER]),
+        allowed: pacto_runtime::AllowList::new([STATUS_WRITER]),
     };
     let task = tokio::spawn(pacto_evaluator::serve(
         config,

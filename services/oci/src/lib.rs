@@ -7,10 +7,10 @@
 //! plain-HTTP allow-list. Every failure is an [`OciError`] whose [`ErrorClass`] separates
 //! "registry unavailable" from "artifact invalid".
 
-pub mod client;
-pub mod credentials;
-pub mod error;
-pub mod manifest;
+mod client;
+mod credentials;
+mod error;
+mod manifest;
 
 pub use client::{
     ClientOptions, Inspection, Progress, PulledBundle, PushResult, RegistryClient, Resolved,

@@ -408,7 +408,7 @@ pub fn contract_from_proto(
     if document.yaml.iter().all(u8::is_ascii_whitespace) {
         return Err(FieldError::new(yaml_field, "must not be empty"));
     }
-    pacto_contract::parse::parse_contract(&document.yaml)
+    pacto_contract::parse_contract(&document.yaml)
         .map(|(_, contract)| contract)
         .map_err(|error| FieldError::new(yaml_field, error.to_string()))
 }

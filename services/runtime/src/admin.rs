@@ -64,7 +64,7 @@ impl Readiness {
     }
 
     /// Reads the flag.
-    pub fn is_ready(&self) -> bool {
+    fn is_ready(&self) -> bool {
         self.0.load(Ordering::SeqCst)
     }
 }

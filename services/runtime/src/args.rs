@@ -213,7 +213,7 @@ pub struct GrpcClientArgs {
 
 /// Variables Kubernetes fills from the pod's own metadata (the charts set them on every pod);
 /// a service flag may read one of these instead of a `PACTO_<SERVICE>_` variable.
-pub const POD_ENV: &[&str] = &["POD_NAME", "POD_NAMESPACE"];
+const POD_ENV: &[&str] = &["POD_NAME", "POD_NAMESPACE"];
 
 /// Where the flags of a service binary break the environment-variable rule: every flag reads
 /// `PACTO_<FLAG>` if it is a shared runtime flag ([`RuntimeArgs`], [`GrpcClientArgs`]) and

@@ -45,10 +45,10 @@ use crate::{
 };
 
 /// Upper bound for a server-side TLS handshake.
-pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a shutting-down server waits for open connections to finish their requests and
 /// close (kept below Kubernetes' default 30 s termination grace period).
-pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(20);
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Serving or connecting failed.
 #[derive(Debug, thiserror::Error)]

@@ -15,11 +15,11 @@ const LATENCY_BUCKETS: &[f64] = &[
 ];
 
 /// gRPC requests handled, by service, method and gRPC status code.
-pub const GRPC_REQUESTS_TOTAL: &str = "pacto_grpc_server_requests_total";
+const GRPC_REQUESTS_TOTAL: &str = "pacto_grpc_server_requests_total";
 /// gRPC requests that ended with a non-OK status, by service, method and code.
-pub const GRPC_ERRORS_TOTAL: &str = "pacto_grpc_server_errors_total";
+const GRPC_ERRORS_TOTAL: &str = "pacto_grpc_server_errors_total";
 /// Handling latency of gRPC requests.
-pub const GRPC_HANDLING_SECONDS: &str = "pacto_grpc_server_handling_seconds";
+const GRPC_HANDLING_SECONDS: &str = "pacto_grpc_server_handling_seconds";
 /// TLS handshakes refused on a server port, by reason.
 pub const TLS_HANDSHAKE_FAILURES_TOTAL: &str = "pacto_tls_handshake_failures_total";
 /// Certificate reloads, by result.
@@ -88,12 +88,7 @@ fn describe_runtime_metrics() {
 }
 
 /// Records one handled RPC: count by code, error count, latency.
-pub fn record_rpc(
-    service: &'static str,
-    method: &'static str,
-    code: tonic::Code,
-    elapsed: Duration,
-) {
+fn record_rpc(service: &'static str, method: &'static str, code: tonic::Code, elapsed: Duration) {
     let code_label = code_name(code);
     counter!(GRPC_REQUESTS_TOTAL, "service" => service, "method" => method, "code" => code_label)
         .increment(1);
@@ -135,7 +130,7 @@ impl RpcTimer {
 }
 
 /// The canonical upper-snake name of a gRPC status code (as used by grpc-go metrics).
-pub fn code_name(code: tonic::Code) -> &'static str {
+fn code_name(code: tonic::Code) -> &'static str {
     use tonic::Code;
     match code {
         Code::Ok => "OK",

@@ -178,7 +178,7 @@ impl TlsStore {
     /// Re-reads the files; when they changed and load, the new material becomes current.
     /// Returns whether a new version was installed. A changed set that fails to load is reported
     /// once and not retried until the files change again.
-    pub fn reload_if_changed(&self) -> Result<bool, TlsError> {
+    fn reload_if_changed(&self) -> Result<bool, TlsError> {
         let bytes = read_files(&self.files)?;
         {
             let mut last = self

@@ -4,35 +4,44 @@
 //!
 //! Layout (effects at the edges, pure middle):
 //!
-//! - [`model`]: the domain inputs of a pass (the gRPC answers become these in
-//!   [`reconcile::backends`], field by field with `pacto_proto::convert::crd`);
-//! - [`compose`]: the pure status/conditions/events composition;
-//! - [`derive`]: the contract-derived status fields; [`revision`]: PactoRevision naming;
-//! - [`gauges`]: the per-Pacto Prometheus gauges (removable series); [`metrics`]: metric names;
-//! - [`reconcile`]: one pass as five steps, one module each ([`reconcile::backends`],
-//!   [`reconcile::revisions`], [`reconcile::apply`]), with the last-write memo
-//!   ([`reconcile::memo`]) and the requeue policy ([`reconcile::requeue`]);
-//! - [`controller`]: the kube-runtime controller and its context; [`triggers`]: the watches and
+//! - `model`: the domain inputs of a pass (the gRPC answers become these in
+//!   `reconcile::backends`, field by field with `pacto_proto::convert::crd`);
+//! - `compose`: the pure status/conditions/events composition;
+//! - `derive`: the contract-derived status fields; `revision`: PactoRevision naming;
+//! - `gauges`: the per-Pacto Prometheus gauges (removable series); `metrics`: metric names;
+//! - `reconcile`: one pass as five steps, one module each (`reconcile::backends`,
+//!   `reconcile::revisions`, `reconcile::apply`), with the last-write memo
+//!   (`reconcile::memo`) and the requeue policy (`reconcile::requeue`);
+//! - `controller`: the kube-runtime controller and its context; `triggers`: the watches and
 //!   notification streams that start a pass or follow a deletion;
-//! - [`mirror`]: the revision mirror (TagOverwritten); [`leader`]: Lease leader election;
+//! - `mirror`: the revision mirror (TagOverwritten); `leader`: Lease leader election;
 //! - this module: flags, `run`, and the admin server, whose `/metrics` appends the contract
 //!   gauges to the process metrics.
 //!
 //! Known gap: `status.policies[].title/description/properties` need the bundled policy schema
 //! files, which `Resolve` does not return (only configuration schemas travel).
 
-pub mod compose;
-pub mod context;
-pub mod controller;
-pub mod derive;
-pub mod gauges;
-pub mod leader;
-pub mod metrics;
-pub mod mirror;
-pub mod model;
-pub mod reconcile;
-pub mod revision;
-pub mod triggers;
+mod compose;
+mod context;
+mod controller;
+mod derive;
+mod gauges;
+mod leader;
+mod metrics;
+mod mirror;
+mod model;
+mod reconcile;
+mod revision;
+mod triggers;
+
+pub use compose::{Composed, EventKind, Pass, compose, derive_policy};
+pub use controller::{Backends, Context};
+pub use gauges::Gauges;
+pub use leader::{LeaseConfig, run_elected};
+pub use model::{
+    Backend, BackendFailure, EnsuredRevision, Evaluated, Observed, Resolution, ResolvedContract,
+    Runtime,
+};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -43,8 +52,8 @@ use pacto_proto::observer::observer_client::ObserverClient;
 use pacto_proto::resolver::contract_resolver_client::ContractResolverClient;
 use pacto_runtime::admin::{AdminServer, MetricsEndpoint};
 use pacto_runtime::args::{GrpcClientArgs, RuntimeArgs};
-use pacto_runtime::duration::parse_duration;
 use pacto_runtime::grpc::{self, ChannelSpec, GrpcError, RetryPolicy, Transport};
+use pacto_runtime::parse_duration;
 use pacto_runtime::{CancellationToken, RuntimeError};
 use tokio::net::TcpListener;
 

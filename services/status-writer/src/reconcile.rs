@@ -2,11 +2,11 @@
 //! contract, ensure its revision, observe and evaluate the target, compose the status (pure,
 //! [`crate::compose`]), apply it and report (events, gauges). Each effectful step is a module.
 
-pub mod apply;
-pub mod backends;
-pub mod memo;
-pub mod requeue;
-pub mod revisions;
+pub(crate) mod apply;
+pub(crate) mod backends;
+pub(crate) mod memo;
+pub(crate) mod requeue;
+pub(crate) mod revisions;
 
 use std::sync::Arc;
 use std::time::Instant;

@@ -227,7 +227,7 @@ async fn observer_down_is_unknown_naming_the_service() {
 
 #[tokio::test]
 async fn only_the_lease_holder_works_and_a_successor_takes_over() {
-    use pacto_status_writer::leader::{LeaseConfig, run_elected};
+    use pacto_status_writer::{LeaseConfig, run_elected};
     use std::sync::atomic::{AtomicUsize, Ordering};
     let cp = cluster().await;
     let client = cp.client().unwrap();

@@ -13,8 +13,11 @@ use pacto_api::conditions::{
 };
 use pacto_api::labels::event_reason;
 use pacto_api::*;
-use pacto_status_writer::compose::{Composed, EventKind, Pass, compose, derive_policy};
-use pacto_status_writer::model::*;
+use pacto_status_writer::{
+    Backend, BackendFailure, EnsuredRevision, Evaluated, Observed, Resolution, ResolvedContract,
+    Runtime,
+};
+use pacto_status_writer::{Composed, EventKind, Pass, compose, derive_policy};
 
 const CONTRACT: &str = r#"pactoVersion: "2.0"
 service:
@@ -61,7 +64,7 @@ fn resolved(yaml: &str, readiness: bool) -> Resolution {
             "readiness:\n  expires: \"2099-01-01\"\n  minScore: 80\n  claims:\n    - id: runbook\n      type: url\n      status: done\n      evidence: https://x\n      weight: 100\n",
         );
     }
-    let (_, contract) = pacto_contract::parse::parse_contract(yaml.as_bytes()).unwrap();
+    let (_, contract) = pacto_contract::parse_contract(yaml.as_bytes()).unwrap();
     Resolution::Resolved(Box::new(ResolvedContract {
         contract,
         effective_yaml: yaml.into_bytes(),

@@ -13,9 +13,9 @@ use std::time::Duration;
 
 use pacto_contract::bundle::{BundleFiles, CONTRACT_FILE};
 use pacto_contract::reference::Reference;
-use pacto_contract_resolver::outcome::{ContractSource, Outcome, ResolveInput, ResolvedContract};
-use pacto_contract_resolver::registry::RegistryOptions;
-use pacto_contract_resolver::secrets::SecretSource;
+use pacto_contract_resolver::RegistryOptions;
+use pacto_contract_resolver::SecretSource;
+use pacto_contract_resolver::{ContractSource, Outcome, ResolveInput, ResolvedContract};
 use pacto_contract_resolver::{Resolver, ResolverConfig};
 use pacto_oci::{BundleMeta, ClientOptions, Credentials, RegistryClient};
 use pacto_runtime::testing::eventually;

@@ -9,7 +9,7 @@ use libfuzzer_sys::fuzz_target;
 use pacto_contract::bundle::BundleFiles;
 use pacto_contract::codes::Severity;
 use pacto_contract::readiness;
-use pacto_contract::validate::{ValidateOptions, validate_bundle, validate_document};
+use pacto_contract::{ValidateOptions, validate_bundle, validate_document};
 
 fuzz_target!(|data: &[u8]| {
     let mut bundle = BundleFiles::new();

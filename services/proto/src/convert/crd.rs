@@ -48,7 +48,7 @@ pub fn time_from_proto(ts: &prost_types::Timestamp, field: &str) -> Result<Time,
 }
 
 /// A Kubernetes `Time` on the wire.
-pub fn time_to_proto(time: &Time) -> prost_types::Timestamp {
+fn time_to_proto(time: &Time) -> prost_types::Timestamp {
     prost_types::Timestamp {
         seconds: time.0.as_second(),
         nanos: time.0.subsec_nanosecond(),

@@ -257,7 +257,7 @@ fn resolution_from_proto(response: &resolver::ResolveResponse) -> Result<Resolut
         }),
         R::Resolved(resolved) => {
             let document = required(resolved.contract.as_ref(), "resolved.contract")?;
-            let (_, contract) = pacto_contract::parse::parse_contract(&document.yaml)
+            let (_, contract) = pacto_contract::parse_contract(&document.yaml)
                 .map_err(|e| FieldError::new("resolved.contract.yaml", e.to_string()))?;
             let content_hash = if resolved.content_hash.is_empty() {
                 hex::encode(Sha256::digest(&resolved.raw_yaml))

@@ -27,13 +27,13 @@ use pacto_api::{ContractRef, ContractStatus, Pacto, PactoSpec, PactoStatus, Targ
 use pacto_proto::evaluator::evaluator_client::EvaluatorClient;
 use pacto_proto::observer::observer_client::ObserverClient;
 use pacto_proto::resolver::contract_resolver_client::ContractResolverClient;
+use pacto_runtime::AllowList;
 use pacto_runtime::CancellationToken;
 use pacto_runtime::grpc::{self, ChannelSpec, RetryPolicy, Transport};
-use pacto_runtime::identity::AllowList;
 use pacto_runtime::testing::{TestCa, TestEndpoint, write_tls_files};
 use pacto_runtime::tls::TlsStore;
-use pacto_status_writer::controller::{Backends, Context};
-use pacto_status_writer::gauges::Gauges;
+use pacto_status_writer::Gauges;
+use pacto_status_writer::{Backends, Context};
 use pacto_testenv::{ControlPlane, ControlPlaneOptions};
 
 pub const STATUS_WRITER: &str = "status-writer.pacto.svc";
@@ -137,7 +137,7 @@ pub async fn start_full(
             TestEndpoint::bind(&ca, dir.path(), RESOLVER, &[STATUS_WRITER]).await;
         let defaults = pacto_contract_resolver::ResolverConfig::default();
         let config = pacto_contract_resolver::ResolverConfig {
-            registry: pacto_contract_resolver::registry::RegistryOptions {
+            registry: pacto_contract_resolver::RegistryOptions {
                 client: pacto_oci::ClientOptions {
                     insecure_registries: insecure,
                     ..defaults.registry.client.clone()
@@ -149,7 +149,7 @@ pub async fn start_full(
         let resolver = pacto_contract_resolver::Resolver::new(config, None).unwrap();
         tokio::spawn(pacto_contract_resolver::serve(
             serve_config,
-            pacto_contract_resolver::service::ResolverService::new(Arc::new(resolver)),
+            pacto_contract_resolver::ResolverService::new(Arc::new(resolver)),
             shutdown.clone(),
         ));
         endpoint.grpc

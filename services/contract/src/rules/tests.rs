@@ -2,14 +2,14 @@
 //! defence-in-depth rules (6a, 6b, 7c, 7d, 15, 16c, 17a, 18) that layer 1 pre-empts in the
 //! pipeline (docs/design/contract.md#layer-2).
 
-use pacto_contract::bundle::BundleFiles;
-use pacto_contract::codes::{self, Category, Severity};
-use pacto_contract::model::{
+use super::{check_binding_path, check_oci_ref, cross_field, is_canonical_date};
+use crate::bundle::BundleFiles;
+use crate::codes::{self, Category, Severity};
+use crate::model::{
     Binding, Capability, Claim, Configuration, Contract, Dependency, Interface, Persistence,
     Policy, Readiness, Revision, Service, State,
 };
-use pacto_contract::rules::{check_binding_path, check_oci_ref, cross_field, is_canonical_date};
-use pacto_contract::validate::{Finding, Layer};
+use crate::{Finding, Layer};
 use serde_json::json;
 
 const DIGEST: &str = "sha256:eae24bc941f8f244f0fb3ee7c18c0da3c30792916cb9f41078eef8f9dae4f166";
