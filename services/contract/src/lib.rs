@@ -13,7 +13,7 @@ pub mod codes;
 mod finding;
 pub mod model;
 mod overrides;
-pub mod parse;
+mod parse;
 mod policy;
 pub mod readiness;
 pub mod reference;

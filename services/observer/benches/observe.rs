@@ -17,8 +17,8 @@ use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, PostParams};
 use pacto_engine::Timestamp;
-use pacto_observer::fetch::KubeCluster;
-use pacto_observer::probe::Prober;
+use pacto_observer::KubeCluster;
+use pacto_observer::Prober;
 use pacto_observer::{ObserveInput, Observer, Options, Target};
 use pacto_testenv::{ControlPlane, ControlPlaneOptions};
 use serde_json::json;
@@ -191,7 +191,7 @@ async fn main() {
     );
     let rss_before = rss_kib();
 
-    let contract = pacto_contract::parse::parse_contract(CONTRACT.as_bytes())
+    let contract = pacto_contract::parse_contract(CONTRACT.as_bytes())
         .unwrap()
         .1;
 
@@ -220,7 +220,7 @@ async fn main() {
     assert!(cached.wait_ready().await);
     println!(
         "watch streams started (WatchTargets watches and reflector caches, as the binary runs): {}",
-        pacto_observer::metrics::watch_streams_started()
+        pacto_observer::watch_streams_started()
     );
     let rss_cached = rss_kib();
     let latencies = measure(&cached, &jobs, &contract).await;

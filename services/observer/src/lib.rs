@@ -20,25 +20,25 @@
 //! - [`targets`]: the WatchTargets index and coalesced notifications;
 //! - [`service`]: the gRPC service; this module: flags, serving and `run`.
 
-pub mod cache;
-pub mod configuration;
-pub mod dependency;
-pub mod fetch;
-pub mod health;
-pub mod interfaces;
-pub mod k8s;
-pub mod metrics;
-pub mod metrics_capability;
-pub mod observe;
-pub mod probe;
-pub mod service;
-pub mod target;
-pub mod targets;
-pub mod verdict;
+mod cache;
+mod configuration;
+mod dependency;
+mod fetch;
+mod health;
+mod interfaces;
+mod k8s;
+mod metrics;
+mod metrics_capability;
+mod observe;
+mod probe;
+mod service;
+mod target;
+mod targets;
+mod verdict;
 pub mod watch;
-pub mod window;
-pub mod wire;
-pub mod workload;
+mod window;
+mod wire;
+mod workload;
 
 use std::time::Duration;
 
@@ -51,9 +51,13 @@ use pacto_runtime::{
     service::ServiceNames,
 };
 
+pub use fetch::{KubeCluster, is_forbidden};
+pub use metrics::watch_streams_started;
 pub use observe::{ObserveInput, ObserveOutput, Observer, Options};
+pub use probe::Prober;
 pub use service::ObserverService;
 pub use target::Target;
+pub use window::Window;
 
 /// The gRPC service name (what the allow-list guards).
 pub const SERVICE_NAME: &str = "pacto.observer.v1.Observer";
@@ -76,7 +80,7 @@ pub struct Args {
         env = "PACTO_OBSERVER_STABILIZATION_WINDOW",
         value_name = "DURATION",
         default_value = "2m",
-        value_parser = pacto_runtime::duration::parse_duration
+        value_parser = pacto_runtime::parse_duration
     )]
     pub stabilization_window: Duration,
     /// Probe the health capability over HTTP (otherwise only the passive fallback runs).

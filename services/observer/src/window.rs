@@ -166,11 +166,6 @@ impl Windows {
         }
     }
 
-    /// The instant the readings are judged at.
-    pub fn now(&self) -> Timestamp {
-        self.now
-    }
-
     /// Applies one positive (`negative == false`) or negative reading for `key`.
     pub fn apply(&mut self, key: &WindowKey, negative: bool) -> Stabilized {
         let (entry, verdict) = stabilize(

@@ -21,9 +21,9 @@ use pacto_engine::{
     CapabilityValue, ConfigurationValue, DependencyValue, InterfaceValue, Observation,
     ObservationKind, Outcome, PersistenceValue, Timestamp, Value, WorkloadValue,
 };
-use pacto_observer::fetch::KubeCluster;
-use pacto_observer::probe::Prober;
-use pacto_observer::window::Window;
+use pacto_observer::KubeCluster;
+use pacto_observer::Prober;
+use pacto_observer::Window;
 use pacto_observer::{ObserveInput, ObserveOutput, Observer, Options, Target};
 use pacto_runtime::testing::{admin_get, eventually};
 use pacto_testenv::{ControlPlane, ControlPlaneOptions, Simulator, SimulatorOptions};
@@ -85,7 +85,7 @@ fn target(ns: &str, spec: serde_json::Value) -> Target {
 fn input(target: Target, contract: &str, windows: Vec<Window>) -> ObserveInput {
     ObserveInput {
         target,
-        contract: pacto_contract::parse::parse_contract(contract.as_bytes())
+        contract: pacto_contract::parse_contract(contract.as_bytes())
             .unwrap()
             .1,
         schemas: BTreeMap::new(),
@@ -1337,7 +1337,7 @@ async fn without_secret_access_bound_secrets_are_honest_unknowns() {
     // The identity really lacks Secret rights, and has the others.
     let secrets: Api<Secret> = Api::namespaced(restricted.clone(), &ns);
     let refused = secrets.get_metadata("token").await.unwrap_err();
-    assert!(pacto_observer::fetch::is_forbidden(&refused), "{refused:?}");
+    assert!(pacto_observer::is_forbidden(&refused), "{refused:?}");
 
     let observer = Observer::new(
         KubeCluster::cached(

@@ -12,8 +12,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use pacto_observer::fetch::KubeCluster;
-use pacto_observer::probe::Prober;
+use pacto_observer::KubeCluster;
+use pacto_observer::Prober;
 use pacto_observer::watch::TargetHub;
 use pacto_observer::{Observer, ObserverService, Options};
 use pacto_proto::observer as pb;

@@ -22,7 +22,7 @@
 
 pub mod admin;
 pub mod args;
-pub mod duration;
+mod duration;
 mod error;
 pub mod grpc;
 mod identity;

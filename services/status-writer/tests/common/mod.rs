@@ -162,8 +162,8 @@ pub async fn start_full(
         let hub = pacto_observer::watch::TargetHub::new();
         pacto_observer::watch::spawn_watchers(&client, Some(namespace.as_str()), &hub, &shutdown);
         let observer = pacto_observer::Observer::new(
-            pacto_observer::fetch::KubeCluster::new(client.clone(), Some(namespace.clone())),
-            pacto_observer::probe::Prober::new().unwrap(),
+            pacto_observer::KubeCluster::new(client.clone(), Some(namespace.clone())),
+            pacto_observer::Prober::new().unwrap(),
             pacto_observer::Options::default(),
         );
         tokio::spawn(pacto_observer::serve(
