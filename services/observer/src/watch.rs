@@ -144,14 +144,7 @@ impl Streams<'_> {
         trim: fn(&mut K),
         mut feed: impl FnMut(&Result<Event<K>, watcher::Error>) + Send + 'static,
     ) where
-        K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
-            + Clone
-            + serde::de::DeserializeOwned
-            + std::fmt::Debug
-            + Send
-            + Sync
-            + 'static,
-        K::DynamicType: Default,
+        K: Watchable + serde::de::DeserializeOwned,
     {
         crate::metrics::watch_stream_started();
         let stream = watcher::watcher(
@@ -178,14 +171,7 @@ impl Streams<'_> {
     /// `to_hub`.
     fn cached<K>(&mut self, mut cache: CacheFeed<K>, to_hub: fn(&TargetHub, &Event<K>))
     where
-        K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
-            + Clone
-            + serde::de::DeserializeOwned
-            + std::fmt::Debug
-            + Send
-            + Sync
-            + 'static,
-        K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+        K: Watchable + serde::de::DeserializeOwned,
     {
         let hub = self.hub.cloned();
         let mut listed = self.listed(false);
@@ -203,13 +189,7 @@ impl Streams<'_> {
     /// readiness back (bound Secrets then read as honest unknowns).
     fn metadata<K>(&mut self, kind: WatchedKind)
     where
-        K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
-            + Clone
-            + std::fmt::Debug
-            + Send
-            + Sync
-            + 'static,
-        K::DynamicType: Default,
+        K: Watchable,
     {
         let Some(hub) = self.hub.cloned() else {
             return;
@@ -226,6 +206,28 @@ impl Streams<'_> {
             },
         );
     }
+}
+
+/// A namespaced kind one watch stream carries: the typed k8s-openapi objects and their
+/// metadata-only form, none of which has a dynamic type.
+trait Watchable:
+    Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+    + Clone
+    + std::fmt::Debug
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<K> Watchable for K where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static
+{
 }
 
 /// Starts one watch stream per kind (cluster-wide, or in `namespace`), stopped at `shutdown`:
