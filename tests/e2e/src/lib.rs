@@ -685,6 +685,43 @@ impl Stack {
             .sum())
     }
 
+    /// The guide's nudge (`kubectl annotate pacto <name> reconcile-requested-at=<value>
+    /// --overwrite`), then waits until the status-writer has finished at least one more reconcile
+    /// (its `pacto_status_writer_reconciles_total`).
+    pub async fn nudge(&self, name: &str, value: &str) -> anyhow::Result<()> {
+        const RECONCILES: &str = "pacto_status_writer_reconciles_total";
+        let before = self.metric_sum("status-writer", RECONCILES).await?;
+        self.kubectl(
+            &[
+                "annotate",
+                "-n",
+                &self.namespace,
+                &format!("pacto/{name}"),
+                &format!("reconcile-requested-at={value}"),
+                "--overwrite",
+            ],
+            None,
+        )
+        .await?;
+        // Ok(Err(_)) ends the wait early: the metrics could not be read.
+        let waited = within(
+            &format!("the nudge of {name} to be reconciled"),
+            STATUS_DEADLINE,
+            || async {
+                match self.metric_sum("status-writer", RECONCILES).await {
+                    Ok(reconciles) if reconciles > before => Ok(Ok(())),
+                    Ok(reconciles) => Err(format!("{RECONCILES} {reconciles}")),
+                    Err(e) => Ok(Err(e)),
+                }
+            },
+        )
+        .await;
+        match waited {
+            Ok(got) => got,
+            Err(timeout) => bail!("{timeout}\n{}", self.logs()),
+        }
+    }
+
     /// Runs the `pacto` CLI with the suite's registries allowed over plain HTTP.
     pub async fn pacto_cli(&self, args: &[&str]) -> anyhow::Result<String> {
         let output = tokio::process::Command::new(self.bins.join("pacto"))

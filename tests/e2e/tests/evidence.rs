@@ -291,9 +291,9 @@ fn assert_k8s_evidence(finding: &Value) {
     assert!(refs[0]["detectedAt"].is_string(), "{finding}");
 }
 
-/// Nudges the Pacto as the guide says (`kubectl annotate … reconcile-requested-at=… --overwrite`)
-/// once a second until its `status.contractStatus` is `want`; for verdicts that need a reconcile
-/// after the stabilization window, without waiting for the 30 s requeue.
+/// Nudges the Pacto as the guide says ([`Stack::nudge`]: annotate, then wait for the reconcile)
+/// until its `status.contractStatus` is `want`; for verdicts that need a reconcile after the
+/// stabilization window, without waiting for the 30 s requeue.
 async fn nudge_until(stack: &Stack, name: &str, want: &str, timeout: Duration) -> Value {
     let nudges = std::sync::atomic::AtomicU32::new(0);
     within(
@@ -305,22 +305,7 @@ async fn nudge_until(stack: &Stack, name: &str, want: &str, timeout: Duration) -
                 return Ok(pacto);
             }
             let nudge = nudges.fetch_add(1, Ordering::Relaxed) + 1;
-            stack
-                .kubectl(
-                    &[
-                        "annotate",
-                        "-n",
-                        &stack.namespace,
-                        &format!("pacto/{name}"),
-                        &format!("reconcile-requested-at=nudge-{nudge}"),
-                        "--overwrite",
-                    ],
-                    None,
-                )
-                .await
-                .unwrap();
-            // Once a second: give the nudge its reconcile before looking again.
-            tokio::time::sleep(Duration::from_secs(1)).await;
+            stack.nudge(name, &format!("nudge-{nudge}")).await.unwrap();
             Err(serde_norway::to_string(&pacto["status"]).unwrap_or_default())
         },
     )

@@ -53,42 +53,6 @@ async fn wait_condition(stack: &Stack, name: &str, kind: &str, status: Option<&s
     .await
 }
 
-const RECONCILES: &str = "pacto_status_writer_reconciles_total";
-
-/// The guide's nudge (`kubectl annotate pacto <name> reconcile-requested-at=… --overwrite`),
-/// then waits until the status-writer finished at least one more reconcile.
-async fn nudge(stack: &Stack, name: &str, value: &str) {
-    let before = stack.metric_sum("status-writer", RECONCILES).await.unwrap();
-    stack
-        .kubectl(
-            &[
-                "annotate",
-                "-n",
-                &stack.namespace,
-                &format!("pacto/{name}"),
-                &format!("reconcile-requested-at={value}"),
-                "--overwrite",
-            ],
-            None,
-        )
-        .await
-        .unwrap();
-    within(
-        &format!("the nudge of {name} to be reconciled"),
-        STATUS_DEADLINE,
-        || async {
-            let reconciles = stack.metric_sum("status-writer", RECONCILES).await.unwrap();
-            if reconciles > before {
-                Ok(())
-            } else {
-                Err(format!("{RECONCILES} {reconciles}"))
-            }
-        },
-    )
-    .await
-    .unwrap_or_else(|timeout| panic!("{timeout}\n{}", stack.logs()));
-}
-
 /// One row of the `Events:` block of `kubectl describe pacto`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct DescribedEvent {
@@ -272,7 +236,10 @@ async fn invalid_contract_recovers_with_sticky_conditions_and_one_event_per_stat
     // metadata.generation).
     wait_clock_past(&valid["lastTransitionTime"]).await;
     for n in 1..=3 {
-        nudge(&stack, "catalog", &format!("invalid-{n}")).await;
+        stack
+            .nudge("catalog", &format!("invalid-{n}"))
+            .await
+            .unwrap();
     }
     let nudged = stack.get_pacto("catalog").await.unwrap();
     assert_eq!(nudged["metadata"]["generation"], generation, "{nudged}");
@@ -348,7 +315,10 @@ async fn invalid_contract_recovers_with_sticky_conditions_and_one_event_per_stat
     // recovery is recorded once.
     wait_clock_past(&valid_now["lastTransitionTime"]).await;
     for n in 1..=2 {
-        nudge(&stack, "catalog", &format!("recovered-{n}")).await;
+        stack
+            .nudge("catalog", &format!("recovered-{n}"))
+            .await
+            .unwrap();
     }
     let later = stack.get_pacto("catalog").await.unwrap();
     assert_eq!(condition_object(&later, "ContractValid"), valid_now);
@@ -618,7 +588,7 @@ async fn a_backend_that_is_down_reads_unknown_naming_it_and_recovers() {
 
     // The evaluator is down: the observer answered, nothing evaluated the evidence.
     stack.stop_service("evaluator").unwrap();
-    nudge(&stack, "payments", "evaluator-down").await;
+    stack.nudge("payments", "evaluator-down").await.unwrap();
     let down = stack
         .wait_contract_status("payments", "Unknown", STATUS_DEADLINE)
         .await
@@ -673,7 +643,7 @@ async fn a_backend_that_is_down_reads_unknown_naming_it_and_recovers() {
     // validation left empty, RuntimeObserved removed (observation never ran), readiness left as
     // it was.
     stack.stop_service("contract-resolver").unwrap();
-    nudge(&stack, "payments", "resolver-down").await;
+    stack.nudge("payments", "resolver-down").await.unwrap();
     let down = stack
         .wait_contract_status("payments", "Unknown", STATUS_DEADLINE)
         .await
@@ -709,7 +679,7 @@ async fn a_backend_that_is_down_reads_unknown_naming_it_and_recovers() {
 
     // The observer is down: RuntimeObserved Unknown naming it; the contract is still valid.
     stack.stop_service("observer").unwrap();
-    nudge(&stack, "payments", "observer-down").await;
+    stack.nudge("payments", "observer-down").await.unwrap();
     let down = stack
         .wait_contract_status("payments", "Unknown", STATUS_DEADLINE)
         .await
