@@ -4,7 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::{ContractOverrides, ContractRef, Pacto, PactoSpec, TargetRef};
+use crate::{
+    ContractInfo, ContractOverrides, ContractRef, Pacto, PactoSpec, PactoStatus, TargetRef,
+};
 
 /// A Pacto under construction. Starts from its contract ([`inline`](Self::inline),
 /// [`oci`](Self::oci), [`new`](Self::new) or a whole [`spec`](Self::spec)); nothing else is set
@@ -14,8 +16,10 @@ use crate::{ContractOverrides, ContractRef, Pacto, PactoSpec, TargetRef};
 #[must_use]
 pub struct PactoBuilder {
     name: String,
+    namespace: Option<String>,
     spec: PactoSpec,
     labels: BTreeMap<String, String>,
+    status: Option<PactoStatus>,
 }
 
 impl PactoBuilder {
@@ -36,8 +40,10 @@ impl PactoBuilder {
     pub fn spec(name: &str, spec: PactoSpec) -> Self {
         Self {
             name: name.to_owned(),
+            namespace: None,
             spec,
             labels: BTreeMap::new(),
+            status: None,
         }
     }
 
@@ -95,12 +101,38 @@ impl PactoBuilder {
         self
     }
 
-    /// The typed Pacto (no namespace: the API it is created through sets it).
+    /// Sets `metadata.namespace` (for objects that never go through an API, e.g. a cache's
+    /// content in a unit test).
+    pub fn namespace(mut self, namespace: &str) -> Self {
+        self.namespace = Some(namespace.to_owned());
+        self
+    }
+
+    /// Sets `status.contract` as the status-writer writes it once the contract `version` of
+    /// service `service_name` resolved to `resolved_ref` (what sibling lookups read).
+    pub fn resolved(mut self, service_name: &str, version: &str, resolved_ref: &str) -> Self {
+        self.status = Some(PactoStatus {
+            contract: Some(ContractInfo {
+                service_name: service_name.to_owned(),
+                version: version.to_owned(),
+                owner: None,
+                owner_display: None,
+                resolved_ref: Some(resolved_ref.to_owned()),
+            }),
+            ..PactoStatus::default()
+        });
+        self
+    }
+
+    /// The typed Pacto (no namespace unless [`namespace`](Self::namespace) set one: the API it
+    /// is created through sets it).
     pub fn build(self) -> Pacto {
         let mut pacto = Pacto::new(&self.name, self.spec);
+        pacto.metadata.namespace = self.namespace;
         if !self.labels.is_empty() {
             pacto.metadata.labels = Some(self.labels);
         }
+        pacto.status = self.status;
         pacto
     }
 
@@ -128,6 +160,22 @@ mod tests {
         assert!(pacto.spec.is_reference());
         assert_eq!(pacto.spec.check_interval_seconds, None);
         assert!(pacto.status.is_none());
+    }
+
+    #[test]
+    fn a_cached_sibling_has_its_namespace_and_resolved_contract() {
+        let pacto = PactoBuilder::oci("db", "oci://reg.local/db")
+            .namespace("team")
+            .resolved("db", "1.4.0", "reg.local/db:1.4.0")
+            .build();
+        assert_eq!(pacto.metadata.namespace.as_deref(), Some("team"));
+        let contract = pacto
+            .status
+            .and_then(|s| s.contract)
+            .expect("status.contract");
+        assert_eq!(contract.service_name, "db");
+        assert_eq!(contract.version, "1.4.0");
+        assert_eq!(contract.resolved_ref.as_deref(), Some("reg.local/db:1.4.0"));
     }
 
     #[test]

@@ -157,8 +157,8 @@ mod tests {
     )]
 
     use k8s_openapi::api::core::v1::ServiceSpec;
-    use kube::api::ObjectMeta;
-    use pacto_api::{ContractInfo, ContractRef, PactoSpec, PactoStatus, TargetRef};
+    use pacto_api::ContractRef;
+    use pacto_api::testing::PactoBuilder;
 
     use super::*;
     use crate::interfaces::fixtures::{service, slice};
@@ -171,32 +171,14 @@ mod tests {
         resolved: &str,
         version: &str,
     ) -> Pacto {
-        Pacto {
-            metadata: ObjectMeta {
-                namespace: Some(ns.into()),
-                name: Some(name.into()),
-                ..ObjectMeta::default()
-            },
-            spec: PactoSpec {
-                contract_ref: ContractRef::default(),
-                target: service.map(|s| TargetRef {
-                    service_name: Some(s.into()),
-                    ..TargetRef::default()
-                }),
-                overrides: None,
-                check_interval_seconds: None,
-            },
-            status: Some(PactoStatus {
-                contract: Some(ContractInfo {
-                    service_name: name.into(),
-                    version: version.into(),
-                    owner: None,
-                    owner_display: None,
-                    resolved_ref: Some(resolved.into()),
-                }),
-                ..PactoStatus::default()
-            }),
+        let builder = PactoBuilder::new(name, ContractRef::default())
+            .namespace(ns)
+            .resolved(name, version, resolved);
+        match service {
+            Some(s) => builder.service(s),
+            None => builder,
         }
+        .build()
     }
 
     #[test]

@@ -398,10 +398,8 @@ pub fn pacto_key(pacto: &Pacto) -> PactoKey {
 
 #[cfg(test)]
 mod tests {
-    use kube::api::ObjectMeta;
-    use pacto_api::{
-        ConfigBinding, ContractInfo, ContractRef, PactoSpec, PactoStatus, TargetRef, WorkloadRef,
-    };
+    use pacto_api::testing::PactoBuilder;
+    use pacto_api::{ConfigBinding, ContractRef, TargetRef, WorkloadRef};
 
     use super::*;
 
@@ -423,52 +421,37 @@ mod tests {
     }
 
     fn pacto(ns: &str, name: &str, service: &str, resolved: Option<&str>) -> Pacto {
-        Pacto {
-            metadata: ObjectMeta {
-                namespace: Some(ns.into()),
-                name: Some(name.into()),
-                ..ObjectMeta::default()
-            },
-            spec: PactoSpec {
-                contract_ref: ContractRef::default(),
-                target: Some(TargetRef {
-                    service_name: Some(service.into()),
-                    workload_ref: Some(WorkloadRef {
-                        name: format!("{service}-wl"),
-                        kind: Some(WorkloadKind::StatefulSet),
-                    }),
-                    interface_bindings: vec![],
-                    config_bindings: vec![
-                        ConfigBinding {
-                            configuration: "c".into(),
-                            kind: ConfigBindingKind::ConfigMap,
-                            name: format!("{service}-cm"),
-                            key: None,
-                            format: None,
-                        },
-                        ConfigBinding {
-                            configuration: "s".into(),
-                            kind: ConfigBindingKind::Secret,
-                            name: format!("{service}-secret"),
-                            key: None,
-                            format: None,
-                        },
-                    ],
+        let builder = PactoBuilder::new(name, ContractRef::default())
+            .namespace(ns)
+            .target(TargetRef {
+                service_name: Some(service.into()),
+                workload_ref: Some(WorkloadRef {
+                    name: format!("{service}-wl"),
+                    kind: Some(WorkloadKind::StatefulSet),
                 }),
-                overrides: None,
-                check_interval_seconds: None,
-            },
-            status: resolved.map(|r| PactoStatus {
-                contract: Some(ContractInfo {
-                    service_name: name.into(),
-                    version: "1.0.0".into(),
-                    owner: None,
-                    owner_display: None,
-                    resolved_ref: Some(r.into()),
-                }),
-                ..PactoStatus::default()
-            }),
+                interface_bindings: vec![],
+                config_bindings: vec![
+                    ConfigBinding {
+                        configuration: "c".into(),
+                        kind: ConfigBindingKind::ConfigMap,
+                        name: format!("{service}-cm"),
+                        key: None,
+                        format: None,
+                    },
+                    ConfigBinding {
+                        configuration: "s".into(),
+                        kind: ConfigBindingKind::Secret,
+                        name: format!("{service}-secret"),
+                        key: None,
+                        format: None,
+                    },
+                ],
+            });
+        match resolved {
+            Some(r) => builder.resolved(name, "1.0.0", r),
+            None => builder,
         }
+        .build()
     }
 
     #[test]
