@@ -4,14 +4,27 @@
 
 use std::collections::BTreeMap;
 
-use pacto_contract::ValidationReport;
+use pacto_contract::bundle::{BundleError, CONTRACT_FILE};
+use pacto_contract::codes;
 use pacto_contract::reference::{Reference, ReferenceError};
 use pacto_contract::version::Constraint;
 use pacto_contract::{ConfigurationOverride, OverrideError};
+use pacto_contract::{Finding, Layer, ValidationReport};
 use pacto_oci::ErrorClass;
 
 use crate::registry::RegistryError;
 use crate::secrets::{SecretError, SecretReadError};
+
+/// `status.validation` path of a Pacto without any contract source.
+pub const SPEC_CONTRACT_REF: &str = "spec.contractRef";
+/// `status.validation` path of a failure of the OCI reference or of what it points at.
+pub const SPEC_OCI: &str = "spec.contractRef.oci";
+/// `status.validation` path of a failure of the inline contract as a whole.
+pub const SPEC_INLINE: &str = "spec.contractRef.inline";
+/// `status.validation` path of an unusable pull Secret (Unavailable: never reported).
+pub const SPEC_PULL_SECRET: &str = "spec.contractRef.pullSecretRef";
+/// `status.validation` path of an override error.
+pub const SPEC_OVERRIDES: &str = "spec.overrides";
 
 /// Where the contract comes from (`spec.contractRef`; inline wins over OCI).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -135,8 +148,9 @@ pub enum Outcome {
     Invalid {
         /// The condition message.
         message: String,
-        /// The validation result, when one exists.
-        report: Option<ValidationReport>,
+        /// The validation report: always at least one error with a code and a path
+        /// (docs/design/resolution.md#every-invalid-carries-a-validation-report).
+        report: ValidationReport,
         /// The reference's policy.
         policy: ResolutionPolicy,
     },
@@ -289,24 +303,86 @@ impl ResolveError {
         }
     }
 
-    /// The validation result to report with an Invalid outcome.
-    pub fn report(&self) -> Option<ValidationReport> {
+    /// The validation report an Invalid outcome carries: every Invalid has one
+    /// (docs/design/resolution.md#every-invalid-carries-a-validation-report). A validation or
+    /// parse failure carries the validator's own report; any other failure is one error with a
+    /// code of the finding registry, a path and this error's message ([`ResolveError::issue`]).
+    pub fn report(&self) -> ValidationReport {
         match self {
             ResolveError::InlineParse { report, .. } | ResolveError::Validation { report, .. } => {
-                Some(report.clone())
+                report.clone()
             }
-            ResolveError::Override { source } => {
+            other => {
                 let mut report = ValidationReport::default();
-                report.push(pacto_contract::Finding::new(
-                    "",
-                    "spec.overrides",
-                    source.to_string(),
-                    pacto_contract::Layer::Load,
-                ));
-                Some(report)
+                if let Some((code, path, message)) = other.issue() {
+                    report.push(Finding::new(code, path, message, Layer::Load));
+                }
+                report
             }
-            _ => None,
         }
+    }
+
+    /// The code, path and message of a failure that is not a validation result (`None` for
+    /// those, which carry the validator's report): the path is the Pacto field at fault
+    /// (`spec.contractRef`, `spec.contractRef.oci`, `spec.contractRef.inline`, `spec.overrides`)
+    /// or, when a bundle is at fault and names an entry, that bundle entry.
+    pub fn issue(&self) -> Option<(&'static str, String, String)> {
+        let message = self.to_string();
+        Some(match self {
+            ResolveError::NoSource => (codes::PARSE_ERROR, SPEC_CONTRACT_REF.into(), message),
+            ResolveError::InlineTooLarge { .. } => {
+                (codes::PARSE_ERROR, SPEC_INLINE.into(), message)
+            }
+            ResolveError::Reference { source, .. } => {
+                (codes::INVALID_OCI_REF, SPEC_OCI.into(), source.to_string())
+            }
+            ResolveError::SecretRead { .. } | ResolveError::SecretContent { .. } => {
+                (codes::PARSE_ERROR, SPEC_PULL_SECRET.into(), message)
+            }
+            ResolveError::Registry { class, source, .. } => match source.bundle_error() {
+                Some(BundleError::MissingContract) => {
+                    (codes::FILE_NOT_FOUND, CONTRACT_FILE.into(), message)
+                }
+                Some(bundle) => (
+                    codes::PARSE_ERROR,
+                    bundle.entry().unwrap_or(SPEC_OCI).to_owned(),
+                    message,
+                ),
+                None if *class == ErrorClass::InvalidReference => {
+                    (codes::INVALID_OCI_REF, SPEC_OCI.into(), message)
+                }
+                None => (codes::PARSE_ERROR, SPEC_OCI.into(), message),
+            },
+            ResolveError::NoSemverTags { .. } | ResolveError::NoVersion { .. } => {
+                (codes::PARSE_ERROR, SPEC_OCI.into(), message)
+            }
+            ResolveError::MissingContract { .. } => {
+                (codes::FILE_NOT_FOUND, CONTRACT_FILE.into(), message)
+            }
+            ResolveError::Override { source } => (
+                codes::PARSE_ERROR,
+                SPEC_OVERRIDES.into(),
+                source.to_string(),
+            ),
+            ResolveError::InlineParse { .. } | ResolveError::Validation { .. } => return None,
+        })
+    }
+
+    /// Gives the errors of a validation report that concern the whole document (contract path
+    /// `""`, e.g. `YAML_PARSE_ERROR`) the document's location, `spec.contractRef.inline` or
+    /// `pacto.yaml`, so that every reported error names where to look. The condition message
+    /// keeps the contract paths.
+    #[must_use]
+    pub fn locate_document(mut self, inline: bool) -> Self {
+        if let ResolveError::InlineParse { report, .. } | ResolveError::Validation { report, .. } =
+            &mut self
+        {
+            let location = if inline { SPEC_INLINE } else { CONTRACT_FILE };
+            for finding in report.errors.iter_mut().filter(|f| f.path.is_empty()) {
+                location.clone_into(&mut finding.path);
+            }
+        }
+        self
     }
 
     /// Wraps a registry failure with a message a user can act on.
@@ -387,8 +463,6 @@ impl ResolveError {
 
 #[cfg(test)]
 mod tests {
-    use pacto_contract::{Finding, Layer};
-
     use super::*;
 
     fn reference() -> Reference {
@@ -516,9 +590,7 @@ mod tests {
         );
         match e.into_outcome(ResolutionPolicy::PinnedTag) {
             Outcome::Invalid {
-                report: Some(r),
-                policy,
-                ..
+                report: r, policy, ..
             } => {
                 assert_eq!(r.errors.len(), 2);
                 assert_eq!(policy, ResolutionPolicy::PinnedTag);
@@ -532,7 +604,146 @@ mod tests {
             o.to_string(),
             "override error: configuration \"db\" not found in contract"
         );
-        let report = o.report().unwrap();
-        assert_eq!(report.errors[0].path, "spec.overrides");
+        let report = o.report();
+        assert_eq!(
+            (
+                report.errors[0].code.as_str(),
+                report.errors[0].path.as_str()
+            ),
+            ("PARSE_ERROR", "spec.overrides")
+        );
+    }
+
+    fn first_issue(e: &ResolveError) -> (String, String, String) {
+        let report = e.report();
+        assert_eq!(report.errors.len(), 1, "{report:?}");
+        let f = &report.errors[0];
+        (f.code.clone(), f.path.clone(), f.message.clone())
+    }
+
+    #[test]
+    fn every_invalid_carries_a_coded_located_report() {
+        let r = reference();
+        let issue = |e: ResolveError| {
+            assert_eq!(e.class(), Class::Invalid, "{e}");
+            let (code, path, message) = first_issue(&e);
+            assert!(!message.is_empty(), "{e}");
+            // The outcome carries the same report.
+            match e.into_outcome(ResolutionPolicy::None) {
+                Outcome::Invalid { report, .. } => assert_eq!(report.errors.len(), 1),
+                other => panic!("{other:?}"),
+            }
+            (code, path)
+        };
+        let pair = |c: &str, p: &str| (c.to_owned(), p.to_owned());
+        assert_eq!(
+            issue(ResolveError::NoSource),
+            pair("PARSE_ERROR", "spec.contractRef")
+        );
+        assert_eq!(
+            issue(ResolveError::InlineTooLarge { size: 9, limit: 8 }),
+            pair("PARSE_ERROR", "spec.contractRef.inline")
+        );
+        let malformed = Reference::parse_url_encoded("https://ghcr.io/a/b").unwrap_err();
+        let e = ResolveError::Reference {
+            input: "https://ghcr.io/a/b".into(),
+            source: malformed.clone(),
+        };
+        assert_eq!(first_issue(&e).2, malformed.to_string());
+        assert_eq!(issue(e), pair("INVALID_OCI_REF", "spec.contractRef.oci"));
+        for (class, code) in [
+            (ErrorClass::Corrupt, "PARSE_ERROR"),
+            (ErrorClass::TooLarge, "PARSE_ERROR"),
+            (ErrorClass::NoMatchingVersion, "PARSE_ERROR"),
+            (ErrorClass::InvalidReference, "INVALID_OCI_REF"),
+        ] {
+            let e = ResolveError::registry(registry_error(class), &r, None);
+            assert_eq!(first_issue(&e).2, e.to_string());
+            assert_eq!(issue(e), pair(code, "spec.contractRef.oci"), "{class:?}");
+        }
+        let bundle = |source: BundleError| {
+            ResolveError::registry(
+                RegistryError::Oci(pacto_oci::OciError::Bundle {
+                    reference: r.to_string(),
+                    source,
+                }),
+                &r,
+                None,
+            )
+        };
+        assert_eq!(
+            issue(bundle(BundleError::MissingContract)),
+            pair("FILE_NOT_FOUND", "pacto.yaml")
+        );
+        assert_eq!(
+            issue(bundle(BundleError::FileTooLarge {
+                path: "interfaces/big.yaml".into(),
+                limit: 10,
+            })),
+            pair("PARSE_ERROR", "interfaces/big.yaml")
+        );
+        assert_eq!(
+            issue(bundle(BundleError::TotalTooLarge { limit: 10 })),
+            pair("PARSE_ERROR", "spec.contractRef.oci")
+        );
+        assert_eq!(
+            issue(bundle(BundleError::Corrupt {
+                source: std::io::Error::other("bad gzip header"),
+            })),
+            pair("PARSE_ERROR", "spec.contractRef.oci")
+        );
+        assert_eq!(
+            issue(ResolveError::MissingContract {
+                reference: r.to_string()
+            }),
+            pair("FILE_NOT_FOUND", "pacto.yaml")
+        );
+        assert_eq!(
+            issue(ResolveError::NoVersion {
+                repository: "ghcr.io/acme/svc".into(),
+                reason: "no tags satisfy constraint \">=4\"".into(),
+                tags: "1.0.0".into(),
+            }),
+            pair("PARSE_ERROR", "spec.contractRef.oci")
+        );
+    }
+
+    #[test]
+    fn whole_document_errors_name_the_document() {
+        let mut report = ValidationReport::default();
+        report.push(Finding::new(
+            "YAML_PARSE_ERROR",
+            "",
+            "did not find expected node content",
+            Layer::Structural,
+        ));
+        report.push(Finding::new(
+            "SCHEMA_VIOLATION",
+            "service.name",
+            "is required",
+            Layer::Structural,
+        ));
+        let paths = |e: &ResolveError| {
+            e.report()
+                .errors
+                .iter()
+                .map(|f| f.path.clone())
+                .collect::<Vec<_>>()
+        };
+        let e = ResolveError::validation(report.clone());
+        let message = e.to_string();
+        let e = e.locate_document(false);
+        assert_eq!(paths(&e), ["pacto.yaml", "service.name"]);
+        assert_eq!(
+            e.to_string(),
+            message,
+            "the condition keeps the contract paths"
+        );
+        let e = ResolveError::InlineParse {
+            message: "did not find expected node content".into(),
+            report,
+        }
+        .locate_document(true);
+        assert_eq!(paths(&e), ["spec.contractRef.inline", "service.name"]);
     }
 }

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use backon::{ExponentialBuilder, Retryable as _};
 use metrics::counter;
+use pacto_contract::bundle::BundleError;
 use pacto_contract::reference::Reference;
 use pacto_oci::{ClientOptions, Credentials, ErrorClass, OciError, PulledBundle, RegistryClient};
 
@@ -105,6 +106,14 @@ impl RegistryError {
             RegistryError::Status { class, .. } => *class,
             RegistryError::NoDigest { .. } => ErrorClass::Corrupt,
             RegistryError::Build(_) => ErrorClass::Client,
+        }
+    }
+
+    /// The bundle error when a pulled layer is not a valid Pacto bundle.
+    pub fn bundle_error(&self) -> Option<&BundleError> {
+        match self {
+            RegistryError::Oci(e) => e.bundle_error(),
+            _ => None,
         }
     }
 }

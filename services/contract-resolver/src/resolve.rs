@@ -214,9 +214,10 @@ fn validate_contract(
             return Err(ResolveError::InlineParse {
                 message: parse.message.clone(),
                 report,
-            });
+            }
+            .locate_document(inline));
         }
-        return Err(ResolveError::validation(report));
+        return Err(ResolveError::validation(report).locate_document(inline));
     }
     let raw = files.contract().unwrap_or_default();
     let effective_yaml = match (&outcome.raw, overrides.is_empty()) {
@@ -805,7 +806,7 @@ mod tests {
         let err = validate_contract(&files, false, &[], Some(&enforced))
             .err()
             .expect("violation");
-        let report = err.report().expect("report");
+        let report = err.report();
         assert!(
             report
                 .errors
@@ -825,7 +826,6 @@ mod tests {
             .expect("unresolved");
         assert!(
             err.report()
-                .expect("report")
                 .errors
                 .iter()
                 .any(|f| f.code == codes::POLICY_REF_UNRESOLVED)

@@ -135,7 +135,7 @@ pub fn outcome_to_proto(outcome: Outcome) -> ResolveResponse {
             policy,
         } => resolve_response::Result::Invalid(wire::Invalid {
             message,
-            validation: report.as_ref().map(report_to_proto),
+            validation: Some(report_to_proto(&report)),
             resolution_policy: policy_to_proto(policy).into(),
         }),
         Outcome::Unavailable { reason, policy } => {

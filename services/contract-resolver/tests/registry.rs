@@ -62,17 +62,22 @@ async fn three_reference_forms_and_inline() {
     assert_eq!(inline.policy, ResolutionPolicy::None);
     assert!(inline.resolved_ref.is_empty() && inline.digest.is_empty());
     input.source = ContractSource::None;
-    let message = expect_invalid(resolver.resolve(&input).await);
+    let (message, issues) = expect_invalid_report(resolver.resolve(&input).await);
     assert!(
         message.starts_with("no contract source specified"),
         "{message}"
     );
-    let message = expect_invalid(
+    assert_eq!(
+        issues,
+        [("PARSE_ERROR".to_owned(), "spec.contractRef".to_owned())]
+    );
+    let (message, issues) = expect_invalid_report(
         resolver
             .resolve(&oci_input(&format!("{host}/Acme/UPPER:1.0.0"), None))
             .await,
     );
     assert!(message.starts_with("invalid OCI reference"), "{message}");
+    assert_eq!(issues, [oci_issue("INVALID_OCI_REF")]);
 }
 
 #[tokio::test]
@@ -114,8 +119,9 @@ async fn highest_semver_with_prereleases_constraints_and_non_semver_tags() {
         "^2.0.0 excludes 2.4.0-beta.1 and keeps the tag's spelling"
     );
     input.constraint = Some(Constraint::parse(">=4.0.0").unwrap());
-    let message = expect_invalid(resolver.resolve(&input).await);
+    let (message, issues) = expect_invalid_report(resolver.resolve(&input).await);
     assert!(message.contains("no tags satisfy constraint"), "{message}");
+    assert_eq!(issues, [oci_issue("PARSE_ERROR")]);
 }
 
 #[tokio::test]
@@ -210,12 +216,13 @@ async fn corrupt_and_oversized_blobs_are_invalid() {
     }
     std::fs::write(&path, &bytes).unwrap();
     let resolver = resolver(&registry, None);
-    let message = expect_invalid(
+    let (message, issues) = expect_invalid_report(
         resolver
             .resolve(&oci_input(&format!("{host}/acme/corrupt:1.0.0"), None))
             .await,
     );
     assert!(message.contains("corrupt"), "{message}");
+    assert_eq!(issues, [oci_issue("PARSE_ERROR")], "{message}");
 
     // A layer that is not a tar.gz at all (correct digest): not a valid Pacto bundle.
     let pusher = pusher(&registry, &Credentials::Anonymous);
@@ -229,12 +236,61 @@ async fn corrupt_and_oversized_blobs_are_invalid() {
         )
         .await
         .unwrap();
-    let message = expect_invalid(
+    let (message, issues) = expect_invalid_report(
         resolver
             .resolve(&oci_input(&reference.to_string(), None))
             .await,
     );
     assert!(message.contains("not a valid Pacto bundle"), "{message}");
+    assert_eq!(issues, [oci_issue("PARSE_ERROR")], "{message}");
+
+    // A well-formed archive without pacto.yaml: FILE_NOT_FOUND at pacto.yaml.
+    let mut readme = pacto_contract::bundle::BundleFiles::new();
+    readme.insert("README.md", b"no contract\n".to_vec());
+    let reference = Reference::parse(&format!("{host}/acme/readme:1.0.0")).unwrap();
+    pusher
+        .push_artifact(
+            &reference,
+            b"{}".to_vec(),
+            readme.to_tar_gz().unwrap(),
+            &|_| {},
+        )
+        .await
+        .unwrap();
+    let (message, issues) = expect_invalid_report(
+        resolver
+            .resolve(&oci_input(&reference.to_string(), None))
+            .await,
+    );
+    assert!(message.contains("pacto.yaml not found"), "{message}");
+    assert_eq!(
+        issues,
+        [("FILE_NOT_FOUND".to_owned(), "pacto.yaml".to_owned())]
+    );
+
+    // A file over the per-file extraction limit: the report names that entry.
+    let mut huge = bundle(&yaml);
+    huge.insert("interfaces/huge.bin", vec![0u8; 11 * 1024 * 1024]);
+    let reference = Reference::parse(&format!("{host}/acme/huge:1.0.0")).unwrap();
+    pusher
+        .push_artifact(
+            &reference,
+            b"{}".to_vec(),
+            huge.to_tar_gz().unwrap(),
+            &|_| {},
+        )
+        .await
+        .unwrap();
+    let (message, issues) = expect_invalid_report(
+        resolver
+            .resolve(&oci_input(&reference.to_string(), None))
+            .await,
+    );
+    assert!(message.contains("exceeds a size limit"), "{message}");
+    assert_eq!(
+        issues,
+        [("PARSE_ERROR".to_owned(), "interfaces/huge.bin".to_owned())]
+    );
 
     // An oversized layer (over the resolver's limit) is refused before extraction.
     let mut config = config(std::slice::from_ref(&host));
@@ -248,7 +304,7 @@ async fn corrupt_and_oversized_blobs_are_invalid() {
         .push_artifact(&reference, b"{}".to_vec(), big, &|_| {})
         .await
         .unwrap();
-    let message = expect_invalid(
+    let (message, issues) = expect_invalid_report(
         small
             .resolve(&oci_input(&reference.to_string(), None))
             .await,
@@ -257,6 +313,12 @@ async fn corrupt_and_oversized_blobs_are_invalid() {
         message.contains("size limit") && message.contains("65536"),
         "{message}"
     );
+    assert_eq!(issues, [oci_issue("PARSE_ERROR")], "{message}");
+}
+
+/// A report error at `spec.contractRef.oci`.
+fn oci_issue(code: &str) -> (String, String) {
+    (code.to_owned(), "spec.contractRef.oci".to_owned())
 }
 
 #[tokio::test]
@@ -397,9 +459,7 @@ async fn overrides_schemas_and_ref_policies_from_oci() {
         .await
     {
         Outcome::Invalid {
-            message,
-            report: Some(report),
-            ..
+            message, report, ..
         } => {
             assert!(
                 message.starts_with("Contract validation failed:"),

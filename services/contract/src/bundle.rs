@@ -244,6 +244,35 @@ impl BundleError {
             BundleError::WriteFile { .. } | BundleError::DestinationSymlink { .. } => "write",
         }
     }
+
+    /// The bundle-relative path of the entry the error is about, when it names one: the file
+    /// that is too large, the link, the unsafe name, or `pacto.yaml` when it is missing. `None`
+    /// for errors about the archive as a whole (corrupt stream, totals) and for local I/O.
+    pub fn entry(&self) -> Option<&str> {
+        match self {
+            BundleError::MissingContract => Some(CONTRACT_FILE),
+            BundleError::SymlinkInDir { path }
+            | BundleError::SpecialFileInDir { path }
+            | BundleError::NonUtf8EntryName { name: path }
+            | BundleError::AbsolutePath { path }
+            | BundleError::ParentTraversal { path }
+            | BundleError::Link { path, .. }
+            | BundleError::SpecialFile { path, .. }
+            | BundleError::FileTooLarge { path, .. }
+            | BundleError::DuplicateEntry { path }
+            | BundleError::UnsafePath { path } => Some(path),
+            BundleError::ReadDir { .. }
+            | BundleError::ReadFile { .. }
+            | BundleError::NonUtf8Path { .. }
+            | BundleError::Corrupt { .. }
+            | BundleError::StreamTooLarge { .. }
+            | BundleError::TooManyEntries { .. }
+            | BundleError::TotalTooLarge { .. }
+            | BundleError::Pack { .. }
+            | BundleError::WriteFile { .. }
+            | BundleError::DestinationSymlink { .. } => None,
+        }
+    }
 }
 
 /// Normalises a bundle-relative path (`./`, `.` and `..` components) and reads it. A path that

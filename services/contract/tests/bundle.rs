@@ -72,6 +72,7 @@ fn from_dir_requires_pacto_yaml() {
     write(dir.path(), "other.yaml", "a: 1\n");
     let err = BundleFiles::from_dir(dir.path(), &Limits::default()).expect_err("no contract");
     assert!(matches!(err, BundleError::MissingContract), "{err:?}");
+    assert_eq!(err.entry(), Some("pacto.yaml"));
 }
 
 #[test]
@@ -438,6 +439,11 @@ fn rejects_oversized_file_without_reading_it_all() {
     assert!(
         matches!(&err, BundleError::FileTooLarge { path, limit } if path == "big" && *limit == 10 * 1024 * 1024),
         "{err:?}"
+    );
+    assert_eq!(
+        err.entry(),
+        Some("big"),
+        "the error names the entry at fault"
     );
 }
 

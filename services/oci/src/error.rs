@@ -224,6 +224,15 @@ impl OciError {
         self.class().is_unavailable()
     }
 
+    /// The bundle error when the layer was downloaded but is not a valid Pacto bundle (for the
+    /// entry it names, see [`BundleError::entry`]).
+    pub fn bundle_error(&self) -> Option<&BundleError> {
+        match self {
+            OciError::Bundle { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+
     pub(crate) fn registry(
         operation: &'static str,
         reference: &impl ToString,

@@ -136,7 +136,7 @@ pub fn compose(pass: &Pass<'_>) -> Composed {
         } => writer.fail(
             ContractStatus::Invalid,
             message,
-            validation.clone(),
+            Some(validation.clone()),
             *policy,
             prev_status,
         ),

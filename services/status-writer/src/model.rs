@@ -94,8 +94,9 @@ pub enum Resolution {
     Invalid {
         /// The condition message.
         message: String,
-        /// The validation result when validation ran.
-        validation: Option<ValidationResult>,
+        /// The validation report: every Invalid carries one, with a code and a path
+        /// (docs/design/resolution.md#every-invalid-carries-a-validation-report).
+        validation: ValidationResult,
         /// The reference's resolution policy, if derivable.
         policy: Option<ResolutionPolicy>,
     },

@@ -409,7 +409,7 @@ fn invalid_contract_fail_path() {
         true,
         Resolution::Invalid {
             message: "Contract validation failed: service.version: bad".into(),
-            validation: Some(validation.clone()),
+            validation: validation.clone(),
             policy: Some(ResolutionPolicy::PinnedTag),
         },
         None,

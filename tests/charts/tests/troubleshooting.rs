@@ -3,7 +3,8 @@
 //! - the events table is exactly the eight event reasons of `pacto-api`, no more, no fewer;
 //! - every other identifier in the prose (a CamelCase word) is one of those, a contract status,
 //!   a kind of ours or a listed Kubernetes term;
-//! - every UPPER_SNAKE word is a finding code of `pacto-engine` or `pacto-contract`;
+//! - every UPPER_SNAKE word is a finding code of `pacto-engine` or `pacto-contract` (or its
+//!   `PARSE_ERROR` load code);
 //! - every chart value path is a key of a chart's `values.yaml` or a helmfile environment, and
 //!   every `spec.`/`status.` path a field of the generated Pacto CRD;
 //! - every `--flag` is in docs/configuration.md or the CLI reference (or is listed as foreign),
@@ -193,6 +194,9 @@ fn finding_codes() -> BTreeSet<&'static str> {
         .iter()
         .map(|c| c.as_str())
         .chain(pacto_contract::codes::REGISTRY.iter().map(|(c, _, _)| *c))
+        // The load code status.validation carries for an Invalid without a validator finding
+        // (docs/design/resolution.md#every-invalid-carries-a-validation-report).
+        .chain([pacto_contract::codes::PARSE_ERROR])
         .collect()
 }
 

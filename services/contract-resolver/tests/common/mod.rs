@@ -150,10 +150,33 @@ pub fn expect_unavailable(outcome: Outcome) -> String {
     }
 }
 
-/// The Invalid message, or a panic naming the outcome.
+/// The Invalid message, or a panic naming the outcome. Also checks the rule that every Invalid
+/// carries a validation report whose errors each name a code and a path.
 pub fn expect_invalid(outcome: Outcome) -> String {
+    expect_invalid_report(outcome).0
+}
+
+/// The Invalid message and the (code, path) of each error of its report, or a panic naming the
+/// outcome; panics too when the report has no error, or an error without a code or a path.
+pub fn expect_invalid_report(outcome: Outcome) -> (String, Vec<(String, String)>) {
     match outcome {
-        Outcome::Invalid { message, .. } => message,
+        Outcome::Invalid {
+            message, report, ..
+        } => {
+            assert!(!report.errors.is_empty(), "{message}: no error reported");
+            for error in &report.errors {
+                assert!(
+                    !error.code.is_empty() && !error.path.is_empty(),
+                    "{message}: an error without code or path: {error:?}"
+                );
+            }
+            let issues = report
+                .errors
+                .into_iter()
+                .map(|e| (e.code, e.path))
+                .collect();
+            (message, issues)
+        }
         other => panic!("expected Invalid, got {other:?}"),
     }
 }

@@ -145,6 +145,28 @@ pub fn validation_from_proto(v: &common::ValidationResult) -> ValidationResult {
     }
 }
 
+/// `status.validation` of an Invalid answer. Every Invalid carries a report with a code and a
+/// path (docs/design/resolution.md#every-invalid-carries-a-validation-report); an answer without
+/// errors (a contract-resolver from before that rule) gets one `PARSE_ERROR` at
+/// `spec.contractRef` carrying the answer's message, so the status never reads Invalid without
+/// saying why.
+pub fn invalid_validation(invalid: &resolver::Invalid) -> ValidationResult {
+    let mut validation = invalid
+        .validation
+        .as_ref()
+        .map(validation_from_proto)
+        .unwrap_or_default();
+    if validation.errors.is_empty() {
+        validation.errors.push(ValidationIssue {
+            code: Some(pacto_contract::codes::PARSE_ERROR.to_owned()),
+            path: Some("spec.contractRef".to_owned()),
+            message: invalid.message.clone(),
+        });
+    }
+    validation.valid = false;
+    validation
+}
+
 /// A validation issue on the wire (e.g. a structural warning sent to Evaluate).
 pub fn validation_issue_to_proto(issue: &ValidationIssue) -> common::ValidationIssue {
     common::ValidationIssue {
@@ -371,6 +393,48 @@ pub fn readiness_from_proto(r: &evaluator::ReadinessAssessment) -> ReadinessStat
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_invalid_answer_always_gives_a_report() {
+        let issue = |code: &str, path: &str, message: &str| ValidationIssue {
+            code: Some(code.into()),
+            path: Some(path.into()),
+            message: message.into(),
+        };
+        let bare = resolver::Invalid {
+            message: "no contract source specified".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            invalid_validation(&bare),
+            ValidationResult {
+                valid: false,
+                errors: vec![issue(
+                    "PARSE_ERROR",
+                    "spec.contractRef",
+                    "no contract source specified"
+                )],
+                warnings: vec![],
+            }
+        );
+        let reported = resolver::Invalid {
+            message: "m".into(),
+            validation: Some(common::ValidationResult {
+                valid: false,
+                errors: vec![common::ValidationIssue {
+                    code: "INVALID_OCI_REF".into(),
+                    path: "spec.contractRef.oci".into(),
+                    message: "bad".into(),
+                }],
+                warnings: vec![],
+            }),
+            ..Default::default()
+        };
+        assert_eq!(
+            invalid_validation(&reported).errors,
+            [issue("INVALID_OCI_REF", "spec.contractRef.oci", "bad")]
+        );
+    }
 
     #[test]
     fn malformed_findings_and_statuses_name_the_field() {

@@ -245,7 +245,7 @@ fn resolution_from_proto(response: &resolver::ResolveResponse) -> Result<Resolut
     match required(response.result.as_ref(), "result")? {
         R::Invalid(invalid) => Ok(Resolution::Invalid {
             message: invalid.message.clone(),
-            validation: invalid.validation.as_ref().map(crd::validation_from_proto),
+            validation: crd::invalid_validation(invalid),
             policy: crd::policy_from_proto(invalid.resolution_policy, "invalid.resolution_policy")?,
         }),
         R::Unavailable(unavailable) => Ok(Resolution::Unavailable {
