@@ -51,7 +51,7 @@ fn summary(events: &[Value]) -> String {
         .iter()
         .map(|e| {
             format!(
-                "{} {} count={} first={} last={} {:?}\n",
+                "{} {} count={} first={} last={} {:?}",
                 e["type"],
                 e["reason"],
                 e["count"],
@@ -60,7 +60,8 @@ fn summary(events: &[Value]) -> String {
                 e["message"].as_str().unwrap_or_default()
             )
         })
-        .collect()
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Polls the Pacto's events until `check` holds; returns them.
