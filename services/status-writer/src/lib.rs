@@ -14,6 +14,7 @@
 //!   (`reconcile::memo`) and the requeue policy (`reconcile::requeue`);
 //! - `controller`: the kube-runtime controller and its context; `triggers`: the watches and
 //!   notification streams that start a pass or follow a deletion;
+//! - `events`: the Events on a Pacto, aggregated (one object per recurring event, its count);
 //! - `mirror`: the revision mirror (TagOverwritten); `leader`: Lease leader election;
 //! - this module: flags, `run`, and the admin server, whose `/metrics` appends the contract
 //!   gauges to the process metrics.
@@ -25,6 +26,7 @@ mod compose;
 mod context;
 mod controller;
 mod derive;
+mod events;
 mod gauges;
 mod leader;
 mod metrics;

@@ -11,6 +11,8 @@ pub const RECONCILE_SECONDS: &str = "pacto_status_writer_reconcile_seconds";
 pub const STATUS_WRITES_TOTAL: &str = "pacto_status_writer_status_writes_total";
 /// Backend calls that failed, by backend.
 pub const BACKEND_FAILURES_TOTAL: &str = "pacto_status_writer_backend_failures_total";
+/// Events that could not be written (best effort: logged, the reconcile goes on).
+pub const EVENT_FAILURES_TOTAL: &str = "pacto_status_writer_event_failures_total";
 
 /// Describes the process metrics of this crate (for `# HELP`).
 pub fn describe() {
@@ -39,5 +41,10 @@ pub fn describe() {
         BACKEND_FAILURES_TOTAL,
         Unit::Count,
         "Backend gRPC calls that failed (recorded as Unknown), by backend."
+    );
+    describe_counter!(
+        EVENT_FAILURES_TOTAL,
+        Unit::Count,
+        "Events on Pactos that could not be written (logged; the reconcile goes on)."
     );
 }

@@ -402,11 +402,7 @@ async fn force_pushed_tag_raises_tag_overwritten_once() {
         || async { (h.ctx.mirror_passes() >= passes + 3).then_some(()) },
     )
     .await;
-    let overwritten = events_of(&h.client, &h.namespace, "orders")
-        .await
-        .into_iter()
-        .filter(|(_, r, _)| r == "TagOverwritten")
-        .count();
+    let overwritten = times_recorded(&h.client, &h.namespace, "orders", "TagOverwritten").await;
     assert_eq!(overwritten, 1);
 }
 

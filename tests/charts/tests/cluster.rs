@@ -559,6 +559,15 @@ fn rbac_matrix<'a>(team: &'a str, agents: &'a str) -> Vec<Row<'a>> {
         row(w, Allowed, &pactos, Team, PatchStatus("svc", status)),
         row(w, Allowed, &revisions, Team, Create(revision)),
         row(w, Allowed, &events, Team, Create(event("w"))),
+        row(w, Allowed, &events, Team, Get("w")),
+        row(
+            w,
+            Allowed,
+            &events,
+            Team,
+            Patch("w", serde_json::json!({ "count": 2 })),
+        ),
+        row(w, Forbidden, &events, Team, List),
         row(
             w,
             Allowed,

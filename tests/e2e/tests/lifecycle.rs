@@ -127,7 +127,8 @@ struct RecordedEvent {
     kind: String,
     reason: String,
     message: String,
-    /// How many times it was recorded (`count`, or `series.count`, else 1).
+    /// How many times it was recorded: its `count` (a recurrence of the same type, reason and
+    /// message is counted on one Event, docs/design/status.md#events).
     count: u64,
 }
 
@@ -163,14 +164,14 @@ async fn recorded_events(stack: &Stack, name: &str) -> Vec<RecordedEvent> {
                 message: text(&e["message"]),
                 count: e["count"]
                     .as_u64()
-                    .or_else(|| e["series"]["count"].as_u64())
-                    .unwrap_or(1),
+                    .unwrap_or_else(|| panic!("an Event without a count: {e}")),
             }
         })
         .collect()
 }
 
-/// How many times `reason` was recorded on the Pacto (over all its Event objects).
+/// How many times `reason` was recorded on the Pacto: the sum of the counts of its Events (one
+/// Event per message), not the number of objects.
 async fn times_recorded(stack: &Stack, name: &str, reason: &str) -> u64 {
     recorded_events(stack, name)
         .await

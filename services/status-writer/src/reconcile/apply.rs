@@ -1,23 +1,21 @@
 //! Step 5 of a reconcile: the server-side apply of the composed status with one field manager
 //! (only when it changed), then the report: transition events and the contract gauges.
 
+use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use kube::{Client, Resource};
 use metrics::counter;
 use pacto_api::labels::{GROUP, VERSION};
 use pacto_api::{Pacto, PactoStatus};
 
-use crate::compose::{Composed, EventKind, EventSpec};
+use crate::compose::{Composed, EventSpec};
 use crate::context::Context;
-use crate::metrics::STATUS_WRITES_TOTAL;
+use crate::events;
+use crate::metrics::{EVENT_FAILURES_TOTAL, STATUS_WRITES_TOTAL};
 use crate::reconcile::ReconcileError;
 use crate::reconcile::memo::PactoKey;
 
 /// The single field manager of every status write.
 pub const FIELD_MANAGER: &str = "pacto-status-writer";
-/// The event recorder's component.
-pub const EVENT_COMPONENT: &str = "pacto-controller";
 
 /// Applies `composed.status` when it changed (remembering the write), then publishes its events
 /// and sets the Pacto's gauges. A failed write skips the report.
@@ -73,34 +71,19 @@ pub async fn apply_status(
     Ok(())
 }
 
-/// Publishes `events` on `pacto` (failures are logged: events are best effort).
+/// Publishes `events` on `pacto` as aggregated core/v1 Events: a recurrence of the same type,
+/// reason and message counts on the existing Event (docs/design/status.md#events). Failures are
+/// logged and counted: events are best effort and never fail a reconcile.
 pub async fn publish_events(ctx: &Context, pacto: &Pacto, events: &[EventSpec]) {
-    if events.is_empty() {
-        return;
-    }
-    // A fresh recorder per pass: kube's recorder folds events with the same reason into one
-    // series keeping the first message, which would hide e.g. a second RevisionCreated name.
-    let recorder = Recorder::new(
-        ctx.client.clone(),
-        Reporter {
-            controller: EVENT_COMPONENT.to_owned(),
-            instance: ctx.instance.clone(),
-        },
-    );
-    let reference = pacto.object_ref(&());
     for event in events {
-        let event = Event {
-            type_: match event.kind {
-                EventKind::Normal => EventType::Normal,
-                EventKind::Warning => EventType::Warning,
-            },
-            reason: event.reason.to_owned(),
-            note: Some(event.message.clone()),
-            action: "Reconcile".to_owned(),
-            secondary: None,
-        };
-        if let Err(error) = recorder.publish(&event, &reference).await {
-            tracing::warn!(%error, reason = %event.reason, "cannot publish event");
+        match events::record(&ctx.client, pacto, event, ctx.instance.as_deref()).await {
+            Ok(recorded) => {
+                tracing::debug!(reason = %event.reason, ?recorded, "event recorded");
+            }
+            Err(error) => {
+                counter!(EVENT_FAILURES_TOTAL).increment(1);
+                tracing::warn!(%error, reason = %event.reason, "cannot publish event");
+            }
         }
     }
 }

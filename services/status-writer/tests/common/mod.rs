@@ -300,3 +300,24 @@ pub async fn wait_event(client: &Client, ns: &str, name: &str, reason: &str) -> 
     )
     .await
 }
+
+/// How many times `reason` was recorded on `name`: the sum of the Events' counts (a recurrence
+/// is counted on one Event, docs/design/status.md#events), not the number of objects.
+pub async fn times_recorded(client: &Client, ns: &str, name: &str, reason: &str) -> i64 {
+    let api: Api<Event> = Api::namespaced(client.clone(), ns);
+    api.list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .filter(|e| e.reason.as_deref() == Some(reason))
+        .map(|e| {
+            i64::from(
+                e.deprecated_count
+                    .or_else(|| e.series.as_ref().map(|s| s.count))
+                    .unwrap_or(1),
+            )
+        })
+        .sum()
+}
