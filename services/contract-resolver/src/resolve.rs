@@ -82,6 +82,8 @@ pub struct TagRevision {
     pub version: String,
     /// SHA-256 hex of its pacto.yaml (empty on error).
     pub content_hash: String,
+    /// `service.name` at that digest (empty on error).
+    pub service_name: String,
     /// Why the tag could not be resolved (empty on success).
     pub error: String,
     /// Whether `error` is transient.
@@ -681,6 +683,7 @@ impl Resolver {
                 digest: String::new(),
                 version: String::new(),
                 content_hash: String::new(),
+                service_name: String::new(),
                 error: String::new(),
                 transient: false,
             };
@@ -706,9 +709,10 @@ impl Resolver {
                     let raw = files.contract().unwrap_or_default();
                     revision.digest = digest;
                     revision.content_hash = sha256_hex(raw);
-                    revision.version = pacto_contract::parse_contract(raw)
-                        .map(|(_, c)| c.service.version)
-                        .unwrap_or_default();
+                    if let Ok((_, contract)) = pacto_contract::parse_contract(raw) {
+                        revision.version = contract.service.version;
+                        revision.service_name = contract.service.name;
+                    }
                     if raw.is_empty() {
                         revision.error = format!(
                             "{tagged}: not a valid Pacto bundle: pacto.yaml missing at the bundle root"
@@ -884,6 +888,7 @@ mod tests {
             digest: String::new(),
             version: String::new(),
             content_hash: String::new(),
+            service_name: String::new(),
             error: String::new(),
             transient: false,
         };

@@ -159,6 +159,7 @@ fn revision_to_proto(r: TagRevision) -> wire::TagRevision {
         transient: r.transient,
         version: r.version,
         content_hash: r.content_hash,
+        service_name: r.service_name,
     }
 }
 

@@ -189,6 +189,7 @@ async fn status_writer_resolves_over_mtls() {
     assert_eq!(revisions[0].digest, digest);
     assert_eq!(revisions[0].version, "1.2.0");
     assert_eq!(revisions[0].content_hash.len(), 64);
+    assert_eq!(revisions[0].service_name, "svc");
 
     // A malformed request names the field.
     let mut bad = request("", "x");

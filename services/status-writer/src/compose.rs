@@ -17,7 +17,6 @@ use pacto_api::{
 
 use crate::derive::apply_contract;
 use crate::model::{BackendFailure, EnsuredRevision, Resolution, Runtime};
-use crate::revision::revision_created_message;
 
 /// Event severity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -167,12 +166,6 @@ pub fn compose(pass: &Pass<'_>) -> Composed {
 
             if let Some(revision) = pass.revision {
                 writer.status.current_revision = Some(revision.name.clone());
-                if revision.created {
-                    writer.events.push(EventSpec::normal(
-                        event_reason::REVISION_CREATED,
-                        revision_created_message(&revision.name, &revision.version),
-                    ));
-                }
             }
 
             // Readiness: absent declaration removes the condition; an unanswered evaluator

@@ -14,6 +14,9 @@ pub const BACKEND_FAILURES_TOTAL: &str = "pacto_status_writer_backend_failures_t
 /// Events that could not be written (best effort: logged, the reconcile goes on).
 pub const EVENT_FAILURES_TOTAL: &str = "pacto_status_writer_event_failures_total";
 
+/// Revision-mirror passes finished.
+pub const MIRROR_PASSES_TOTAL: &str = "pacto_status_writer_mirror_passes_total";
+
 /// Describes the process metrics of this crate (for `# HELP`).
 pub fn describe() {
     use metrics::{Unit, describe_counter, describe_histogram};
@@ -36,6 +39,11 @@ pub fn describe() {
         STATUS_WRITES_TOTAL,
         Unit::Count,
         "Pacto status writes (server-side applies); 0 per steady-state reconcile."
+    );
+    describe_counter!(
+        MIRROR_PASSES_TOTAL,
+        Unit::Count,
+        "Revision-mirror passes finished (TagOverwritten checks)."
     );
     describe_counter!(
         BACKEND_FAILURES_TOTAL,

@@ -162,10 +162,7 @@ pub enum Runtime {
 /// The PactoRevision ensured for the resolved contract.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EnsuredRevision {
-    /// Its name (`status.currentRevision`).
+    /// Its name (`status.currentRevision`). `RevisionCreated` is reported where it is created
+    /// ([`crate::reconcile::revisions`]), not by the composed pass.
     pub name: String,
-    /// Whether this pass created it (emits RevisionCreated).
-    pub created: bool,
-    /// The contract version it records (for the RevisionCreated message).
-    pub version: String,
 }

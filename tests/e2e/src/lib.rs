@@ -173,7 +173,7 @@ pub struct StackOptions {
     /// Resources removed from every rule of the observer's chart Role before it is applied (an
     /// operator who installed an incomplete role), e.g. `["endpointslices"]`.
     pub observer_denied: Vec<&'static str>,
-    /// Extra status-writer flags.
+    /// Extra status-writer flags (a `--revision-mirror-interval` replaces the suite's 1 s).
     pub status_writer_args: Vec<String>,
 }
 
@@ -450,8 +450,15 @@ impl Stack {
             format!("--leader-election-namespace={namespace}"),
             "--pod-name=status-writer-e2e".into(),
             "--grpc-request-timeout=10s".into(),
-            "--revision-mirror-interval=1s".into(),
         ];
+        // The mirror runs every second unless the test sets its own interval.
+        if !options
+            .status_writer_args
+            .iter()
+            .any(|a| a.starts_with("--revision-mirror-interval"))
+        {
+            writer_args.push("--revision-mirror-interval=1s".into());
+        }
         writer_args.extend(options.status_writer_args.iter().cloned());
         spawn("status-writer", STATUS_WRITER, None, writer_args)?;
 

@@ -1,17 +1,28 @@
 //! Step 2 of a reconcile: the PactoRevision of the resolved contract, created when missing
-//! (and its status backfilled). [`create`] is shared with the revision mirror. Revision errors
-//! are logged only; they never fail a reconcile.
+//! (and its status backfilled), and the tag overwrite this reconcile may be the first to see
+//! (docs/design/status.md#tag-overwrites). [`list`], [`record_digest`] and [`create`] are shared
+//! with the revision mirror. Events are published as soon as what they report happened, before
+//! and independently of the status write. Revision errors are logged only; they never fail a
+//! reconcile.
 
-use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::{Client, ResourceExt};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::{Resource, ResourceExt};
+use pacto_api::labels::event_reason;
 use pacto_api::{Pacto, PactoRevision};
 
+use crate::compose::{EventKind, EventSpec};
+use crate::context::Context;
 use crate::model::{EnsuredRevision, ResolvedContract};
+use crate::reconcile::apply::publish_events;
 use crate::reconcile::now;
 use crate::revision::{
-    RevisionInput, needs_backfill, resolved_status, revision_name, revision_object,
-    revision_version,
+    RevisionInput, TrackedTag, moved_tag, needs_backfill, resolved_status,
+    revision_created_message, revision_name, revision_object, revision_selector, revision_version,
+    tag_overwritten_message,
 };
+
+/// How often a digest is re-recorded after the revision changed for another reason.
+const RECORD_ATTEMPTS: usize = 3;
 
 /// What [`create`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,6 +33,77 @@ pub enum Creation {
     Existed,
     /// The API refused (logged).
     Failed,
+}
+
+/// What [`record_digest`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recorded {
+    /// This call recorded the new digest: its caller reports the TagOverwritten.
+    Changed,
+    /// The revision no longer holds the digest the caller saw: another pass recorded a change
+    /// first (and reported it).
+    Seen,
+    /// The API failed (logged); nothing was recorded, a later pass retries.
+    Failed,
+}
+
+/// The revisions of Pacto `pacto` (its label, then its exact name in `spec.pactoRef`).
+pub async fn list(
+    api: &Api<PactoRevision>,
+    pacto: &str,
+) -> Result<Vec<PactoRevision>, kube::Error> {
+    let mut listed = api
+        .list(&ListParams::default().labels(&revision_selector(pacto)))
+        .await?
+        .items;
+    listed.retain(|r| r.spec.pacto_ref == pacto);
+    Ok(listed)
+}
+
+/// Records `digest` as the last digest seen behind `tracked`'s tag (`status.observedDigest`),
+/// on condition that the revision is still the version that was read: of two passes that see
+/// the same change, exactly one gets [`Recorded::Changed`]. A conflict caused by an unrelated
+/// write is retried.
+pub async fn record_digest(
+    api: &Api<PactoRevision>,
+    tracked: &TrackedTag,
+    digest: &str,
+) -> Recorded {
+    let mut resource_version = tracked.resource_version.clone();
+    for _ in 0..RECORD_ATTEMPTS {
+        let patch = Patch::Merge(serde_json::json!({
+            "metadata": {"resourceVersion": resource_version},
+            "status": {"observedDigest": digest},
+        }));
+        match api
+            .patch_status(&tracked.revision, &PatchParams::default(), &patch)
+            .await
+        {
+            Ok(_) => return Recorded::Changed,
+            Err(kube::Error::Api(status)) if status.code == 409 => {}
+            Err(error) => {
+                tracing::warn!(%error, revision = %tracked.revision, "cannot record the observed digest");
+                return Recorded::Failed;
+            }
+        }
+        // Changed since it was read: by another pass that recorded a digest, or by an
+        // unrelated write (a status backfill), after which the same digest is still the last seen.
+        let current = match api.get(&tracked.revision).await {
+            Ok(current) => current,
+            Err(error) => {
+                tracing::warn!(%error, revision = %tracked.revision, "cannot read PactoRevision");
+                return Recorded::Failed;
+            }
+        };
+        match TrackedTag::of(&current) {
+            Some((_, now)) if now.digest == tracked.digest => {
+                resource_version = now.resource_version;
+            }
+            _ => return Recorded::Seen,
+        }
+    }
+    tracing::warn!(revision = %tracked.revision, "the observed digest kept conflicting");
+    Recorded::Failed
 }
 
 /// Writes the status of a recorded revision (resolved, content hash, creation time).
@@ -55,33 +137,69 @@ pub async fn create(api: &Api<PactoRevision>, input: &RevisionInput<'_>) -> Crea
     }
 }
 
-/// Step 2: the revision of the resolved contract, created if missing; an existing
-/// revision whose status lacks what a new one records is backfilled. `None` when the API
-/// failed (logged).
+/// The `TagOverwritten` event of a recorded digest change.
+pub fn tag_overwritten(tag: &str, old: &str, new: &str) -> EventSpec {
+    EventSpec {
+        kind: EventKind::Warning,
+        reason: event_reason::TAG_OVERWRITTEN,
+        message: tag_overwritten_message(tag, old, new),
+    }
+}
+
+/// The `RevisionCreated` event of a created revision.
+pub fn revision_created(name: &str, version: &str) -> EventSpec {
+    EventSpec {
+        kind: EventKind::Normal,
+        reason: event_reason::REVISION_CREATED,
+        message: revision_created_message(name, version),
+    }
+}
+
+/// Step 2: reports a tag overwrite this reconcile sees first, then ensures the revision of the
+/// resolved contract: created if missing (reporting `RevisionCreated` at once), an existing
+/// revision whose status lacks what a new one records backfilled. `None` when the API failed
+/// (logged).
 pub async fn ensure(
-    client: &Client,
+    ctx: &Context,
     pacto: &Pacto,
     namespace: &str,
     resolved: &ResolvedContract,
 ) -> Option<EnsuredRevision> {
-    let api: Api<PactoRevision> = Api::namespaced(client.clone(), namespace);
+    let api: Api<PactoRevision> = Api::namespaced(ctx.client.clone(), namespace);
     let pacto_name = pacto.name_any();
     let version = revision_version(&resolved.contract.service.version).to_owned();
     let name = revision_name(&pacto_name, &version, &resolved.content_hash);
-    let existing = match api.get_opt(&name).await {
-        Ok(existing) => existing,
+    let listed = match list(&api, &pacto_name).await {
+        Ok(listed) => listed,
         Err(error) => {
-            tracing::warn!(%error, revision = %name, "cannot read PactoRevision");
+            tracing::warn!(%error, pacto = %pacto_name, "cannot list PactoRevisions");
             return None;
         }
     };
-    let created = if let Some(existing) = existing {
+    let mut events = Vec::new();
+    if let (Some((tag, tracked)), Some(digest)) = (
+        moved_tag(
+            pacto,
+            &listed,
+            resolved.resolved_ref.as_deref(),
+            resolved.digest.as_deref(),
+        ),
+        resolved.digest.as_deref(),
+    ) && record_digest(&api, &tracked, digest).await == Recorded::Changed
+    {
+        tracing::info!(pacto = %pacto_name, tag, old = %tracked.digest, new = %digest, "tag force-pushed (seen by a reconcile)");
+        events.push(tag_overwritten(tag, &tracked.digest, digest));
+    }
+    let existing = listed
+        .iter()
+        .find(|r| r.meta().name.as_deref() == Some(&name));
+    let ensured = if let Some(existing) = existing {
         if needs_backfill(existing.status.as_ref())
             && let Err(error) = write_resolved_status(&api, &name, &resolved.content_hash).await
         {
             tracing::warn!(%error, revision = %name, "cannot backfill PactoRevision status");
         }
-        false
+        true
     } else {
         let uid = pacto.uid().unwrap_or_default();
         let input = RevisionInput {
@@ -102,21 +220,22 @@ pub async fn ensure(
                 .is_some_and(|i| !i.is_empty()),
         };
         match create(&api, &input).await {
-            Creation::Created => true,
-            // Created by a concurrent pass: its status is written (again) all the same.
+            Creation::Created => {
+                events.push(revision_created(&name, &version));
+                true
+            }
+            // Created by a concurrent pass (which reported it): its status is written (again)
+            // all the same.
             Creation::Existed => {
                 if let Err(error) = write_resolved_status(&api, &name, &resolved.content_hash).await
                 {
                     tracing::warn!(%error, revision = %name, "cannot write PactoRevision status");
                 }
-                false
+                true
             }
-            Creation::Failed => return None,
+            Creation::Failed => false,
         }
     };
-    Some(EnsuredRevision {
-        name,
-        created,
-        version,
-    })
+    publish_events(ctx, pacto, &events).await;
+    ensured.then_some(EnsuredRevision { name })
 }
