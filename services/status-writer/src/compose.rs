@@ -6,8 +6,7 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use pacto_api::conditions::{
-    self, CONTRACT_VALID, ConditionStatus, NewCondition, READINESS_SATISFIED, RUNTIME_OBSERVED,
-    reason,
+    self, ConditionStatus, NewCondition, READINESS_SATISFIED, RUNTIME_OBSERVED,
 };
 use pacto_api::labels::event_reason;
 use pacto_api::{
@@ -16,7 +15,7 @@ use pacto_api::{
 };
 
 use crate::derive::apply_contract;
-use crate::model::{BackendFailure, EnsuredRevision, Resolution, Runtime};
+use crate::model::{BackendFailure, ConditionState, EnsuredRevision, Resolution, Runtime};
 
 /// Event severity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -155,9 +154,7 @@ pub fn compose(pass: &Pass<'_>) -> Composed {
             apply_contract(writer.status, resolved, pass.spec);
             writer.status.validation = Some(resolved.validation.clone());
             writer.set(
-                CONTRACT_VALID,
-                ConditionStatus::True,
-                reason::PARSED,
+                ConditionState::ContractParsed,
                 format!(
                     "Contract {} v{} is valid",
                     contract.service.name, contract.service.version
@@ -241,7 +238,8 @@ struct Writer<'s> {
 }
 
 impl Writer<'_> {
-    fn set(&mut self, type_: &str, status: ConditionStatus, reason: &str, message: String) {
+    fn set(&mut self, state: ConditionState, message: String) {
+        let (type_, status, reason) = state.parts();
         conditions::set_condition(
             &mut self.status.conditions,
             NewCondition {
@@ -264,10 +262,9 @@ impl Writer<'_> {
         policy: Option<ResolutionPolicy>,
         prev: Option<ContractStatus>,
     ) {
-        let (condition, reason, summary, event) = if verdict == ContractStatus::Invalid {
+        let (state, summary, event) = if verdict == ContractStatus::Invalid {
             (
-                ConditionStatus::False,
-                reason::INVALID,
+                ConditionState::ContractInvalid,
                 Summary {
                     error_count: 1,
                     ..Summary::default()
@@ -276,8 +273,7 @@ impl Writer<'_> {
             )
         } else {
             (
-                ConditionStatus::Unknown,
-                reason::UNAVAILABLE,
+                ConditionState::ContractUnavailable,
                 Summary {
                     unknown_count: 1,
                     ..Summary::default()
@@ -285,8 +281,11 @@ impl Writer<'_> {
                 event_reason::CONTRACT_UNAVAILABLE,
             )
         };
-        self.set(CONTRACT_VALID, condition, reason, message.to_owned());
+        self.set(state, message.to_owned());
+        // Nothing was observed: no RuntimeObserved, and no negative streak continues across
+        // the spell (docs/design/status.md#failure-paths).
         conditions::remove_condition(&mut self.status.conditions, RUNTIME_OBSERVED);
+        self.status.observation_windows.clear();
         self.status.contract_status = Some(verdict);
         self.status.summary = Some(summary);
         self.status.resolution_policy = policy;
@@ -302,9 +301,9 @@ impl Writer<'_> {
 
     /// Sets `status.readiness`, the ReadinessSatisfied condition and the readiness pair.
     fn readiness(&mut self, assessment: ReadinessStatus, prev: Option<ConditionStatus>) {
-        let (condition, reason, message) = readiness_condition(&assessment);
-        self.set(READINESS_SATISFIED, condition, reason, message.clone());
-        match condition {
+        let (state, message) = readiness_condition(&assessment);
+        self.set(state, message.clone());
+        match state.parts().1 {
             ConditionStatus::False if prev != Some(ConditionStatus::False) => self.events.push(
                 EventSpec::warning(event_reason::READINESS_GATE_UNMET, message),
             ),
@@ -327,15 +326,16 @@ impl Writer<'_> {
         match pass.runtime {
             _ if reference => {
                 self.set(
-                    CONTRACT_VALID,
-                    ConditionStatus::True,
-                    reason::REFERENCE_ONLY,
+                    ConditionState::ContractReferenceOnly,
                     format!(
                         "Reference contract {} v{} is valid",
                         contract.service.name, contract.service.version
                     ),
                 );
+                // Nothing is observed: no RuntimeObserved, and no negative streak continues
+                // across the spell (docs/design/status.md#failure-paths).
                 conditions::remove_condition(&mut self.status.conditions, RUNTIME_OBSERVED);
+                self.status.observation_windows.clear();
                 self.status.summary = Some(Summary::default());
                 ContractStatus::Reference
             }
@@ -350,40 +350,42 @@ impl Writer<'_> {
                 self.status
                     .observed_runtime
                     .clone_from(&observed.observed_runtime);
+                // The observation's own result, whatever became of the evaluation.
+                match observed.api_errors.first() {
+                    Some(error) => self.set(
+                        ConditionState::RuntimeObservationFailed,
+                        format!("Runtime observation failed: {error}"),
+                    ),
+                    None => self.set(
+                        ConditionState::RuntimeFound,
+                        "Runtime evidence collected successfully".to_owned(),
+                    ),
+                }
                 match evaluated {
                     Ok(evaluation) => {
-                        match observed.api_errors.first() {
-                            Some(error) => self.set(
-                                RUNTIME_OBSERVED,
-                                ConditionStatus::False,
-                                reason::OBSERVATION_FAILED,
-                                format!("Runtime observation failed: {error}"),
-                            ),
-                            None => self.set(
-                                RUNTIME_OBSERVED,
-                                ConditionStatus::True,
-                                reason::FOUND,
-                                "Runtime evidence collected successfully".to_owned(),
-                            ),
-                        }
                         self.status.findings.clone_from(&evaluation.findings);
                         self.status.evaluation_coverage = Some(evaluation.coverage);
                         self.status.summary = Some(evaluation.summary);
                         evaluation.status
                     }
-                    Err(failure) => self.backend_unknown(failure),
+                    // The evaluator did not answer: no findings to show, the verdict is
+                    // Unknown (docs/design/status.md#failure-paths).
+                    Err(_) => self.unevaluated(),
                 }
             }
-            Some(Runtime::ObserveFailed(failure) | Runtime::Reference(Err(failure))) => {
+            Some(Runtime::ObserveFailed(failure)) => {
                 self.status
                     .observation_windows
                     .clone_from(&previous.observation_windows);
-                self.backend_unknown(failure)
+                self.observer_unavailable(failure)
             }
-            Some(Runtime::Reference(Ok(_))) | None => {
-                // A targeted Pacto without a runtime answer: treat as the observer not
+            Some(Runtime::Reference(_)) | None => {
+                // A targeted Pacto without an observation: treat as the observer not
                 // answering (the controller always supplies one; defensive).
-                self.backend_unknown(&BackendFailure::new(
+                self.status
+                    .observation_windows
+                    .clone_from(&previous.observation_windows);
+                self.observer_unavailable(&BackendFailure::new(
                     crate::model::Backend::Observer,
                     "no observation was made",
                 ))
@@ -391,14 +393,14 @@ impl Writer<'_> {
         }
     }
 
-    /// A backend of the runtime stage did not answer: RuntimeObserved Unknown naming it.
-    fn backend_unknown(&mut self, failure: &BackendFailure) -> ContractStatus {
-        self.set(
-            RUNTIME_OBSERVED,
-            ConditionStatus::Unknown,
-            reason::UNAVAILABLE,
-            failure.message(),
-        );
+    /// The observer did not answer: RuntimeObserved Unknown naming it.
+    fn observer_unavailable(&mut self, failure: &BackendFailure) -> ContractStatus {
+        self.set(ConditionState::RuntimeUnavailable, failure.message());
+        self.unevaluated()
+    }
+
+    /// Nothing was evaluated this pass: Unknown, counted as one unknown.
+    fn unevaluated(&mut self) -> ContractStatus {
         self.status.summary = Some(Summary {
             unknown_count: 1,
             ..Summary::default()
@@ -426,23 +428,21 @@ impl Writer<'_> {
     }
 }
 
-/// The ReadinessSatisfied condition of an assessment: status, reason and message
+/// The ReadinessSatisfied condition of an assessment: its state and message
 /// (docs/design/status.md#conditions).
-pub fn readiness_condition(r: &ReadinessStatus) -> (ConditionStatus, &'static str, String) {
+pub fn readiness_condition(r: &ReadinessStatus) -> (ConditionState, String) {
     let breakdown = format!(
         "({} done, {} partial, {} not-done, {} deferred)",
         r.done_count, r.partial_count, r.not_done_count, r.deferred_count
     );
     if r.passing {
         (
-            ConditionStatus::True,
-            reason::SATISFIED,
+            ConditionState::ReadinessSatisfied,
             format!("readiness score {} meets minScore {}", r.score, r.min_score),
         )
     } else if r.expired {
         (
-            ConditionStatus::False,
-            reason::EXPIRED,
+            ConditionState::ReadinessExpired,
             format!(
                 "readiness assessment expired (expires {}); score {} below minScore {} {breakdown}",
                 r.expires.as_deref().unwrap_or_default(),
@@ -452,8 +452,7 @@ pub fn readiness_condition(r: &ReadinessStatus) -> (ConditionStatus, &'static st
         )
     } else {
         (
-            ConditionStatus::False,
-            reason::BELOW_MIN_SCORE,
+            ConditionState::ReadinessBelowMinScore,
             format!(
                 "readiness score {} below minScore {} {breakdown}",
                 r.score, r.min_score

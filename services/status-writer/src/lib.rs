@@ -41,8 +41,8 @@ pub use controller::{Backends, Context};
 pub use gauges::Gauges;
 pub use leader::{LeaseConfig, run_elected};
 pub use model::{
-    Backend, BackendFailure, EnsuredRevision, Evaluated, Observed, Resolution, ResolvedContract,
-    Runtime,
+    Backend, BackendFailure, ConditionState, EnsuredRevision, Evaluated, Observed, Resolution,
+    ResolvedContract, Runtime,
 };
 
 use std::sync::Arc;

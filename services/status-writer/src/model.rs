@@ -5,6 +5,9 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use pacto_api::conditions::{
+    CONTRACT_VALID, ConditionStatus, READINESS_SATISFIED, RUNTIME_OBSERVED, reason,
+};
 use pacto_api::{
     ContractStatus, EvaluationCoverage, FindingStatus, ObservationWindow, ObservedRuntime,
     ReadinessStatus, ResolutionPolicy, ResourcesStatus, Summary, ValidationResult,
@@ -165,4 +168,54 @@ pub struct EnsuredRevision {
     /// Its name (`status.currentRevision`). `RevisionCreated` is reported where it is created
     /// ([`crate::reconcile::revisions`]), not by the composed pass.
     pub name: String,
+}
+
+/// Declares [`ConditionState`] and its list from one table, so that the list is every variant
+/// by construction.
+macro_rules! condition_states {
+    ($($(#[$doc:meta])* $state:ident = ($type_:expr, $status:ident, $reason:expr),)*) => {
+        /// Every condition state the status-writer can write: a (type, status, reason) triple
+        /// (docs/design/status.md#conditions). [`crate::compose`] sets conditions only through
+        /// these, and the user guide's conditions table is checked against
+        /// [`ConditionState::ALL`].
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum ConditionState {
+            $($(#[$doc])* $state,)*
+        }
+
+        impl ConditionState {
+            /// Every state, in declaration order.
+            pub const ALL: &'static [Self] = &[$(Self::$state,)*];
+
+            /// `(type, status, reason)`.
+            pub fn parts(self) -> (&'static str, ConditionStatus, &'static str) {
+                match self {
+                    $(Self::$state => ($type_, ConditionStatus::$status, $reason),)*
+                }
+            }
+        }
+    };
+}
+
+condition_states! {
+    /// The contract was obtained and is valid.
+    ContractParsed = (CONTRACT_VALID, True, reason::PARSED),
+    /// The same, without a target.
+    ContractReferenceOnly = (CONTRACT_VALID, True, reason::REFERENCE_ONLY),
+    /// The contract was obtained and is invalid.
+    ContractInvalid = (CONTRACT_VALID, False, reason::INVALID),
+    /// The contract could not be obtained (registry, credentials, resolver down).
+    ContractUnavailable = (CONTRACT_VALID, Unknown, reason::UNAVAILABLE),
+    /// The observer answered and no Kubernetes query failed.
+    RuntimeFound = (RUNTIME_OBSERVED, True, reason::FOUND),
+    /// The observer answered and a Kubernetes query failed.
+    RuntimeObservationFailed = (RUNTIME_OBSERVED, False, reason::OBSERVATION_FAILED),
+    /// The observer could not be reached (or answered something malformed).
+    RuntimeUnavailable = (RUNTIME_OBSERVED, Unknown, reason::UNAVAILABLE),
+    /// The readiness score meets minScore.
+    ReadinessSatisfied = (READINESS_SATISFIED, True, reason::SATISFIED),
+    /// The readiness assessment is past its expiry date.
+    ReadinessExpired = (READINESS_SATISFIED, False, reason::EXPIRED),
+    /// The readiness score is below minScore.
+    ReadinessBelowMinScore = (READINESS_SATISFIED, False, reason::BELOW_MIN_SCORE),
 }

@@ -88,6 +88,12 @@ pub async fn reconcile(pacto: Arc<Pacto>, ctx: Arc<Context>) -> Result<Action, R
     let key = key_of(&pacto)?;
     let namespace = key.0.as_str();
 
+    // The previous status: our own last write while the cache has not seen it
+    // (docs/design/status.md#the-write-memo), else the cached one. The windows sent to the
+    // observer come from it too, so that a streak persisted by that write is continued.
+    let unseen = ctx.written.unseen(&key, &pacto);
+    let previous = unseen.as_ref().or(pacto.status.as_ref());
+
     // 1. Resolve.
     let resolution = backends::resolve(&ctx.backends, &pacto, namespace).await;
     // 2. Revision, and 3. Observe + Evaluate, for a contract that resolved.
@@ -101,18 +107,18 @@ pub async fn reconcile(pacto: Arc<Pacto>, ctx: Arc<Context>) -> Result<Action, R
                     &pacto,
                     namespace,
                     resolved,
+                    previous.map_or(&[], |s| s.observation_windows.as_slice()),
                 )
                 .await,
             ),
         ),
         _ => (None, None),
     };
-    // 4. Compose, over our own last write while the cache has not seen it.
-    let unseen = ctx.written.unseen(&key, &pacto);
+    // 4. Compose.
     let composed = compose(&Pass {
         spec: &pacto.spec,
         generation: pacto.metadata.generation,
-        previous: unseen.as_ref().or(pacto.status.as_ref()),
+        previous,
         now: now(),
         resolution: &resolution,
         runtime: runtime.as_ref(),

@@ -433,10 +433,9 @@ fn invalid_contract_fail_path() {
         Some("orders-1-1-0-aaaaaaa"),
         "kept"
     );
-    assert_eq!(
-        s.observation_windows.len(),
-        2,
-        "fail paths leave the windows"
+    assert!(
+        s.observation_windows.is_empty(),
+        "a ContractValid failure ends the negative streaks"
     );
     assert_eq!(s.observed_generation, Some(2));
     assert_eq!(
@@ -538,7 +537,8 @@ fn backend_down_is_unknown_naming_the_service_never_a_verdict() {
         "ContractStatus: Unknown, 0 errors, 0 warnings"
     );
 
-    // Evaluator down after a good observation.
+    // Evaluator down after a good observation: the observation stands on its own
+    // (RuntimeObserved True/Found, its windows and resources); the verdict is Unknown.
     let out = case(
         true,
         resolved(CONTRACT, false),
@@ -549,13 +549,119 @@ fn backend_down_is_unknown_naming_the_service_never_a_verdict() {
     )
     .run();
     assert_eq!(out.status.contract_status, Some(ContractStatus::Unknown));
-    assert!(
-        cond(&out.status, RUNTIME_OBSERVED)
-            .unwrap()
-            .2
-            .starts_with("evaluator unavailable")
+    assert_eq!(
+        cond(&out.status, RUNTIME_OBSERVED),
+        Some(("True", "Found", "Runtime evidence collected successfully"))
     );
     assert!(out.status.findings.is_empty());
+    assert_eq!(out.status.summary.unwrap().unknown_count, 1);
+    assert_eq!(out.status.observation_windows.len(), 2);
+    assert!(out.status.resources.is_some());
+    assert_eq!(
+        out.events[0].message,
+        "ContractStatus: Unknown, 0 errors, 0 warnings"
+    );
+
+    // Evaluator down after an observation whose query failed: the API error stands.
+    let out = case(
+        true,
+        resolved(CONTRACT, false),
+        Some(Runtime::Observed {
+            observed: Box::new(observed(vec!["services \"orders\" is forbidden".into()])),
+            evaluated: Err(BackendFailure::new(Backend::Evaluator, "unavailable")),
+        }),
+    )
+    .run();
+    assert_eq!(out.status.contract_status, Some(ContractStatus::Unknown));
+    assert_eq!(
+        cond(&out.status, RUNTIME_OBSERVED),
+        Some((
+            "False",
+            "ObservationFailed",
+            "Runtime observation failed: services \"orders\" is forbidden"
+        ))
+    );
+}
+
+#[test]
+fn windows_end_when_the_pacto_stops_being_observed() {
+    let targeted = case(
+        true,
+        resolved(CONTRACT, false),
+        Some(Runtime::Observed {
+            observed: Box::new(observed(vec![])),
+            evaluated: Ok(evaluated(ContractStatus::Unknown, vec![])),
+        }),
+    )
+    .run()
+    .status;
+    assert_eq!(targeted.observation_windows.len(), 2);
+
+    // Reference-only: the windows are cleared with RuntimeObserved.
+    let mut c = case(
+        false,
+        resolved(CONTRACT, false),
+        Some(Runtime::Reference(Ok(None))),
+    );
+    c.previous = Some(&targeted);
+    let reference = c.run();
+    assert!(reference.status.observation_windows.is_empty());
+    assert_eq!(cond(&reference.status, RUNTIME_OBSERVED), None);
+
+    // Every ContractValid failure clears them too.
+    for resolution in [
+        Resolution::Invalid {
+            message: "bad".into(),
+            validation: ValidationResult::default(),
+            policy: None,
+        },
+        Resolution::Unavailable {
+            message: "registry down".into(),
+            policy: None,
+        },
+        Resolution::Failed(BackendFailure::new(Backend::ContractResolver, "down")),
+    ] {
+        let mut c = case(true, resolution.clone(), None);
+        c.previous = Some(&targeted);
+        let out = c.run();
+        assert!(
+            out.status.observation_windows.is_empty(),
+            "{resolution:?}: {:?}",
+            out.status.observation_windows
+        );
+    }
+
+    // The observer down keeps them: a streak survives an outage of collection.
+    let mut c = case(
+        true,
+        resolved(CONTRACT, false),
+        Some(Runtime::ObserveFailed(BackendFailure::new(
+            Backend::Observer,
+            "down",
+        ))),
+    );
+    c.previous = Some(&targeted);
+    let out = c.run();
+    assert_eq!(out.status.observation_windows, targeted.observation_windows);
+}
+
+#[test]
+fn every_condition_state_is_one_the_api_defines() {
+    use pacto_status_writer::ConditionState;
+    let mut seen = std::collections::BTreeSet::new();
+    for state in ConditionState::ALL {
+        let (type_, status, reason) = state.parts();
+        assert!(
+            [CONTRACT_VALID, RUNTIME_OBSERVED, READINESS_SATISFIED].contains(&type_),
+            "{state:?}"
+        );
+        assert!(!reason.is_empty());
+        assert!(
+            seen.insert((type_, status.as_str(), reason)),
+            "{state:?} twice"
+        );
+    }
+    assert_eq!(seen.len(), 10);
 }
 
 #[test]

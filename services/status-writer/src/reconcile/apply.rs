@@ -28,9 +28,10 @@ pub async fn apply_and_report(
     let (namespace, name) = key;
     let status = &composed.status;
     if composed.changed {
-        apply_status(&ctx.client, namespace, name, status).await?;
+        let wrote = apply_status(&ctx.client, namespace, name, status).await?;
         ctx.count_status_write();
-        ctx.written.remember(key.clone(), pacto, status);
+        ctx.written
+            .remember(key.clone(), pacto, wrote.as_deref(), status);
     }
     publish_events(ctx, pacto, &composed.events).await;
     if let Some(verdict) = status.contract_status {
@@ -40,13 +41,14 @@ pub async fn apply_and_report(
     Ok(())
 }
 
-/// Server-side applies `status` with [`FIELD_MANAGER`].
+/// Server-side applies `status` with [`FIELD_MANAGER`]; returns the resourceVersion the API
+/// server answered with (for the write memo, docs/design/status.md#the-write-memo).
 pub async fn apply_status(
     client: &Client,
     namespace: &str,
     name: &str,
     status: &PactoStatus,
-) -> Result<(), ReconcileError> {
+) -> Result<Option<String>, ReconcileError> {
     let api: Api<Pacto> = Api::namespaced(client.clone(), namespace);
     let body = serde_json::json!({
         "apiVersion": format!("{GROUP}/{VERSION}"),
@@ -56,19 +58,20 @@ pub async fn apply_status(
             source,
         })?,
     });
-    api.patch_status(
-        name,
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&body),
-    )
-    .await
-    .map_err(|source| ReconcileError::ApplyStatus {
-        namespace: namespace.to_owned(),
-        name: name.to_owned(),
-        source,
-    })?;
+    let written = api
+        .patch_status(
+            name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&body),
+        )
+        .await
+        .map_err(|source| ReconcileError::ApplyStatus {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            source,
+        })?;
     counter!(STATUS_WRITES_TOTAL).increment(1);
-    Ok(())
+    Ok(written.metadata.resource_version)
 }
 
 /// Publishes `events` on `pacto` as aggregated core/v1 Events: a recurrence of the same type,

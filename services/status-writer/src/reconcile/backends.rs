@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 use metrics::counter;
-use pacto_api::{Pacto, ReadinessStatus, ValidationResult};
+use pacto_api::{ObservationWindow, Pacto, ReadinessStatus, ValidationResult};
 use pacto_proto::convert::{FieldError, crd};
 use pacto_proto::evaluator::evaluator_client::EvaluatorClient;
 use pacto_proto::evaluator::{self, AssessReadinessRequest, EvaluateRequest};
@@ -64,18 +64,27 @@ impl Backends {
 }
 
 fn failure(backend: Backend, status: &tonic::Status) -> BackendFailure {
-    counter!(BACKEND_FAILURES_TOTAL, "backend" => backend.as_str()).increment(1);
     let message = if status.message().is_empty() {
         format!("{:?}", status.code())
     } else {
         status.message().to_owned()
     };
-    BackendFailure::new(backend, message)
+    failed(BackendFailure::new(backend, message))
 }
 
 fn malformed(backend: Backend, error: &FieldError) -> BackendFailure {
-    counter!(BACKEND_FAILURES_TOTAL, "backend" => backend.as_str()).increment(1);
-    BackendFailure::new(backend, format!("malformed response: {error}"))
+    failed(BackendFailure::new(
+        backend,
+        format!("malformed response: {error}"),
+    ))
+}
+
+/// Counts and logs a failed call: the log line is where an evaluator outage is named, since no
+/// condition belongs to the evaluator (docs/design/status.md#failure-paths).
+fn failed(failure: BackendFailure) -> BackendFailure {
+    counter!(BACKEND_FAILURES_TOTAL, "backend" => failure.backend.as_str()).increment(1);
+    tracing::warn!(backend = %failure.backend, detail = %failure.detail, "backend call failed: {}", failure.message());
+    failure
 }
 
 fn now_proto() -> prost_types::Timestamp {
@@ -101,13 +110,15 @@ pub async fn resolve(backends: &Backends, pacto: &Pacto, namespace: &str) -> Res
     }
 }
 
-/// Step 3: reference-only readiness, or Observe + Evaluate.
+/// Step 3: reference-only readiness, or Observe + Evaluate. `windows` are the previous status's
+/// observation windows (the same previous status the pass composes over).
 pub async fn runtime(
     backends: &Backends,
     stabilization_window: Option<Duration>,
     pacto: &Pacto,
     namespace: &str,
     resolved: &ResolvedContract,
+    windows: &[ObservationWindow],
 ) -> Runtime {
     let document = common::ContractDocument {
         yaml: resolved.effective_yaml.clone(),
@@ -117,10 +128,13 @@ pub async fn runtime(
     }
     match observe(
         backends,
-        stabilization_window,
-        pacto,
-        namespace,
-        resolved,
+        Observation {
+            stabilization_window,
+            pacto,
+            namespace,
+            resolved,
+            windows,
+        },
         document.clone(),
     )
     .await
@@ -155,20 +169,29 @@ async fn assess_readiness(
         .map_err(|status| failure(Backend::Evaluator, &status))
 }
 
+/// What one Observe call is about.
+struct Observation<'a> {
+    stabilization_window: Option<Duration>,
+    pacto: &'a Pacto,
+    namespace: &'a str,
+    resolved: &'a ResolvedContract,
+    /// The previous status's windows.
+    windows: &'a [ObservationWindow],
+}
+
 /// Observe: the observation and the EvidenceSet to evaluate.
 async fn observe(
     backends: &Backends,
-    stabilization_window: Option<Duration>,
-    pacto: &Pacto,
-    namespace: &str,
-    resolved: &ResolvedContract,
+    about: Observation<'_>,
     document: common::ContractDocument,
 ) -> Result<(Observed, common::EvidenceSet), BackendFailure> {
-    let previous_windows = pacto
-        .status
-        .as_ref()
-        .map(|s| crd::windows_to_proto(&s.observation_windows))
-        .unwrap_or_default();
+    let Observation {
+        stabilization_window,
+        pacto,
+        namespace,
+        resolved,
+        windows,
+    } = about;
     let request = ObserveRequest {
         target: Some(crd::target_to_proto(pacto, namespace)),
         contract: Some(document),
@@ -185,7 +208,7 @@ async fn observe(
                 kube::ResourceExt::name_any(pacto)
             )
         }),
-        windows: previous_windows,
+        windows: crd::windows_to_proto(windows),
         stabilization_window: stabilization_window.map(|d| prost_types::Duration {
             seconds: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
             nanos: i32::try_from(d.subsec_nanos()).unwrap_or(0),

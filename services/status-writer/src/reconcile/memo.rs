@@ -1,11 +1,14 @@
 //! The last-write memo: the status this controller last wrote per Pacto, kept until the Pacto
-//! cache shows that write.
+//! cache shows that write (docs/design/status.md#the-write-memo).
 //!
-//! A reconcile triggered right after a status write (e.g. by the PactoRevision it created) can
-//! read the Pacto from a cache that is still exactly the object the write was composed from
-//! (same uid and resourceVersion); that write's status is then the real previous one. Without
-//! it, such a pass would write the same status again and could repeat its transition events.
+//! A reconcile can read the Pacto from a cache that is older than our own last status write:
+//! right after the write (e.g. triggered by the PactoRevision it created), or because someone
+//! else's edit landed between that pass's read and its write, so the cache shows their edit over
+//! the status we replaced. That write's status is then the real previous one. Without it, such a
+//! pass would write the same status again and repeat its transition events, and would send the
+//! observer older windows than the ones we persisted.
 
+use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
@@ -14,13 +17,42 @@ use pacto_api::{Pacto, PactoStatus};
 /// A Pacto's (namespace, name).
 pub type PactoKey = (String, String);
 
-/// A status this controller wrote, and the object it was composed from.
+/// A status this controller wrote, and the objects around the write.
 #[derive(Debug)]
 struct Written {
     uid: Option<String>,
-    /// resourceVersion of the Pacto the written status was composed from.
+    /// resourceVersion of the cached Pacto the written status was composed from.
     over: Option<String>,
+    /// resourceVersion the API server returned for the write (`None` if it returned none).
+    wrote: Option<String>,
     status: PactoStatus,
+}
+
+impl Written {
+    /// Whether a cached object with `cached` as its resourceVersion is older than this write
+    /// (docs/design/status.md#the-write-memo).
+    fn is_newer_than(&self, cached: Option<&str>) -> bool {
+        match (self.wrote.as_deref(), cached) {
+            (Some(wrote), Some(cached)) => match compare_versions(cached, wrote) {
+                Some(order) => order == Ordering::Less,
+                // Not comparable: only the very object the status was composed over is known
+                // to be older.
+                None => self.over.as_deref() == Some(cached),
+            },
+            _ => self.over.as_deref() == cached,
+        }
+    }
+}
+
+/// Orders two resourceVersions when both are decimal integers (what etcd-backed API servers
+/// give); `None` otherwise, because the API contract calls them opaque.
+fn compare_versions(a: &str, b: &str) -> Option<Ordering> {
+    let parse = |v: &str| {
+        (!v.is_empty() && v.bytes().all(|c| c.is_ascii_digit()))
+            .then(|| v.parse::<u128>().ok())
+            .flatten()
+    };
+    Some(parse(a)?.cmp(&parse(b)?))
 }
 
 /// The last status write per Pacto, kept until the Pacto cache shows it.
@@ -32,25 +64,35 @@ impl WriteMemo {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Our last write for `pacto` if the cached object has not seen it yet; a write the cache
-    /// has caught up with (or that belongs to an older object of the same name) is dropped.
+    /// Our last write for `pacto` if the cached object is older than it; a write the cache has
+    /// caught up with (or that belongs to an older object of the same name) is dropped.
     pub fn unseen(&self, key: &PactoKey, pacto: &Pacto) -> Option<PactoStatus> {
         let mut written = self.lock();
         let w = written.get(key)?;
-        if w.uid == pacto.metadata.uid && w.over == pacto.metadata.resource_version {
+        if w.uid == pacto.metadata.uid
+            && w.is_newer_than(pacto.metadata.resource_version.as_deref())
+        {
             return Some(w.status.clone());
         }
         written.remove(key);
         None
     }
 
-    /// Remembers `status`, just written over the cached `pacto`.
-    pub fn remember(&self, key: PactoKey, pacto: &Pacto, status: &PactoStatus) {
+    /// Remembers `status`, just written over the cached `pacto`; `wrote` is the resourceVersion
+    /// the API server answered the write with.
+    pub fn remember(
+        &self,
+        key: PactoKey,
+        pacto: &Pacto,
+        wrote: Option<&str>,
+        status: &PactoStatus,
+    ) {
         self.lock().insert(
             key,
             Written {
                 uid: pacto.metadata.uid.clone(),
                 over: pacto.metadata.resource_version.clone(),
+                wrote: wrote.map(str::to_owned),
                 status: status.clone(),
             },
         );
@@ -101,28 +143,59 @@ mod tests {
         let memo = WriteMemo::default();
         // Nothing written.
         assert_eq!(memo.unseen(&key, &pacto("u1", "10")), None);
-        // Written over rv 10; the cache still shows rv 10: the written status, as often as asked.
-        memo.remember(key.clone(), &pacto("u1", "10"), &compliant);
+        // Written over rv 10, answered with rv 12; the cache still shows rv 10: the written
+        // status, as often as asked.
+        memo.remember(key.clone(), &pacto("u1", "10"), Some("12"), &compliant);
         for _ in 0..2 {
             assert_eq!(
                 verdict(memo.unseen(&key, &pacto("u1", "10"))),
                 Some(ContractStatus::Compliant)
             );
         }
+        // Someone's edit landed between the read and the write (rv 11): the cache is still
+        // older than the write, so the write is still the previous status.
+        assert_eq!(
+            verdict(memo.unseen(&key, &pacto("u1", "11"))),
+            Some(ContractStatus::Compliant)
+        );
+        // The cache shows the write, or anything after it: the write is dropped for good.
+        assert_eq!(memo.unseen(&key, &pacto("u1", "12")), None);
+        assert_eq!(memo.unseen(&key, &pacto("u1", "10")), None);
+        memo.remember(key.clone(), &pacto("u1", "10"), Some("12"), &compliant);
+        assert_eq!(memo.unseen(&key, &pacto("u1", "13")), None);
+        // Integers compare as numbers, not as text.
+        memo.remember(key.clone(), &pacto("u1", "98"), Some("100"), &compliant);
+        assert!(memo.unseen(&key, &pacto("u1", "99")).is_some());
+        assert_eq!(memo.unseen(&key, &pacto("u1", "100")), None);
         // A Pacto of the same name re-created (another uid) never gets the old write; it is
         // dropped.
+        memo.remember(key.clone(), &pacto("u1", "10"), Some("12"), &compliant);
         assert_eq!(memo.unseen(&key, &pacto("u2", "10")), None);
         assert_eq!(memo.unseen(&key, &pacto("u1", "10")), None);
-        // The cache has moved on (our write or anyone's): the write is dropped.
-        memo.remember(key.clone(), &pacto("u1", "10"), &compliant);
+        // Versions that are not integers (an API server not backed by etcd) cannot be ordered:
+        // only the very object the write was composed over is known to be older.
+        memo.remember(key.clone(), &pacto("u1", "a10"), Some("a12"), &compliant);
+        assert!(memo.unseen(&key, &pacto("u1", "a10")).is_some());
+        assert_eq!(memo.unseen(&key, &pacto("u1", "a11")), None);
+        memo.remember(key.clone(), &pacto("u1", "10"), None, &compliant);
+        assert!(memo.unseen(&key, &pacto("u1", "10")).is_some());
         assert_eq!(memo.unseen(&key, &pacto("u1", "11")), None);
-        assert_eq!(memo.unseen(&key, &pacto("u1", "10")), None);
         // Deleted Pactos, while watched or not, are forgotten.
-        memo.remember(key.clone(), &pacto("u1", "10"), &compliant);
+        memo.remember(key.clone(), &pacto("u1", "10"), Some("12"), &compliant);
         memo.forget(&key);
         assert_eq!(memo.unseen(&key, &pacto("u1", "10")), None);
-        memo.remember(key.clone(), &pacto("u1", "10"), &compliant);
+        memo.remember(key.clone(), &pacto("u1", "10"), Some("12"), &compliant);
         memo.retain(|k| k != &key);
         assert_eq!(memo.unseen(&key, &pacto("u1", "10")), None);
+    }
+
+    #[test]
+    fn resource_versions_order_only_as_integers() {
+        assert_eq!(compare_versions("9", "10"), Some(Ordering::Less));
+        assert_eq!(compare_versions("10", "10"), Some(Ordering::Equal));
+        assert_eq!(compare_versions("11", "10"), Some(Ordering::Greater));
+        assert_eq!(compare_versions("", "10"), None);
+        assert_eq!(compare_versions("+9", "10"), None);
+        assert_eq!(compare_versions("x", "10"), None);
     }
 }
