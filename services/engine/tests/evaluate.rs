@@ -754,7 +754,10 @@ fn a_missing_target_is_unknown_even_without_assertions() {
     assert_eq!(finding.code, "EVIDENCE_MISSING");
     assert_eq!(finding.severity, Severity::Unknown);
     assert_eq!(finding.category, Some(Category::Inconclusive));
-    assert_eq!(finding.subject, Some(SubjectRef::new("service", "shop/orders")));
+    assert_eq!(
+        finding.subject,
+        Some(SubjectRef::new("service", "shop/orders"))
+    );
     assert_eq!(finding.contract_path, None);
     assert_eq!(
         finding.message,
@@ -806,7 +809,10 @@ fn an_observation_detail_explains_the_unknown_finding() {
     // The detail survives JSON (an extension key, written only when set) and a set without it
     // encodes exactly as before.
     let json = String::from_utf8(ev.to_json().unwrap()).unwrap();
-    assert!(json.contains("\"detail\":\"set rbac.secretMetadata=true\""), "{json}");
+    assert!(
+        json.contains("\"detail\":\"set rbac.secretMetadata=true\""),
+        "{json}"
+    );
     assert!(!json.contains("SubjectMissing"), "{json}");
     assert_eq!(EvidenceSet::from_json(json.as_bytes()).unwrap(), ev);
 }
