@@ -96,14 +96,54 @@ export PACTO_INSECURE_REGISTRIES="$REGISTRY"
 export XDG_CACHE_HOME="$WORK/cache"
 
 say "pushing sample contracts to $REGISTRY"
-mkdir -p "$WORK/contracts/payments"
+# payments: the Compliant example. Every runtime assertion it declares (an HTTP interface, a
+# health capability, a required configuration with a schema, the workload type) is satisfied by
+# the Service, Deployment and ConfigMap applied below, so its Compliant rests on 4/4 assertions.
+mkdir -p "$WORK/contracts/payments/interfaces" "$WORK/contracts/payments/configuration"
 cat >"$WORK/contracts/payments/pacto.yaml" <<'EOF'
 pactoVersion: "2.0"
 service:
   name: payments
   version: 1.0.0
   owner: { team: payments }
+interfaces:
+  - name: http
+    type: openapi
+    ref: interfaces/openapi.yaml
+capabilities:
+  - type: health
+    binding: { type: http, interface: http, path: /healthz }
+configurations:
+  - name: settings
+    schema: configuration/schema.json
+    required: true
+workload: service
 EOF
+cat >"$WORK/contracts/payments/interfaces/openapi.yaml" <<'EOF'
+openapi: 3.0.3
+info: { title: payments, version: 1.0.0 }
+paths:
+  /payments:
+    post:
+      responses:
+        "201": { description: payment accepted }
+  /healthz:
+    get:
+      responses:
+        "200": { description: healthy }
+EOF
+cat >"$WORK/contracts/payments/configuration/schema.json" <<'EOF'
+{
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "type": "object",
+  "required": ["currency", "timeoutMs"],
+  "properties": {
+    "currency": { "type": "string", "pattern": "^[A-Z]{3}$" },
+    "timeoutMs": { "type": "integer", "minimum": 100 }
+  }
+}
+EOF
+pacto validate "$WORK/contracts/payments"
 pacto push "$WORK/contracts/payments" "oci://$REGISTRY/demo/payments"
 pacto push tests/fixtures/contracts/valid/spec-7.1-stateless-http-api "oci://$REGISTRY/demo/orders-api"
 pacto push tests/fixtures/contracts/valid/spec-7.3-reference-library "oci://$REGISTRY/demo/money-lib"
@@ -150,6 +190,8 @@ done
 
 say "applying sample workloads (made Running/Ready by the simulator) and Pactos in namespace $NS"
 kubectl apply -n "$NS" -f - <<'EOF'
+# payments: a Deployment whose container serves port "http" with an httpGet readiness probe on
+# the health path, a Service exposing that port, and the ConfigMap bound to its configuration.
 apiVersion: apps/v1
 kind: Deployment
 metadata: {name: payments}
@@ -158,7 +200,28 @@ spec:
   selector: {matchLabels: {app: payments}}
   template:
     metadata: {labels: {app: payments}}
-    spec: {containers: [{name: app, image: registry.local/payments:1.0.0}]}
+    spec:
+      containers:
+        - name: app
+          image: registry.local/payments:1.0.0
+          ports: [{name: http, containerPort: 8080}]
+          readinessProbe:
+            httpGet: {path: /healthz, port: http}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: payments}
+spec:
+  selector: {app: payments}
+  ports: [{name: http, port: 80, targetPort: http}]
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: payments-settings}
+data:
+  settings.yaml: |
+    currency: EUR
+    timeoutMs: 2500
 ---
 apiVersion: apps/v1
 kind: Deployment
@@ -177,7 +240,13 @@ kind: Pacto
 metadata: {name: payments}
 spec:
   contractRef: {oci: "oci://$REGISTRY/demo/payments"}
-  target: {serviceName: payments}
+  target:
+    serviceName: payments
+    workloadRef: {kind: Deployment, name: payments}
+    interfaceBindings:
+      - {interface: http, servicePort: http}
+    configBindings:
+      - {configuration: settings, kind: ConfigMap, name: payments-settings, key: settings.yaml, format: yaml}
 ---
 apiVersion: pacto.trianalab.io/v1alpha1
 kind: Pacto
@@ -209,6 +278,11 @@ has_status() { [ -n "$(kubectl get pacto -n "$NS" "$1" -o jsonpath='{.status.con
 is_status() { [ "$(kubectl get pacto -n "$NS" "$1" -o jsonpath='{.status.contractStatus}')" = "$2" ]; }
 for p in orders-api money-lib broken; do wait_until "a status on Pacto $p" 60 has_status "$p"; done
 wait_until "Pacto payments to be Compliant" 60 is_status payments Compliant
+# Compliant must rest on evidence: every declared assertion evaluated, and the target present.
+coverage=$(kubectl get pacto -n "$NS" payments -o jsonpath='{.status.evaluationCoverage.evaluated}/{.status.evaluationCoverage.required}')
+[ "$coverage" = "4/4" ] || die "Pacto payments is Compliant with coverage $coverage, expected 4/4"
+exists=$(kubectl get pacto -n "$NS" payments -o jsonpath='{.status.resources.service.exists}')
+[ "$exists" = "true" ] || die "Pacto payments is Compliant but its Service exists=$exists"
 
 say "kubectl get pactos -n $NS"
 kubectl get pactos -n "$NS"

@@ -29,6 +29,9 @@
 {{- if .Values.controller.interfaceNameMatchDiscovery }}
 - --interface-name-match-discovery
 {{- end }}
+{{- if .Values.rbac.secretMetadata }}
+- --observe-secrets
+{{- end }}
 {{- end }}
 
 {{/* The status-writer calls Observe/WatchTargets; node agents stream their reports. */}}
@@ -69,5 +72,5 @@
     severity: warning
   annotations:
     summary: A client with a certificate not on the observer's allow-lists called it.
-    description: Check grpc.allowedIdentities and nodeAgent.allowedIdentities against the caller's certificate SANs.
+    description: Check grpc.allowedIdentities against the caller's certificate SANs.
 {{- end }}

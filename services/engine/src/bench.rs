@@ -126,6 +126,7 @@ pub fn typical_evidence() -> EvidenceSet {
         source: "k8s".into(),
         observed_at: at,
         observations: Some(observations),
+        subject_missing: false,
     }
 }
 

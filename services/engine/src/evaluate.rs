@@ -59,6 +59,10 @@ pub fn evaluate(contract: &ContractAssertions, evidence: &EvidenceSet) -> Evalua
         coverage: Coverage::default(),
     };
 
+    if evidence.subject_missing {
+        run.findings.push(missing_subject(evidence, &run.unmatched));
+    }
+
     for name in &contract.interfaces {
         run.assertion(
             Assertion {
@@ -290,7 +294,11 @@ impl Run<'_> {
                             FindingCode::EvidenceInsufficient
                         }
                     };
-                    let message = unknown_message(code, subject_kind, assertion.name);
+                    let mut message = unknown_message(code, subject_kind, assertion.name);
+                    if let Some(detail) = matched.and_then(|o| o.detail.as_deref()) {
+                        message.push_str(": ");
+                        message.push_str(detail);
+                    }
                     let evidence_ref =
                         matched.map_or_else(|| self.unmatched.clone(), |o| self.matched_ref(o));
                     self.findings.push(Finding {
@@ -323,6 +331,26 @@ impl Run<'_> {
                 evidence_refs: vec![observation],
             });
         }
+    }
+}
+
+/// The `EVIDENCE_MISSING` finding of a subject whose own object does not exist
+/// (docs/design/evaluation.md#the-target): about the EvidenceSet's subject, with no contract path
+/// (the target is not part of the contract) and no coverage (it is not a contract assertion).
+fn missing_subject(evidence: &EvidenceSet, unmatched: &EvidenceRef) -> Finding {
+    let code = FindingCode::EvidenceMissing;
+    Finding {
+        code: code.as_str().to_owned(),
+        severity: code.severity(true),
+        category: code.category(true),
+        subject: Some(evidence.subject.clone()),
+        contract_path: None,
+        message: format!(
+            "target {} {} does not exist: nothing about it can be observed",
+            evidence.subject.kind,
+            go_quote(&evidence.subject.name)
+        ),
+        evidence_refs: vec![unmatched.clone()],
     }
 }
 

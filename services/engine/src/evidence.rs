@@ -63,6 +63,16 @@ pub struct EvidenceSet {
     /// The observations. `None` is JSON `null` (or a missing key), distinct from `Some(vec![])`.
     #[serde(rename = "Observations", default)]
     pub observations: Option<Vec<Observation>>,
+    /// The collector looked for the subject's own object (the target Service, else its
+    /// workload) and it does not exist: the engine reports `EVIDENCE_MISSING` for the subject
+    /// (docs/design/evaluation.md#the-target). An extension of upstream's model: written to JSON
+    /// only when true.
+    #[serde(
+        rename = "SubjectMissing",
+        default,
+        skip_serializing_if = "std::ops::Not::not"
+    )]
+    pub subject_missing: bool,
 }
 
 impl EvidenceSet {
@@ -485,6 +495,10 @@ pub struct Observation {
     pub outcome: Outcome,
     /// Collector and detection time.
     pub provenance: Provenance,
+    /// Why the assertion could not be decided, in the collector's words (e.g. the setting that
+    /// would let it observe); appended to the message of the assertion's unknown finding. An
+    /// extension of upstream's model: JSON key `detail`, written only when set.
+    pub detail: Option<String>,
 }
 
 impl Observation {
@@ -500,7 +514,15 @@ impl Observation {
             subject: SubjectRef::new(kind.subject_kind(), name),
             outcome,
             provenance,
+            detail: None,
         }
+    }
+
+    /// The same observation with `detail` (see [`Observation::detail`]).
+    #[must_use]
+    pub fn with_detail(mut self, detail: impl Into<String>) -> Self {
+        self.detail = Some(detail.into());
+        self
     }
 
     /// An Observed observation whose kind follows from the payload.
@@ -541,6 +563,8 @@ struct ObservationOut<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     value: Option<&'a Value>,
     provenance: &'a Provenance,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    detail: Option<&'a str>,
 }
 
 impl Serialize for Observation {
@@ -555,6 +579,7 @@ impl Serialize for Observation {
             outcome: self.outcome.kind(),
             value,
             provenance: &self.provenance,
+            detail: self.detail.as_deref(),
         }
         .serialize(serializer)
     }
@@ -572,6 +597,8 @@ struct ObservationIn {
     value: Option<serde_json::Value>,
     #[serde(default)]
     provenance: Provenance,
+    #[serde(default)]
+    detail: Option<String>,
 }
 
 fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<serde_json::Value>, D::Error> {
@@ -620,6 +647,7 @@ impl<'de> Deserialize<'de> for Observation {
             subject: raw.subject,
             outcome,
             provenance: raw.provenance,
+            detail: raw.detail,
         })
     }
 }

@@ -184,6 +184,7 @@ fn ledger_store_example_converts_and_evaluates() {
                 p,
             ),
         ]),
+        subject_missing: false,
     };
     ev.validate().expect("valid evidence");
     let result = evaluate(&input, &ev);

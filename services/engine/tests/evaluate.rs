@@ -17,6 +17,7 @@ fn evidence(observations: Vec<Observation>) -> EvidenceSet {
         source: "k8s".into(),
         observed_at: ts(OBSERVED_AT),
         observations: Some(observations),
+        subject_missing: false,
     }
 }
 
@@ -701,6 +702,7 @@ fn a_payload_of_another_kind_is_not_evidence() {
         subject: SubjectRef::new("interface", "api"),
         outcome: Outcome::Observed(Value::Dependency(DependencyValue { reachable: false })),
         provenance: prov("k8s-observer"),
+        detail: None,
     };
     let ev = evidence(vec![bogus]);
     assert!(ev.validate().is_err());
@@ -733,6 +735,86 @@ fn example_target_not_yet_created_is_unknown() {
     let summary = result.summary();
     assert_eq!(summary.error_count + summary.warning_count, 0);
     assert_eq!(summary.unknown_count, result.coverage.required);
+}
+
+/// docs/design/evaluation.md#the-target: a missing subject is its own EVIDENCE_MISSING, first,
+/// outside coverage, so a contract without runtime assertions (0/0) is Unknown, not Compliant;
+/// present (or not said to be missing), 0/0 stays Compliant.
+#[test]
+fn a_missing_target_is_unknown_even_without_assertions() {
+    let contract = ContractAssertions::default();
+    let mut ev = evidence(vec![]);
+    assert_eq!(evaluate(&contract, &ev).status(), ContractStatus::Compliant);
+    ev.subject_missing = true;
+    let result = evaluate(&contract, &ev);
+    assert_eq!(result.status(), ContractStatus::Unknown);
+    assert_eq!(result.coverage, Coverage::default());
+    assert_eq!(result.findings.len(), 1);
+    let finding = &result.findings[0];
+    assert_eq!(finding.code, "EVIDENCE_MISSING");
+    assert_eq!(finding.severity, Severity::Unknown);
+    assert_eq!(finding.category, Some(Category::Inconclusive));
+    assert_eq!(
+        finding.subject,
+        Some(SubjectRef::new("service", "shop/orders"))
+    );
+    assert_eq!(finding.contract_path, None);
+    assert_eq!(
+        finding.message,
+        "target service \"shop/orders\" does not exist: nothing about it can be observed"
+    );
+    assert_eq!(finding.evidence_refs.len(), 1);
+    assert_eq!(finding.evidence_refs[0].collector, None);
+
+    // With assertions, the target's finding comes first and the assertions' follow.
+    let contract = ContractAssertions {
+        interfaces: vec!["http".into()],
+        ..base()
+    };
+    let result = evaluate(&contract, &ev);
+    let subjects: Vec<String> = result
+        .findings
+        .iter()
+        .filter_map(|f| f.subject.as_ref().map(|s| format!("{}/{}", s.kind, s.name)))
+        .collect();
+    assert_eq!(subjects, ["service/shop/orders", "interface/http"]);
+    assert_eq!(result.coverage.required, 1);
+}
+
+/// An observation's `detail` (why it could not be decided) ends the unknown finding's message.
+#[test]
+fn an_observation_detail_explains_the_unknown_finding() {
+    let contract = ContractAssertions {
+        configurations: vec![NamedAssertion {
+            name: "token".into(),
+            required: true,
+        }],
+        ..base()
+    };
+    let ev = evidence(vec![
+        Observation::new(
+            ObservationKind::ConfigurationPresent,
+            "token",
+            Outcome::Unsupported,
+            prov("k8s-observer"),
+        )
+        .with_detail("set rbac.secretMetadata=true"),
+    ]);
+    let result = evaluate(&contract, &ev);
+    assert_eq!(result.findings[0].code, "OBSERVATION_UNSUPPORTED");
+    assert_eq!(
+        result.findings[0].message,
+        "configuration \"token\" cannot be observed in this environment: set rbac.secretMetadata=true"
+    );
+    // The detail survives JSON (an extension key, written only when set) and a set without it
+    // encodes exactly as before.
+    let json = String::from_utf8(ev.to_json().unwrap()).unwrap();
+    assert!(
+        json.contains("\"detail\":\"set rbac.secretMetadata=true\""),
+        "{json}"
+    );
+    assert!(!json.contains("SubjectMissing"), "{json}");
+    assert_eq!(EvidenceSet::from_json(json.as_bytes()).unwrap(), ev);
 }
 
 /// docs/troubleshooting.md "Status is NonCompliant": a CONFIGURATION_MISMATCH is NonCompliant on the

@@ -441,7 +441,9 @@ fn programmatic_observations_are_checked_structurally() {
             subject: SubjectRef::new("workload", "x"),
             outcome: Outcome::Stale,
             provenance: Provenance::new("k8s-observer", ts),
+            detail: None,
         }]),
+        subject_missing: false,
     };
     let errors = ev.validate().expect_err("pairing").0;
     assert_eq!(errors[0].field(), "Observations[0].subject.kind");
@@ -450,6 +452,7 @@ fn programmatic_observations_are_checked_structurally() {
         subject: SubjectRef::new("service", "x"),
         outcome: Outcome::Observed(Value::Persistence(PersistenceValue { durable: true })),
         provenance: Provenance::new("k8s-observer", ts),
+        detail: None,
     }]);
     let errors = ev.validate().expect_err("payload kind").0;
     assert_eq!(errors[0].field(), "Observations[0].value");

@@ -141,6 +141,7 @@ fn evidence_of(observations: Vec<Observation>) -> EvidenceSet {
         source: "k8s".into(),
         observed_at: Timestamp::from_unix(1_787_000_100, 500_000_000).unwrap_or_default(),
         observations: Some(observations),
+        subject_missing: false,
     }
 }
 

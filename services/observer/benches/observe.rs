@@ -182,7 +182,8 @@ async fn main() {
     let shutdown = pacto_runtime::CancellationToken::new();
     // As the binary runs: one watch stream per kind feeds both the hub and the caches.
     let started = Instant::now();
-    let watchers = pacto_observer::watch::spawn(&client, None, Some(&hub), &shutdown);
+    let kinds = pacto_observer::watch::Kinds::ALL;
+    let watchers = pacto_observer::watch::spawn(&client, None, Some(&hub), kinds, &shutdown);
     let mut ready = watchers.ready.clone();
     ready.wait().await;
     println!(

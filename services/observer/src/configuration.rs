@@ -13,6 +13,8 @@ use crate::verdict::{Fetched, Verdict};
 pub enum BoundObject {
     /// A Secret's metadata: `Some(())` when it exists.
     Secret(Fetched<()>),
+    /// A Secret the observer does not read: it runs without `--observe-secrets`.
+    SecretNotObserved,
     /// A ConfigMap's `data`.
     ConfigMap(Fetched<BTreeMap<String, String>>),
 }
@@ -70,9 +72,17 @@ pub fn conformance(
     }
 }
 
+/// Why a Secret binding is `Unsupported` when the observer runs without `--observe-secrets`.
+pub const SECRETS_NOT_OBSERVED: &str = "the observer has no access to Secrets (pacto-observer \
+     chart value rbac.secretMetadata is false, flag --observe-secrets is off); set \
+     rbac.secretMetadata=true to observe Secret bindings";
+
 /// The configuration assertion:
 ///
 /// - no binding → `Unsupported` if required, else no observation;
+/// - a Secret the observer does not read (no `--observe-secrets`) → `Unsupported`, explained by
+///   [`SECRETS_NOT_OBSERVED`], whether the assertion is required or not (an optional one then
+///   yields nothing);
 /// - Secret: API error → `Failed`; NotFound → a windowed negative; exists → `Insufficient`
 ///   (existence only) and the window is cleared;
 /// - ConfigMap: API error → `Failed`; NotFound → a windowed negative; exists → the window is
@@ -92,6 +102,9 @@ pub fn configuration_verdict(
         };
     };
     match object {
+        BoundObject::SecretNotObserved => {
+            Verdict::Explained(Outcome::Unsupported, SECRETS_NOT_OBSERVED)
+        }
         BoundObject::Secret(fetched) => match fetched {
             Err(_) => Verdict::failed(),
             Ok(None) => Verdict::Negative(absent()),
@@ -293,6 +306,13 @@ mod tests {
         )> = vec![
             ("unbound required", true, None, None, Verdict::unsupported()),
             ("unbound optional", false, None, None, Verdict::Skip),
+            (
+                "secret not observed (no --observe-secrets)",
+                true,
+                Some(&secret),
+                Some(BoundObject::SecretNotObserved),
+                Verdict::Explained(Outcome::Unsupported, SECRETS_NOT_OBSERVED),
+            ),
             (
                 "secret api error",
                 true,

@@ -60,8 +60,14 @@ impl KubeCluster {
         watch_namespace: Option<String>,
         shutdown: &CancellationToken,
     ) -> Self {
-        let caches =
-            crate::watch::spawn(&client, watch_namespace.as_deref(), None, shutdown).caches;
+        let caches = crate::watch::spawn(
+            &client,
+            watch_namespace.as_deref(),
+            None,
+            crate::watch::Kinds::ALL,
+            shutdown,
+        )
+        .caches;
         Self::with_caches(client, watch_namespace, caches)
     }
 

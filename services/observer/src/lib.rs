@@ -98,6 +98,11 @@ pub struct Args {
         env = "PACTO_OBSERVER_INTERFACE_NAME_MATCH_DISCOVERY"
     )]
     pub interface_name_match_discovery: bool,
+    /// Read the metadata of Secrets bound in configBindings and watch Secrets (the chart sets it
+    /// with rbac.secretMetadata, which grants that access); off, Secret bindings read
+    /// OBSERVATION_UNSUPPORTED and no Secret is ever requested.
+    #[arg(long = "observe-secrets", env = "PACTO_OBSERVER_OBSERVE_SECRETS")]
+    pub observe_secrets: bool,
     /// Watch and list only this namespace (sibling Pactos included); empty = cluster-wide.
     #[arg(
         long = "watch-namespace",
@@ -118,6 +123,7 @@ impl Args {
             enable_probing: self.enable_probing,
             enable_metrics: self.enable_metrics_observation,
             stabilization_window: self.stabilization_window,
+            observe_secrets: self.observe_secrets,
         }
     }
 }
@@ -172,7 +178,10 @@ pub async fn run(args: Args) -> Result<(), ObserverError> {
         .map_err(ObserverError::Kube)?;
     let namespace = args.watch_namespace.clone().filter(|n| !n.is_empty());
     let hub = watch::TargetHub::new();
-    let caches = watch::spawn(&client, namespace.as_deref(), Some(&hub), &shutdown).caches;
+    let kinds = watch::Kinds {
+        secrets: args.observe_secrets,
+    };
+    let caches = watch::spawn(&client, namespace.as_deref(), Some(&hub), kinds, &shutdown).caches;
     let observer = Observer::new(
         fetch::KubeCluster::with_caches(client, namespace, caches),
         probe::Prober::new()?,
@@ -208,7 +217,10 @@ mod tests {
         assert_eq!(args.stabilization_window, Duration::from_mins(2));
         let options = args.options();
         assert!(
-            !options.enable_probing && !options.enable_metrics && !options.name_match_discovery
+            !options.enable_probing
+                && !options.enable_metrics
+                && !options.name_match_discovery
+                && !options.observe_secrets
         );
         assert_eq!(args.server.allowed_identities, ["status-writer.pacto.svc"]);
         let args = Args::try_parse_from([
@@ -219,11 +231,13 @@ mod tests {
             "--enable-metrics-observation",
             "--interface-name-match-discovery",
             "--watch-namespace=team",
+            "--observe-secrets",
         ])
         .unwrap();
         let options = args.options();
         assert_eq!(options.stabilization_window, Duration::from_secs(90));
         assert!(options.enable_probing && options.enable_metrics && options.name_match_discovery);
+        assert!(options.observe_secrets);
         assert_eq!(args.watch_namespace.as_deref(), Some("team"));
         assert!(Args::try_parse_from(["pacto-observer", "--stabilization-window=soon"]).is_err());
     }

@@ -17,16 +17,16 @@ pub const CACHE_OBJECTS: &str = "pacto_observer_cache_objects";
 /// WatchTargets notifications sent.
 pub const TARGET_CHANGES_TOTAL: &str = "pacto_observer_target_changes_total";
 
-/// Kubernetes watch streams started by the process.
+/// Kubernetes watch streams started by the process, by `kind` (e.g. `Service`, `Secret`).
 pub const WATCH_STREAMS_TOTAL: &str = "pacto_observer_watch_streams_started_total";
 
 static WATCH_STREAMS_STARTED: AtomicUsize = AtomicUsize::new(0);
 
-/// Counts one started watch stream (the counter [`WATCH_STREAMS_TOTAL`] and
+/// Counts one started watch stream of `kind` (the counter [`WATCH_STREAMS_TOTAL`] and
 /// [`watch_streams_started`]).
-pub fn watch_stream_started() {
+pub fn watch_stream_started(kind: &'static str) {
     WATCH_STREAMS_STARTED.fetch_add(1, Ordering::Relaxed);
-    metrics::counter!(WATCH_STREAMS_TOTAL).increment(1);
+    metrics::counter!(WATCH_STREAMS_TOTAL, "kind" => kind).increment(1);
 }
 
 /// How many watch streams this process has started.
@@ -60,7 +60,7 @@ pub fn describe() {
     describe_counter!(
         WATCH_STREAMS_TOTAL,
         Unit::Count,
-        "Kubernetes watch streams started by the observer."
+        "Kubernetes watch streams started by the observer, by kind."
     );
     describe_counter!(
         TARGET_CHANGES_TOTAL,

@@ -100,6 +100,10 @@ pub struct Options {
     pub enable_metrics: bool,
     /// `--stabilization-window`.
     pub stabilization_window: Duration,
+    /// `--observe-secrets`: read the metadata of bound Secrets and watch Secrets. Off, Secret
+    /// bindings are `Unsupported` and no Secret is ever requested
+    /// (docs/design/observation.md#configurations).
+    pub observe_secrets: bool,
 }
 
 impl Default for Options {
@@ -108,6 +112,7 @@ impl Default for Options {
             name_match_discovery: false,
             enable_probing: false,
             enable_metrics: false,
+            observe_secrets: false,
             stabilization_window: crate::window::DEFAULT_STABILIZATION_WINDOW,
         }
     }
@@ -177,9 +182,14 @@ impl Assembler {
         verdict: Verdict,
     ) {
         let key = window.map(|k| WindowKey::new(k, name));
+        let mut detail = None;
         let outcome = match verdict {
             Verdict::Skip => return,
             Verdict::Report(outcome) => outcome,
+            Verdict::Explained(outcome, why) => {
+                detail = Some(why);
+                outcome
+            }
             Verdict::Clear(outcome) => {
                 if let Some(key) = &key {
                     self.windows.apply(key, false);
@@ -201,12 +211,11 @@ impl Assembler {
             "outcome" => outcome.kind().as_str()
         )
         .increment(1);
-        self.observations.push(Observation::new(
-            kind,
-            name,
-            outcome,
-            self.provenance.clone(),
-        ));
+        let observation = Observation::new(kind, name, outcome, self.provenance.clone());
+        self.observations.push(match detail {
+            Some(why) => observation.with_detail(why),
+            None => observation,
+        });
     }
 }
 
@@ -459,6 +468,9 @@ impl Observer {
         errors: &mut Errors,
     ) -> BoundObject {
         match binding.kind {
+            ConfigBindingKind::Secret if !self.options.observe_secrets => {
+                BoundObject::SecretNotObserved
+            }
             ConfigBindingKind::Secret => {
                 let f = self.cluster.secret_exists(namespace, &binding.name).await;
                 errors.note(&f);
@@ -600,6 +612,19 @@ impl Call {
         }
     }
 
+    /// Whether the subject's own object (the Service, else the workload) was looked for and
+    /// is not there (docs/design/observation.md#target-resolution). A failed read is not an
+    /// absence.
+    fn subject_missing(&self) -> bool {
+        if self.target.service_name().is_some() {
+            matches!(self.state.service, Ok(None))
+        } else if self.target.spec.resolved_workload().is_some() {
+            matches!(self.state.workload, Ok(None))
+        } else {
+            false
+        }
+    }
+
     /// The EvidenceSet's subject: the Service, else the workload, else the Pacto.
     fn subject(&self) -> SubjectRef {
         let ns = &self.target.namespace;
@@ -617,6 +642,7 @@ impl Call {
     fn finish(self, contract_ref: String, now: Timestamp, edges: DependencyEdges) -> ObserveOutput {
         let snapshot = self.snapshot();
         let subject = self.subject();
+        let subject_missing = self.subject_missing();
         let Self {
             target,
             errors,
@@ -634,6 +660,7 @@ impl Call {
                 source: SOURCE.to_owned(),
                 observed_at: now,
                 observations: Some(out.observations),
+                subject_missing,
             },
             window_due_at: out.windows.next_due(&out.declared),
             windows: out.windows.finish(&out.declared),

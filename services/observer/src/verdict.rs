@@ -29,6 +29,9 @@ pub enum Verdict {
     Skip,
     /// Emit this outcome; the assertion's window (if any) is left as it is.
     Report(Outcome),
+    /// As `Report`, with the reason the assertion could not be decided (the observation's
+    /// `detail`, which the finding's message carries).
+    Explained(Outcome, &'static str),
     /// A positive reading: the window is cleared and this outcome is emitted.
     Clear(Outcome),
     /// A negative reading (an absence): `Insufficient` while the streak is inside the

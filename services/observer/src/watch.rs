@@ -136,23 +136,24 @@ impl Streams<'_> {
         }
     }
 
-    /// Starts one watch stream of `K`: each object trimmed with `trim`, each item handed to
-    /// `feed`, retried with `retry`, stopped at shutdown.
+    /// Starts one watch stream of `K` (named `kind` in the metric and the retry policy): each
+    /// object trimmed with `trim`, each item handed to `feed`, retried with [`retry`], stopped
+    /// at shutdown.
     fn start<K>(
         &self,
-        retry: WatchRetry,
+        kind: &'static str,
         trim: fn(&mut K),
         mut feed: impl FnMut(&Result<Event<K>, watcher::Error>) + Send + 'static,
     ) where
         K: Watchable + serde::de::DeserializeOwned,
     {
-        crate::metrics::watch_stream_started();
+        crate::metrics::watch_stream_started(kind);
         let stream = watcher::watcher(
             api::<K>(self.client, self.namespace),
             watcher::Config::default(),
         )
         .modify(trim)
-        .with_retry(retry);
+        .with_retry(retry(kind));
         let shutdown = self.shutdown.clone();
         tokio::spawn(async move {
             let mut stream = std::pin::pin!(stream);
@@ -175,7 +176,7 @@ impl Streams<'_> {
     {
         let hub = self.hub.cloned();
         let mut listed = self.listed(false);
-        self.start(retry(cache.kind()), cache.trim(), move |item| {
+        self.start(cache.kind(), cache.trim(), move |item| {
             cache.apply(item);
             if let (Some(hub), Ok(event)) = (&hub, item) {
                 to_hub(hub, event);
@@ -196,7 +197,7 @@ impl Streams<'_> {
         };
         let mut listed = self.listed(kind == WatchedKind::Secret);
         self.start::<PartialObjectMeta<K>>(
-            retry(kind.as_str()),
+            kind.as_str(),
             |_| {},
             move |item| {
                 if let Ok(event) = item {
@@ -230,14 +231,28 @@ impl<K> Watchable for K where
 {
 }
 
+/// The optional kinds [`spawn`] watches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Kinds {
+    /// Secrets (metadata only, for the hub): only when the observer reads them
+    /// (`--observe-secrets`), so an observer without Secret access never asks for them.
+    pub secrets: bool,
+}
+
+impl Kinds {
+    /// Every kind, Secrets included.
+    pub const ALL: Self = Self { secrets: true };
+}
+
 /// Starts one watch stream per kind (cluster-wide, or in `namespace`), stopped at `shutdown`:
 /// the cached kinds fill the returned [`Caches`] and, with a `hub`, feed it; with a `hub`,
-/// ConfigMaps and Secrets are watched (metadata only) for it too. [`WatchersReady::wait`]
-/// returns once every stream has completed its initial list.
+/// ConfigMaps and (when `kinds.secrets`) Secrets are watched (metadata only) for it too.
+/// [`WatchersReady::wait`] returns once every stream has completed its initial list.
 pub fn spawn(
     client: &Client,
     namespace: Option<&str>,
     hub: Option<&TargetHub>,
+    kinds: Kinds,
     shutdown: &CancellationToken,
 ) -> Watchers {
     let (caches, feeds) = Caches::new(namespace);
@@ -273,7 +288,9 @@ pub fn spawn(
         notify(hub, WatchedKind::Workload(WorkloadKind::CronJob), e);
     });
     streams.metadata::<ConfigMap>(WatchedKind::ConfigMap);
-    streams.metadata::<Secret>(WatchedKind::Secret);
+    if kinds.secrets {
+        streams.metadata::<Secret>(WatchedKind::Secret);
+    }
     Watchers {
         caches,
         ready: WatchersReady {
@@ -283,14 +300,15 @@ pub fn spawn(
     }
 }
 
-/// Starts the watch streams feeding `hub` (and caches this call does not keep); see [`spawn`].
+/// Starts the watch streams of every kind, Secrets included, feeding `hub` (and caches this
+/// call does not keep); see [`spawn`].
 pub fn spawn_watchers(
     client: &Client,
     namespace: Option<&str>,
     hub: &TargetHub,
     shutdown: &CancellationToken,
 ) -> WatchersReady {
-    spawn(client, namespace, Some(hub), shutdown).ready
+    spawn(client, namespace, Some(hub), Kinds::ALL, shutdown).ready
 }
 
 #[cfg(test)]

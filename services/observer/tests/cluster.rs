@@ -511,7 +511,11 @@ async fn bound_configmaps_and_secrets() {
         json!({"metadata": {"name": "token"}, "stringData": {"token": "s3cr3t"}}),
     )
     .await;
-    let observer = observer(&client, Options::default(), &[]);
+    let secrets = Options {
+        observe_secrets: true,
+        ..Options::default()
+    };
+    let observer = observer(&client, secrets, &[]);
     let t = target(
         &ns,
         json!({"configBindings": [
@@ -1339,6 +1343,8 @@ async fn without_secret_access_bound_secrets_are_honest_unknowns() {
     let refused = secrets.get_metadata("token").await.unwrap_err();
     assert!(pacto_observer::is_forbidden(&refused), "{refused:?}");
 
+    // `--observe-secrets` given without the access it needs (the chart would grant it with
+    // rbac.secretMetadata; an operator passed the flag through extraArgs).
     let observer = Observer::new(
         KubeCluster::cached(
             restricted.clone(),
@@ -1346,7 +1352,10 @@ async fn without_secret_access_bound_secrets_are_honest_unknowns() {
             &pacto_runtime::CancellationToken::new(),
         ),
         Prober::with_overrides(&[]).unwrap(),
-        Options::default(),
+        Options {
+            observe_secrets: true,
+            ..Options::default()
+        },
     );
     let t = target(
         &ns,
@@ -1395,8 +1404,34 @@ async fn without_secret_access_bound_secrets_are_honest_unknowns() {
     }
     // Even beyond the stabilization window nothing turns into a violation.
     request.windows = out.windows.clone();
-    let out = observer.observe(request, later(t0, 600)).await;
+    let out = observer.observe(request.clone(), later(t0, 600)).await;
     assert_eq!(get(&out, "missing-token"), Some(Outcome::Failed));
+
+    // Without `--observe-secrets` (the chart's default): no Secret is requested, no query
+    // fails, and each Secret binding is Unsupported with the chart value to set.
+    let quiet = Observer::new(
+        KubeCluster::cached(
+            restricted.clone(),
+            Some(ns.clone()),
+            &pacto_runtime::CancellationToken::new(),
+        ),
+        Prober::with_overrides(&[]).unwrap(),
+        Options::default(),
+    );
+    let out = quiet.observe(request, later(t0, 700)).await;
+    assert!(out.api_errors.is_empty(), "{:?}", out.api_errors);
+    for name in ["token", "missing-token"] {
+        let observation = out
+            .evidence
+            .observations()
+            .iter()
+            .find(|o| o.kind == ObservationKind::ConfigurationPresent && o.subject.name == name)
+            .unwrap();
+        assert_eq!(observation.outcome, Outcome::Unsupported, "{name}");
+        let detail = observation.detail.as_deref().unwrap_or_default();
+        assert!(detail.contains("rbac.secretMetadata=true"), "{detail}");
+    }
+    assert!(out.windows.is_empty(), "{:?}", out.windows);
 
     // The watches under the same identity: the refused Secret watch does not hold readiness
     // back (it backs off instead of spinning), and the others work.
@@ -1407,4 +1442,16 @@ async fn without_secret_access_bound_secrets_are_honest_unknowns() {
     tokio::time::timeout(Duration::from_secs(30), ready.wait())
         .await
         .expect("the watches are ready although the Secret watch is forbidden");
+    // Without Secrets among the kinds (the e2e suite reads the per-kind metric).
+    let watchers = pacto_observer::watch::spawn(
+        &restricted,
+        Some(&ns),
+        Some(&hub),
+        pacto_observer::watch::Kinds { secrets: false },
+        &shutdown,
+    );
+    let mut ready = watchers.ready.clone();
+    tokio::time::timeout(Duration::from_secs(30), ready.wait())
+        .await
+        .expect("the watches without Secrets are ready");
 }

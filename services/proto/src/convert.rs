@@ -281,6 +281,7 @@ fn observation_from_proto(
         subject: subject_from_proto(subject),
         outcome,
         provenance: engine::Provenance::new(provenance.collector.clone(), detected_at),
+        detail: Some(observation.detail.clone()).filter(|d| !d.is_empty()),
     })
 }
 
@@ -344,6 +345,7 @@ pub fn evidence_from_proto(
         source: set.source.clone(),
         observed_at,
         observations: Some(observations),
+        subject_missing: set.subject_missing,
     };
     if let Err(errors) = evidence.validate()
         && let Some(first) = errors.0.first()
@@ -384,8 +386,10 @@ pub fn evidence_to_proto(set: &engine::EvidenceSet) -> common::EvidenceSet {
                     collector: observation.provenance.collector.clone(),
                     detected_at: Some(timestamp_to_proto(&observation.provenance.detected_at)),
                 }),
+                detail: observation.detail.clone().unwrap_or_default(),
             })
             .collect(),
+        subject_missing: set.subject_missing,
     }
 }
 

@@ -407,7 +407,7 @@ async fn force_pushed_tag_raises_tag_overwritten_once() {
 }
 
 #[tokio::test]
-async fn targeted_pacto_unknown_until_its_workload_exists_then_compliant() {
+async fn targeted_pacto_unknown_until_its_target_exists_then_compliant() {
     let h = start_with_observer().await;
     let api: Api<Pacto> = Api::namespaced(h.client.clone(), &h.namespace);
     let contract =
@@ -464,9 +464,21 @@ async fn targeted_pacto_unknown_until_its_workload_exists_then_compliant() {
             }
         }))
         .unwrap();
+    // With its Service: the target `serviceName: orders` must exist for Compliant.
+    let services: Api<k8s_openapi::api::core::v1::Service> =
+        Api::namespaced(h.client.clone(), &h.namespace);
+    let service: k8s_openapi::api::core::v1::Service = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "orders"},
+        "spec": {"selector": {"app": "orders"}, "ports": [{"name": "http", "port": 80}]}
+    }))
+    .unwrap();
     let created = std::time::Instant::now();
     deployments
         .create(&PostParams::default(), &deployment)
+        .await
+        .unwrap();
+    services
+        .create(&PostParams::default(), &service)
         .await
         .unwrap();
     let (_, s) = wait_status(&api, "orders", ContractStatus::Compliant).await;

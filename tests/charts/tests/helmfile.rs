@@ -70,9 +70,27 @@ fn helmfile_orders_crds_first_and_needs_are_declared() -> Result<()> {
             names.contains(&"pacto-pki") == (*env == "production"),
             "{env}: {names:?}"
         );
+        // The node agent has no binary and no image yet: no environment deploys it.
+        ensure!(
+            !names.contains(&"pacto-node-agent"),
+            "{env} deploys the node agent before its image exists: {names:?}"
+        );
     }
-    // The DAG: `helmfile template` renders in dependency order (crds, pki, backends, status-writer).
-    let text = helmfile_template(&tools, "production")?;
+    // The DAG: `helmfile template` renders in dependency order (crds, pki, backends,
+    // status-writer, node agent), with the node agent switched on as its issue will.
+    let text = tools.run(
+        "helmfile",
+        [
+            "--state-values-set",
+            "nodeAgent.enabled=true",
+            "--environment",
+            "production",
+            "template",
+            "--concurrency",
+            "1",
+            "--skip-deps",
+        ],
+    )?;
     let order: Vec<&str> = text
         .lines()
         .filter_map(|l| l.strip_prefix("# Source: "))
@@ -96,7 +114,10 @@ fn helmfile_orders_crds_first_and_needs_are_declared() -> Result<()> {
             "{backend} after the status-writer: {order:?}"
         );
     }
-    ensure!(pos("pacto-observer") < pos("pacto-node-agent"), "{order:?}");
+    ensure!(
+        pos("pacto-node-agent").is_some() && pos("pacto-observer") < pos("pacto-node-agent"),
+        "{order:?}"
+    );
     Ok(())
 }
 

@@ -739,3 +739,110 @@ fn metric_name_extraction_respects_identifier_boundaries() {
     let names = metric_names_in("sum(rate(pacto_a_total{x=\"pacto_b\"}[5m])) / xpacto_c + pacto_d");
     assert_eq!(names, set(&["pacto_a_total", "pacto_b", "pacto_d"]));
 }
+
+/// Dotted identifiers in an alert text (`grpc.allowedIdentities`, `docs/troubleshooting.md`'s
+/// `troubleshooting.md`): runs of `[A-Za-z0-9_]` segments joined by single dots, starting with a
+/// letter, with at least one dot.
+fn dotted_names_in(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current = String::new();
+    let flush = |current: &mut String, out: &mut Vec<String>| {
+        let name = current.trim_end_matches('.');
+        if name.contains('.') && name.starts_with(|c: char| c.is_ascii_alphabetic()) {
+            out.push(name.to_owned());
+        }
+        current.clear();
+    };
+    for c in text.chars() {
+        if c.is_ascii_alphanumeric() || c == '_' || (c == '.' && !current.is_empty()) {
+            if c == '.' && current.ends_with('.') {
+                flush(&mut current, &mut out);
+                continue;
+            }
+            current.push(c);
+        } else {
+            flush(&mut current, &mut out);
+        }
+    }
+    flush(&mut current, &mut out);
+    out
+}
+
+#[test]
+fn dotted_name_extraction() {
+    assert_eq!(
+        dotted_names_in(
+            "Check grpc.allowedIdentities and nodeAgent.allowedIdentities. See docs/troubleshooting.md (x.y)."
+        ),
+        [
+            "grpc.allowedIdentities",
+            "nodeAgent.allowedIdentities",
+            "troubleshooting.md",
+            "x.y"
+        ]
+    );
+}
+
+/// Extensions of file names that alert texts mention (not chart values).
+const FILE_EXTENSIONS: &[&str] = &["crt", "key", "pem", "md", "yaml", "yml", "json"];
+
+/// Alert summaries and descriptions tell the user which chart value to check: every dotted name
+/// in them whose first segment is a top-level key of the chart's values.yaml must be a value
+/// that exists there.
+#[test]
+fn alert_texts_name_only_chart_values_that_exist() -> Result<()> {
+    let tools = Tools::new()?;
+    for chart in SERVICE_CHARTS {
+        let path = repo_root().join("charts").join(chart).join("values.yaml");
+        let values: Value = serde_norway::from_str(
+            &std::fs::read_to_string(&path).with_context(|| path.display().to_string())?,
+        )
+        .with_context(|| path.display().to_string())?;
+        let docs = render(
+            &tools,
+            chart,
+            None,
+            &["metrics.prometheusRule.enabled=true"],
+        )?;
+        let rules = of_kind(&docs, "PrometheusRule");
+        ensure!(rules.len() == 1, "{chart}: one PrometheusRule");
+        let mut checked = 0;
+        for rule in rules[0]["spec"]["groups"][0]["rules"]
+            .as_array()
+            .context("rules")?
+        {
+            let Some(annotations) = rule["annotations"].as_object() else {
+                continue;
+            };
+            for text in annotations.values().filter_map(Value::as_str) {
+                for name in dotted_names_in(text) {
+                    // File names (`tls.crt`, `troubleshooting.md`) are not values.
+                    let extension = name.rsplit('.').next().unwrap_or_default();
+                    if FILE_EXTENSIONS.contains(&extension) {
+                        continue;
+                    }
+                    let mut segments = name.split('.');
+                    let first = segments.next().unwrap_or_default();
+                    if values.get(first).is_none() {
+                        continue;
+                    }
+                    let found = segments.try_fold(&values[first], |node, segment| {
+                        node.get(segment).filter(|_| node.is_object())
+                    });
+                    ensure!(
+                        found.is_some(),
+                        "{chart}: alert {} names the chart value {name}, which {} does not define",
+                        rule["alert"],
+                        path.display()
+                    );
+                    checked += 1;
+                }
+            }
+        }
+        ensure!(
+            checked > 0 || *chart == "pacto-status-writer",
+            "{chart}: no alert text names a chart value (is the extraction broken?)"
+        );
+    }
+    Ok(())
+}

@@ -164,7 +164,8 @@ pub struct Service {
 #[derive(Debug, Clone, Default)]
 pub struct StackOptions {
     /// Extra observer flags (`--enable-probing`, `--enable-metrics-observation`, …).
-    /// `--enable-metrics-observation` also renders the chart's monitor RBAC, like the chart value.
+    /// `--enable-metrics-observation` also renders the chart's monitor RBAC, like the chart value;
+    /// `--observe-secrets` renders the chart's Secret RBAC (`rbac.secretMetadata=true`).
     pub observer_args: Vec<String>,
     /// Services whose in-cluster name `<name>.<namespace>.svc` the observer resolves to
     /// 127.0.0.1: the observer runs in a private mount namespace (`unshare --mount`, needs root)
@@ -225,6 +226,15 @@ async fn service_identities(
         ];
         if service == "observer" && metrics {
             args.push("--set=controller.enableMetricsObservation=true".into());
+        }
+        // `--observe-secrets` comes with the Secret access the chart grants for it.
+        if service == "observer"
+            && options
+                .observer_args
+                .iter()
+                .any(|a| a == "--observe-secrets")
+        {
+            args.push("--set=rbac.secretMetadata=true".into());
         }
         let text = tools
             .run("helm", &args)
@@ -839,5 +849,13 @@ pub fn service_target(service: &str) -> String {
 pub fn deployment(name: &str) -> String {
     format!(
         "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\nspec:\n  replicas: 1\n  selector:\n    matchLabels: {{app: {name}}}\n  template:\n    metadata:\n      labels: {{app: {name}}}\n    spec:\n      containers:\n        - name: app\n          image: registry.local/{name}:1\n"
+    )
+}
+
+/// A Service `name` selecting the pods of [`deployment`]`(name)` (`app: <name>`), one port named
+/// `http`: what a `spec.target.serviceName` must name for the target to exist.
+pub fn target_service(name: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: {name}\nspec:\n  selector: {{app: {name}}}\n  ports:\n    - {{name: http, port: 80, targetPort: 8080}}\n"
     )
 }

@@ -719,7 +719,16 @@ async fn evidence_missing_for_a_service_that_does_not_exist() {
         .wait_contract_status("ghost", "Unknown", STATUS_DEADLINE)
         .await
         .unwrap();
-    let finding = only_finding(&pacto, "interface/http");
+    // The missing target has a finding of its own, first; the interface's follows.
+    let all = findings(&pacto);
+    assert_eq!(all.len(), 2, "{pacto:#}");
+    let target = &all[0];
+    let ghost = format!("service/{}/ghost", stack.namespace);
+    assert_eq!(target["subject"], ghost.as_str(), "{target}");
+    assert_eq!(target["code"], "EVIDENCE_MISSING", "{target}");
+    assert_eq!(target["severity"], "unknown", "{target}");
+    let finding = all[1].clone();
+    assert_eq!(finding["subject"], "interface/http", "{finding}");
     assert_eq!(finding["code"], "EVIDENCE_MISSING", "{finding}");
     assert_eq!(finding["severity"], "unknown", "{finding}");
     assert_eq!(finding["category"], "Inconclusive", "{finding}");
@@ -745,7 +754,7 @@ async fn evidence_missing_for_a_service_that_does_not_exist() {
         json!({ "name": "ghost", "exists": false }),
         "{pacto:#}"
     );
-    assert_eq!(pacto["status"]["summary"]["unknownCount"], 1, "{pacto:#}");
+    assert_eq!(pacto["status"]["summary"]["unknownCount"], 2, "{pacto:#}");
     assert_eq!(pacto["status"]["summary"]["errorCount"], 0, "{pacto:#}");
     let described = stack
         .wait_describe(

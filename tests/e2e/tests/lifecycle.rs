@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use pacto_e2e::{
     STATUS_DEADLINE, Stack, StackOptions, condition, deployment, expect_condition, indent,
-    inline_pacto,
+    inline_pacto, target_service,
 };
 use pacto_runtime::testing::{eventually, within};
 use serde_json::Value;
@@ -479,6 +479,7 @@ async fn readiness_gate_flips_expires_and_disappears() {
     // Expired (targeted this time, so the evaluator's Evaluate path assesses it): score 0,
     // ReadinessSatisfied False/Expired, while the verdict stays Compliant.
     let expired = readiness_contract("stale", "2020-01-31", 50, &[DASHBOARD_DONE]);
+    stack.apply(&target_service("stale")).await.unwrap();
     stack
         .apply(&inline_pacto("stale", &expired, Some("serviceName: stale")))
         .await
@@ -548,6 +549,7 @@ fn kept_fields(pacto: &Value) -> Vec<(&'static str, Value)> {
 async fn a_backend_that_is_down_reads_unknown_naming_it_and_recovers() {
     let mut stack = Stack::start().await.unwrap();
     stack.apply(&deployment("payments")).await.unwrap();
+    stack.apply(&target_service("payments")).await.unwrap();
     let contract = readiness_contract(
         "payments",
         "2099-12-31",

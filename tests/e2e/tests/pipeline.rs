@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use pacto_e2e::{
     STATUS_DEADLINE, Stack, condition, deployment, expect_condition, expect_runtime_found,
-    inline_pacto, oci_pacto, service_target,
+    inline_pacto, oci_pacto, service_target, target_service,
 };
 use pacto_runtime::testing::within;
 
@@ -137,6 +137,8 @@ async fn registry_contracts_compliant_and_unavailable() {
         )
         .await
         .unwrap();
+    // Its Service: the target `serviceName: payments` names, which must exist for Compliant.
+    stack.apply(&target_service("payments")).await.unwrap();
     stack
         .kubectl(
             &[

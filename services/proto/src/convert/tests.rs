@@ -26,6 +26,7 @@ fn observation(
             collector: "k8s-observer".to_owned(),
             detected_at: Some(ts(1_700_000_000)),
         }),
+        detail: String::new(),
     }
 }
 
@@ -39,6 +40,7 @@ fn evidence(observations: Vec<common::Observation>) -> common::EvidenceSet {
         source: "k8s".to_owned(),
         observed_at: Some(ts(1_700_000_001)),
         observations,
+        subject_missing: false,
     }
 }
 
