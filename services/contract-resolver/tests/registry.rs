@@ -10,8 +10,8 @@ use common::*;
 use pacto_contract::reference::Reference;
 use pacto_contract::version::Constraint;
 use pacto_contract_resolver::sha256_hex;
-use pacto_contract_resolver::{ContractSource, ListInput, Outcome, ResolutionPolicy};
-use pacto_oci::Credentials;
+use pacto_contract_resolver::{ContractSource, ListInput, Outcome, ResolutionPolicy, Resolver};
+use pacto_oci::{Credentials, RegistryClient};
 use pacto_testenv::registry::Registry;
 
 #[tokio::test]
@@ -226,42 +226,28 @@ async fn corrupt_and_oversized_blobs_are_invalid() {
 
     // A layer that is not a tar.gz at all (correct digest): not a valid Pacto bundle.
     let pusher = pusher(&registry, &Credentials::Anonymous);
-    let reference = Reference::parse(&format!("{host}/acme/garbage:1.0.0")).unwrap();
-    pusher
-        .push_artifact(
-            &reference,
-            b"{}".to_vec(),
-            b"not a tarball".to_vec(),
-            &|_| {},
-        )
-        .await
-        .unwrap();
-    let (message, issues) = expect_invalid_report(
-        resolver
-            .resolve(&oci_input(&reference.to_string(), None))
-            .await,
-    );
+    let (message, issues) = push_layer_and_resolve(
+        &pusher,
+        &resolver,
+        &host,
+        "garbage",
+        b"not a tarball".to_vec(),
+    )
+    .await;
     assert!(message.contains("not a valid Pacto bundle"), "{message}");
     assert_eq!(issues, [oci_issue("PARSE_ERROR")], "{message}");
 
     // A well-formed archive without pacto.yaml: FILE_NOT_FOUND at pacto.yaml.
     let mut readme = pacto_contract::bundle::BundleFiles::new();
     readme.insert("README.md", b"no contract\n".to_vec());
-    let reference = Reference::parse(&format!("{host}/acme/readme:1.0.0")).unwrap();
-    pusher
-        .push_artifact(
-            &reference,
-            b"{}".to_vec(),
-            readme.to_tar_gz().unwrap(),
-            &|_| {},
-        )
-        .await
-        .unwrap();
-    let (message, issues) = expect_invalid_report(
-        resolver
-            .resolve(&oci_input(&reference.to_string(), None))
-            .await,
-    );
+    let (message, issues) = push_layer_and_resolve(
+        &pusher,
+        &resolver,
+        &host,
+        "readme",
+        readme.to_tar_gz().unwrap(),
+    )
+    .await;
     assert!(message.contains("pacto.yaml not found"), "{message}");
     assert_eq!(
         issues,
@@ -271,21 +257,8 @@ async fn corrupt_and_oversized_blobs_are_invalid() {
     // A file over the per-file extraction limit: the report names that entry.
     let mut huge = bundle(&yaml);
     huge.insert("interfaces/huge.bin", vec![0u8; 11 * 1024 * 1024]);
-    let reference = Reference::parse(&format!("{host}/acme/huge:1.0.0")).unwrap();
-    pusher
-        .push_artifact(
-            &reference,
-            b"{}".to_vec(),
-            huge.to_tar_gz().unwrap(),
-            &|_| {},
-        )
-        .await
-        .unwrap();
-    let (message, issues) = expect_invalid_report(
-        resolver
-            .resolve(&oci_input(&reference.to_string(), None))
-            .await,
-    );
+    let (message, issues) =
+        push_layer_and_resolve(&pusher, &resolver, &host, "huge", huge.to_tar_gz().unwrap()).await;
     assert!(message.contains("exceeds a size limit"), "{message}");
     assert_eq!(
         issues,
@@ -314,6 +287,27 @@ async fn corrupt_and_oversized_blobs_are_invalid() {
         "{message}"
     );
     assert_eq!(issues, [oci_issue("PARSE_ERROR")], "{message}");
+}
+
+/// Pushes `layer` as the only layer of `<host>/acme/<repository>:1.0.0` and resolves it, which
+/// must give Invalid: its message and report issues.
+async fn push_layer_and_resolve(
+    pusher: &RegistryClient,
+    resolver: &Resolver,
+    host: &str,
+    repository: &str,
+    layer: Vec<u8>,
+) -> (String, Vec<(String, String)>) {
+    let reference = Reference::parse(&format!("{host}/acme/{repository}:1.0.0")).unwrap();
+    pusher
+        .push_artifact(&reference, b"{}".to_vec(), layer, &|_| {})
+        .await
+        .unwrap();
+    expect_invalid_report(
+        resolver
+            .resolve(&oci_input(&reference.to_string(), None))
+            .await,
+    )
 }
 
 /// A report error at `spec.contractRef.oci`.

@@ -757,6 +757,55 @@ impl Stack {
         );
         Ok(String::from_utf8_lossy(&output.stdout).into_owned())
     }
+
+    /// The core/v1 Events recorded on the Pacto `name`, as `kubectl get events -n <ns>
+    /// --field-selector involvedObject.name=<name> -o json [extra…]` lists them (in its order,
+    /// e.g. with `--sort-by=.lastTimestamp`); Events about other kinds with the same name are left
+    /// out.
+    pub async fn pacto_events(
+        &self,
+        name: &str,
+        extra: &[&str],
+    ) -> anyhow::Result<Vec<serde_json::Value>> {
+        let selector = format!("involvedObject.name={name}");
+        let mut args = vec![
+            "get",
+            "events",
+            "-n",
+            &self.namespace,
+            "--field-selector",
+            &selector,
+            "-o",
+            "json",
+        ];
+        args.extend_from_slice(extra);
+        let json = self.kubectl(&args, None).await?;
+        let mut list: serde_json::Value =
+            serde_json::from_str(&json).context("parsing `kubectl get events -o json`")?;
+        let items = match list["items"].take() {
+            serde_json::Value::Array(items) => items,
+            other => bail!("`kubectl get events` listed no items: {other}"),
+        };
+        Ok(items
+            .into_iter()
+            .filter(|e| e["involvedObject"]["kind"] == "Pacto")
+            .collect())
+    }
+}
+
+/// How many times `reason` was emitted, over `events` from [`Stack::pacto_events`]: the sum of
+/// their `count`s, since a recurrence of the same type, reason and message is counted on one
+/// Event (docs/design/status.md#events). An Event without a count is an error of the writer.
+pub fn times_emitted(events: &[serde_json::Value], reason: &str) -> anyhow::Result<u64> {
+    events
+        .iter()
+        .filter(|e| e["reason"] == reason)
+        .map(|e| {
+            e["count"]
+                .as_u64()
+                .with_context(|| format!("an Event without a count: {e}"))
+        })
+        .sum()
 }
 
 /// The condition `kind` of a Pacto (from `kubectl get -o yaml`) as (status, reason, message).

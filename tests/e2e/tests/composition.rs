@@ -18,7 +18,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use pacto_api::Pacto;
 use pacto_api::testing::PactoBuilder;
-use pacto_e2e::{STATUS_DEADLINE, Stack, StackOptions, condition, expect_condition};
+use pacto_e2e::{STATUS_DEADLINE, Stack, StackOptions, condition, expect_condition, times_emitted};
 use pacto_runtime::testing::{eventually, within};
 use serde_json::{Value, json};
 
@@ -41,40 +41,10 @@ async fn wait_pacto(
     .unwrap_or_else(|timeout| panic!("{timeout}\n{}", stack.logs()))
 }
 
-/// How many times `reason` was emitted on the Pacto `name`, from
-/// `kubectl get events --field-selector involvedObject.name=<name>`: the sum over its Event
-/// objects of `count` (or `series.count`; an Event without either counts once), so that it holds
-/// whether emissions are separate objects or aggregated into one.
+/// How many times `reason` was emitted on the Pacto `name` (the counts of its Events summed).
 async fn emissions(stack: &Stack, name: &str, reason: &str) -> u64 {
-    let yaml = stack
-        .kubectl(
-            &[
-                "get",
-                "events",
-                "-n",
-                &stack.namespace,
-                "--field-selector",
-                &format!("involvedObject.name={name}"),
-                "-o",
-                "yaml",
-            ],
-            None,
-        )
-        .await
-        .unwrap();
-    let list: Value = serde_norway::from_str(&yaml).unwrap();
-    list["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|e| e["involvedObject"]["kind"] == "Pacto" && e["reason"] == reason)
-        .map(|e| {
-            e["count"]
-                .as_u64()
-                .or_else(|| e["series"]["count"].as_u64())
-                .unwrap_or(1)
-        })
-        .sum()
+    let events = stack.pacto_events(name, &[]).await.unwrap();
+    times_emitted(&events, reason).unwrap()
 }
 
 /// Item 4 of issue 13: a user's edit that lands between a pass's read and its status write

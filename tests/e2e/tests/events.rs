@@ -14,32 +14,6 @@ use pacto_e2e::{STATUS_DEADLINE, Stack, inline_pacto};
 use pacto_runtime::testing::eventually;
 use serde_json::Value;
 
-/// `kubectl get events -n <ns> --field-selector involvedObject.name=<name> -o json [extra…]`,
-/// the items about the Pacto only.
-async fn events_json(stack: &Stack, name: &str, extra: &[&str]) -> Vec<Value> {
-    let selector = format!("involvedObject.name={name}");
-    let mut args = vec![
-        "get",
-        "events",
-        "-n",
-        &stack.namespace,
-        "--field-selector",
-        &selector,
-        "-o",
-        "json",
-    ];
-    args.extend_from_slice(extra);
-    let json = stack.kubectl(&args, None).await.unwrap();
-    let list: Value = serde_json::from_str(&json).unwrap();
-    list["items"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|e| e["involvedObject"]["kind"] == "Pacto")
-        .collect()
-}
-
 /// The Event objects with `reason`.
 fn with_reason<'a>(events: &'a [Value], reason: &str) -> Vec<&'a Value> {
     events.iter().filter(|e| e["reason"] == reason).collect()
@@ -75,7 +49,7 @@ async fn wait_events(
         &format!("events of {name}: {what}"),
         STATUS_DEADLINE,
         || async {
-            let events = events_json(stack, name, &[]).await;
+            let events = stack.pacto_events(name, &[]).await.unwrap();
             if check(&events) {
                 Ok(events)
             } else {
@@ -293,7 +267,10 @@ async fn a_recurring_event_is_counted_and_a_new_revision_is_its_own_event() {
     );
 
     // `kubectl get events --sort-by=.lastTimestamp`: in the order they last happened.
-    let sorted = events_json(&stack, name, &["--sort-by=.lastTimestamp"]).await;
+    let sorted = stack
+        .pacto_events(name, &["--sort-by=.lastTimestamp"])
+        .await
+        .unwrap();
     let times: Vec<Timestamp> = sorted.iter().map(|e| time(&e["lastTimestamp"])).collect();
     assert!(
         times.windows(2).all(|w| w[0] <= w[1]),

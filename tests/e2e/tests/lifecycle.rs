@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use pacto_e2e::{
     STATUS_DEADLINE, Stack, StackOptions, condition, deployment, expect_condition, indent,
-    inline_pacto, target_service,
+    inline_pacto, target_service, times_emitted,
 };
 use pacto_runtime::testing::{eventually, within};
 use serde_json::Value;
@@ -134,38 +134,14 @@ struct RecordedEvent {
 
 /// The Events recorded on the Pacto `name` (other kinds with the same name are left out).
 async fn recorded_events(stack: &Stack, name: &str) -> Vec<RecordedEvent> {
-    let yaml = stack
-        .kubectl(
-            &[
-                "get",
-                "events",
-                "-n",
-                &stack.namespace,
-                "--field-selector",
-                &format!("involvedObject.name={name}"),
-                "-o",
-                "yaml",
-            ],
-            None,
-        )
-        .await
-        .unwrap();
-    let list: Value = serde_norway::from_str(&yaml).unwrap();
-    list["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|e| e["involvedObject"]["kind"] == "Pacto")
-        .map(|e| {
-            let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
-            RecordedEvent {
-                kind: text(&e["type"]),
-                reason: text(&e["reason"]),
-                message: text(&e["message"]),
-                count: e["count"]
-                    .as_u64()
-                    .unwrap_or_else(|| panic!("an Event without a count: {e}")),
-            }
+    let events = stack.pacto_events(name, &[]).await.unwrap();
+    events
+        .iter()
+        .map(|e| RecordedEvent {
+            kind: text(&e["type"]).to_owned(),
+            reason: text(&e["reason"]).to_owned(),
+            message: text(&e["message"]).to_owned(),
+            count: times_emitted(std::slice::from_ref(e), text(&e["reason"])).unwrap(),
         })
         .collect()
 }
@@ -173,12 +149,8 @@ async fn recorded_events(stack: &Stack, name: &str) -> Vec<RecordedEvent> {
 /// How many times `reason` was recorded on the Pacto: the sum of the counts of its Events (one
 /// Event per message), not the number of objects.
 async fn times_recorded(stack: &Stack, name: &str, reason: &str) -> u64 {
-    recorded_events(stack, name)
-        .await
-        .iter()
-        .filter(|e| e.reason == reason)
-        .map(|e| e.count)
-        .sum()
+    let events = stack.pacto_events(name, &[]).await.unwrap();
+    times_emitted(&events, reason).unwrap()
 }
 
 /// Waits until the wall clock is at least one second past the RFC 3339 time `at` (condition

@@ -13,7 +13,7 @@
 
 use pacto_e2e::{
     STATUS_DEADLINE, Stack, StackOptions, condition, deployment, expect_runtime_found,
-    inline_pacto, service_target,
+    inline_pacto, service_target, target_service,
 };
 use serde_json::{Value, json};
 
@@ -26,13 +26,6 @@ fn findings(pacto: &Value) -> Vec<Value> {
         .as_array()
         .cloned()
         .unwrap_or_default()
-}
-
-/// A Service `name` selecting `app: <name>` with one port named `http`.
-fn service(name: &str) -> String {
-    format!(
-        "apiVersion: v1\nkind: Service\nmetadata:\n  name: {name}\nspec:\n  selector: {{app: {name}}}\n  ports:\n    - {{name: http, port: 80, targetPort: 8080}}\n"
-    )
 }
 
 /// A Secret `name` (the observer only ever reads its metadata).
@@ -120,7 +113,7 @@ async fn compliant_rests_on_an_existing_target() {
 
     // The target appears: the Service watch re-observes, and Compliant rests on it.
     stack.apply(&deployment("lonely")).await.unwrap();
-    stack.apply(&service("lonely")).await.unwrap();
+    stack.apply(&target_service("lonely")).await.unwrap();
     let pacto = stack
         .wait_contract_status("lonely", "Compliant", STATUS_DEADLINE)
         .await
@@ -140,7 +133,7 @@ async fn secret_bindings_without_secret_access_are_unsupported() {
     let stack = Stack::start().await.unwrap();
     stack.apply(&secret("vault-token")).await.unwrap();
     stack.apply(&deployment("vault-user")).await.unwrap();
-    stack.apply(&service("vault-user")).await.unwrap();
+    stack.apply(&target_service("vault-user")).await.unwrap();
     stack
         .apply(&inline_pacto(
             "vault-user",
@@ -203,7 +196,7 @@ async fn secret_bindings_with_secret_access_are_observed() {
     .await
     .unwrap();
     stack.apply(&deployment("keeper")).await.unwrap();
-    stack.apply(&service("keeper")).await.unwrap();
+    stack.apply(&target_service("keeper")).await.unwrap();
     stack
         .apply(&inline_pacto(
             "keeper",

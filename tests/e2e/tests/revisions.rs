@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 
 use pacto_api::testing::PactoBuilder;
-use pacto_e2e::{STATUS_DEADLINE, Stack, StackOptions, inline_pacto, oci_pacto};
+use pacto_e2e::{STATUS_DEADLINE, Stack, StackOptions, inline_pacto, oci_pacto, times_emitted};
 use pacto_runtime::testing::within;
 
 /// A bundle directory of service `ledger` whose `pacto.yaml` carries `note`.
@@ -51,49 +51,24 @@ impl Bundle {
     }
 }
 
-/// The events of `reason` on Pacto `name` as (message, count), from
-/// `kubectl get events --field-selector`.
+/// The events of `reason` on Pacto `name` as (message, count).
 async fn events(stack: &Stack, name: &str, reason: &str) -> Vec<(String, u64)> {
-    let json = stack
-        .kubectl(
-            &[
-                "get",
-                "events",
-                "-n",
-                &stack.namespace,
-                "--field-selector",
-                &format!("involvedObject.name={name},reason={reason}"),
-                "-o",
-                "json",
-            ],
-            None,
-        )
-        .await
-        .unwrap();
-    let list: serde_json::Value = serde_json::from_str(&json).unwrap();
-    list["items"]
-        .as_array()
-        .unwrap()
+    let events = stack.pacto_events(name, &[]).await.unwrap();
+    events
         .iter()
+        .filter(|e| e["reason"] == reason)
         .map(|e| {
-            let message = e["message"]
-                .as_str()
-                .or_else(|| e["note"].as_str())
-                .unwrap_or_default()
-                .to_owned();
-            // An event that was never repeated may leave `count` unset.
-            (message, e["count"].as_u64().unwrap_or(1).max(1))
+            let message = e["message"].as_str().unwrap_or_default().to_owned();
+            let count = times_emitted(std::slice::from_ref(e), reason).unwrap();
+            (message, count)
         })
         .collect()
 }
 
 /// How many times `reason` was reported on Pacto `name` (the events' counts summed).
 async fn times(stack: &Stack, name: &str, reason: &str) -> u64 {
-    events(stack, name, reason)
-        .await
-        .iter()
-        .map(|(_, count)| count)
-        .sum()
+    let events = stack.pacto_events(name, &[]).await.unwrap();
+    times_emitted(&events, reason).unwrap()
 }
 
 /// Waits for an event of `reason` on Pacto `name` whose message is `message`.
