@@ -329,3 +329,57 @@ fn token_extraction_finds_flags_and_variables() {
         vec!["--enable-probing", "PACTO_OBSERVER_ENABLE_PROBING"]
     );
 }
+
+/// The `.rs` files below `dir`, recursively.
+fn rust_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) -> Result<()> {
+    for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+        let path = entry?.path();
+        if path.is_dir() {
+            rust_files(&path, out)?;
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+    Ok(())
+}
+
+/// Every metric name the services define (a `&str` constant holding `pacto_…`) has a row in
+/// docs/metrics.md, so a new metric cannot ship undocumented.
+#[test]
+fn every_metric_the_code_defines_is_documented() -> Result<()> {
+    let root = repo_root();
+    let doc = std::fs::read_to_string(root.join("docs/metrics.md"))?;
+    let mut files = Vec::new();
+    for service in std::fs::read_dir(root.join("services"))? {
+        let src = service?.path().join("src");
+        if src.is_dir() {
+            rust_files(&src, &mut files)?;
+        }
+    }
+    let mut defined = BTreeSet::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file)?;
+        for line in text.lines() {
+            let Some((_, value)) = line.split_once(": &str = \"pacto_") else {
+                continue;
+            };
+            if let Some((rest, _)) = value.split_once('"') {
+                defined.insert(format!("pacto_{rest}"));
+            }
+        }
+    }
+    ensure!(
+        defined.len() >= 25,
+        "found only {} metric constants under services/*/src: {defined:?}",
+        defined.len()
+    );
+    let missing: Vec<_> = defined
+        .iter()
+        .filter(|m| !doc.contains(&format!("| `{m}` |")))
+        .collect();
+    ensure!(
+        missing.is_empty(),
+        "metrics defined in the code without a row in docs/metrics.md: {missing:?}"
+    );
+    Ok(())
+}
