@@ -11,6 +11,7 @@ use crate::gauges::Gauges;
 use crate::reconcile::backends::Backends;
 use crate::reconcile::memo::WriteMemo;
 use crate::reconcile::requeue::Backoff;
+use crate::triggers::Triggers;
 
 /// Pactos reconciled at the same time unless `--max-concurrent-reconciles` says otherwise.
 pub const DEFAULT_CONCURRENT_RECONCILES: u16 = 16;
@@ -33,6 +34,8 @@ pub struct Context {
     pub(crate) backoff: Backoff,
     /// The status last written per Pacto, until the Pacto cache shows that write.
     pub(crate) written: WriteMemo,
+    /// What started each reconcile (counted per trigger).
+    pub triggers: Triggers,
     /// Reconciles finished by this context.
     reconciles: AtomicU64,
     /// Status writes made by this context.
@@ -69,6 +72,7 @@ impl Context {
             concurrency: DEFAULT_CONCURRENT_RECONCILES,
             backoff: Backoff::default(),
             written: WriteMemo::default(),
+            triggers: Triggers::default(),
             reconciles: AtomicU64::new(0),
             writes: AtomicU64::new(0),
             mirror_passes: AtomicU64::new(0),

@@ -57,7 +57,7 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>, shutdown: Cancell
     let mut targets = triggers::watch_targets(&ctx, shutdown.clone());
     let target_stream = futures::stream::poll_fn(move |cx| targets.poll_recv(cx));
     let stop = shutdown.clone();
-    let (reader, stream) = triggers::pactos(pactos);
+    let (reader, stream) = triggers::pactos(pactos, Arc::clone(&ctx));
     Controller::for_stream(stream, reader)
         .with_config(kube::runtime::controller::Config::default().concurrency(ctx.concurrency))
         .owns(revisions, watcher::Config::default())
