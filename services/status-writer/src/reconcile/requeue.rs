@@ -205,7 +205,7 @@ mod tests {
         // A healthy pass waits the check interval and forgets the failures.
         assert_eq!(
             backoff.next(&p, key("orders"), &fine(), None),
-            (Duration::from_secs(300), false)
+            (Duration::from_mins(5), false)
         );
         assert_eq!(
             backoff.next(&p, key("orders"), &down(), None),
