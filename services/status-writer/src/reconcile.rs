@@ -85,6 +85,7 @@ fn key_of(pacto: &Pacto) -> Result<PactoKey, ReconcileError> {
 /// One reconcile of one Pacto.
 pub async fn reconcile(pacto: Arc<Pacto>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
     let started = Instant::now();
+    let _running = ctx.enter();
     let key = key_of(&pacto)?;
     let trigger = ctx.triggers.take(&key);
     let namespace = key.0.as_str();

@@ -549,3 +549,25 @@ async fn workload_mismatch_is_non_compliant_at_once_with_counts() {
         "ContractStatus: NonCompliant, 1 errors, 0 warnings"
     );
 }
+
+#[tokio::test]
+async fn max_concurrent_reconciles_bounds_the_reconciles_running_at_once() {
+    // One at a time: a backlog of Pactos waits in the queue instead of running together.
+    let h = start_concurrent(true, Vec::new(), Duration::from_mins(5), false, Some(1)).await;
+    let api: Api<Pacto> = Api::namespaced(h.client.clone(), &h.namespace);
+    let names: Vec<String> = (0..12).map(|i| format!("orders-{i}")).collect();
+    futures::future::join_all(names.iter().map(|name| {
+        let api = api.clone();
+        async move {
+            api.create(&PostParams::default(), &pacto(name, VALID, None))
+                .await
+                .unwrap();
+        }
+    }))
+    .await;
+    for name in &names {
+        wait_status(&api, name, ContractStatus::Reference).await;
+    }
+    assert!(h.ctx.reconciles() >= 12);
+    assert_eq!(h.ctx.most_in_flight(), 1);
+}
