@@ -11,6 +11,7 @@ use crate::gauges::Gauges;
 use crate::reconcile::backends::Backends;
 use crate::reconcile::memo::WriteMemo;
 use crate::reconcile::requeue::Backoff;
+use crate::triggers::Triggers;
 
 /// Pactos reconciled at the same time unless `--max-concurrent-reconciles` says otherwise.
 pub const DEFAULT_CONCURRENT_RECONCILES: u16 = 16;
@@ -33,12 +34,26 @@ pub struct Context {
     pub(crate) backoff: Backoff,
     /// The status last written per Pacto, until the Pacto cache shows that write.
     pub(crate) written: WriteMemo,
+    /// What started each reconcile (counted per trigger).
+    pub triggers: Triggers,
     /// Reconciles finished by this context.
     reconciles: AtomicU64,
     /// Status writes made by this context.
     writes: AtomicU64,
     /// Revision-mirror passes finished.
     mirror_passes: AtomicU64,
+    /// Reconciles running now, and the most that ever ran at once.
+    in_flight: AtomicU64,
+    most_in_flight: AtomicU64,
+}
+
+/// One running reconcile, counted in [`Context::most_in_flight`] until dropped.
+pub(crate) struct InFlight<'a>(&'a Context);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl std::fmt::Debug for Context {
@@ -69,9 +84,12 @@ impl Context {
             concurrency: DEFAULT_CONCURRENT_RECONCILES,
             backoff: Backoff::default(),
             written: WriteMemo::default(),
+            triggers: Triggers::default(),
             reconciles: AtomicU64::new(0),
             writes: AtomicU64::new(0),
             mirror_passes: AtomicU64::new(0),
+            in_flight: AtomicU64::new(0),
+            most_in_flight: AtomicU64::new(0),
         }
     }
 
@@ -80,6 +98,18 @@ impl Context {
     pub fn with_concurrency(mut self, concurrency: u16) -> Self {
         self.concurrency = concurrency.max(1);
         self
+    }
+
+    /// Counts a reconcile as running until the returned guard drops.
+    pub(crate) fn enter(&self) -> InFlight<'_> {
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most_in_flight.fetch_max(now, Ordering::SeqCst);
+        InFlight(self)
+    }
+
+    /// The most reconciles that ran at the same time so far (bounded by the concurrency).
+    pub fn most_in_flight(&self) -> u64 {
+        self.most_in_flight.load(Ordering::SeqCst)
     }
 
     /// Revision-mirror passes finished so far.

@@ -57,7 +57,7 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>, shutdown: Cancell
     let mut targets = triggers::watch_targets(&ctx, shutdown.clone());
     let target_stream = futures::stream::poll_fn(move |cx| targets.poll_recv(cx));
     let stop = shutdown.clone();
-    let (reader, stream) = triggers::pactos(pactos);
+    let (reader, stream) = triggers::pactos(pactos, Arc::clone(&ctx));
     Controller::for_stream(stream, reader)
         .with_config(kube::runtime::controller::Config::default().concurrency(ctx.concurrency))
         .owns(revisions, watcher::Config::default())
@@ -72,4 +72,67 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>, shutdown: Cancell
             futures::future::ready(())
         })
         .await;
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
+
+    use std::time::Duration;
+
+    use pacto_proto::evaluator::evaluator_client::EvaluatorClient;
+    use pacto_proto::observer::observer_client::ObserverClient;
+    use pacto_proto::resolver::contract_resolver_client::ContractResolverClient;
+    use pacto_runtime::grpc::RetryPolicy;
+    use tonic::transport::Channel;
+
+    use super::*;
+    use crate::gauges::Gauges;
+
+    /// A context whose API server and backends all refuse connections.
+    async fn unreachable() -> Arc<Context> {
+        pacto_testenv::controlplane::ensure_crypto_provider();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        drop(listener);
+        let url = format!("http://{addr}");
+        let client =
+            kube::Client::try_from(kube::Config::new(url.parse().unwrap())).expect("client");
+        let channel = || Channel::from_shared(url.clone()).unwrap().connect_lazy();
+        let backends = Backends {
+            resolver: ContractResolverClient::new(channel()),
+            observer: ObserverClient::new(channel()),
+            evaluator: EvaluatorClient::new(channel()),
+            retry: RetryPolicy {
+                max_retries: 0,
+                min_delay: Duration::from_millis(1),
+                max_delay: Duration::from_millis(1),
+            },
+        };
+        Arc::new(Context::new(client, backends, Gauges::new(), None, None))
+    }
+
+    #[tokio::test]
+    async fn a_failed_status_write_fails_the_pass_without_report_and_retries_after_the_base() {
+        let ctx = unreachable().await;
+        let pacto = Arc::new(
+            pacto_api::testing::PactoBuilder::inline("orders", "x")
+                .namespace("shop")
+                .build(),
+        );
+        let error = reconcile(Arc::clone(&pacto), Arc::clone(&ctx))
+            .await
+            .expect_err("the status write cannot succeed");
+        assert_eq!(error.label(), "apply_status", "{error}");
+        // The pass counts, but nothing of the unwritten status is remembered or reported.
+        assert_eq!((ctx.reconciles(), ctx.status_writes()), (1, 0));
+        let key = ("shop".to_owned(), "orders".to_owned());
+        assert!(ctx.written.unseen(&key, &pacto).is_none());
+        assert!(!ctx.gauges.render().contains("orders"));
+        // The controller retries it after the backoff base, not at the check interval.
+        assert_eq!(
+            error_policy(pacto, &error, ctx),
+            Action::requeue(BACKOFF_BASE)
+        );
+    }
 }

@@ -44,6 +44,7 @@ pub use model::{
     Backend, BackendFailure, ConditionState, EnsuredRevision, Evaluated, Observed, Resolution,
     ResolvedContract, Runtime,
 };
+pub use triggers::{Trigger, Triggers};
 
 use std::sync::Arc;
 use std::time::Duration;

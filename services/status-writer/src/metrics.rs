@@ -3,6 +3,8 @@
 
 /// Reconciles, by result (`ok`, `unknown_backend`, `error`).
 pub const RECONCILES_TOTAL: &str = "pacto_status_writer_reconciles_total";
+/// Reconciles started, by trigger (`pacto`, `watch_targets`, `requeue`).
+pub const TRIGGERS_TOTAL: &str = "pacto_status_writer_triggers_total";
 /// Reconcile errors, by step.
 pub const RECONCILE_ERRORS_TOTAL: &str = "pacto_status_writer_reconcile_errors_total";
 /// Reconcile duration.
@@ -24,6 +26,11 @@ pub fn describe() {
         RECONCILES_TOTAL,
         Unit::Count,
         "Reconciles of Pactos, by result."
+    );
+    describe_counter!(
+        TRIGGERS_TOTAL,
+        Unit::Count,
+        "Reconciles started, by what triggered them."
     );
     describe_counter!(
         RECONCILE_ERRORS_TOTAL,

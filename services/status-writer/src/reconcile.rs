@@ -85,7 +85,9 @@ fn key_of(pacto: &Pacto) -> Result<PactoKey, ReconcileError> {
 /// One reconcile of one Pacto.
 pub async fn reconcile(pacto: Arc<Pacto>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
     let started = Instant::now();
+    let _running = ctx.enter();
     let key = key_of(&pacto)?;
+    let trigger = ctx.triggers.take(&key);
     let namespace = key.0.as_str();
 
     // The previous status: our own last write while the cache has not seen it
@@ -128,6 +130,9 @@ pub async fn reconcile(pacto: Arc<Pacto>, ctx: Arc<Context>) -> Result<Action, R
     if let Err(error) = apply::apply_and_report(&ctx, &pacto, &key, &composed).await {
         ctx.count_reconcile();
         return Err(error);
+    }
+    if composed.changed {
+        ctx.triggers.wrote(key.clone(), trigger);
     }
     let (delay, failed) = ctx.backoff.next(&pacto, key, &resolution, runtime.as_ref());
     finished(&ctx, failed, started);

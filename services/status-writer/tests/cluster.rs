@@ -21,6 +21,7 @@ use pacto_api::labels::{LABEL_PACTO, LABEL_VERSION};
 use pacto_api::*;
 use pacto_runtime::CancellationToken;
 use pacto_runtime::testing::{admin_get, promtool_check};
+use pacto_status_writer::Trigger;
 
 #[tokio::test]
 async fn inline_reference_only_pacto_is_reference_with_a_revision() {
@@ -412,12 +413,10 @@ async fn targeted_pacto_unknown_until_its_target_exists_then_compliant() {
     let api: Api<Pacto> = Api::namespaced(h.client.clone(), &h.namespace);
     let contract =
         "pactoVersion: \"2.0\"\nservice:\n  name: orders\n  version: 1.2.0\nworkload: service\n";
-    api.create(
-        &PostParams::default(),
-        &pacto("orders", contract, Some("orders")),
-    )
-    .await
-    .unwrap();
+    // A check interval far beyond the test: no timer requeue can produce the Compliant below.
+    let mut orders = pacto("orders", contract, Some("orders"));
+    orders.spec.check_interval_seconds = Some(3600);
+    api.create(&PostParams::default(), &orders).await.unwrap();
     // The target does not exist yet: Unknown (never NotEvaluated), observation itself fine.
     let (_, s) = wait_status(&api, "orders", ContractStatus::Unknown).await;
     let observed = find_condition(&s.conditions, RUNTIME_OBSERVED).unwrap();
@@ -449,7 +448,7 @@ async fn targeted_pacto_unknown_until_its_target_exists_then_compliant() {
     );
 
     // The Deployment appears: the observer's WatchTargets notification re-observes at once
-    // (well before the 30 s requeue).
+    // (the next check is an hour away).
     let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
         Api::namespaced(h.client.clone(), &h.namespace);
     let deployment: k8s_openapi::api::apps::v1::Deployment =
@@ -472,7 +471,7 @@ async fn targeted_pacto_unknown_until_its_target_exists_then_compliant() {
         "spec": {"selector": {"app": "orders"}, "ports": [{"name": "http", "port": 80}]}
     }))
     .unwrap();
-    let created = std::time::Instant::now();
+    let notified = h.ctx.triggers.started(Trigger::WatchTargets);
     deployments
         .create(&PostParams::default(), &deployment)
         .await
@@ -482,9 +481,16 @@ async fn targeted_pacto_unknown_until_its_target_exists_then_compliant() {
         .await
         .unwrap();
     let (_, s) = wait_status(&api, "orders", ContractStatus::Compliant).await;
+    // The cause, not the timing: reconciles started by WatchTargets notifications, and the
+    // one that wrote Compliant was one of them.
     assert!(
-        created.elapsed() < Duration::from_secs(25),
-        "reacted via WatchTargets"
+        h.ctx.triggers.started(Trigger::WatchTargets) > notified,
+        "no reconcile was triggered by WatchTargets"
+    );
+    assert_eq!(
+        h.ctx.triggers.last_write(&h.namespace, "orders"),
+        Some(Trigger::WatchTargets),
+        "the Compliant status was written by a reconcile WatchTargets did not trigger"
     );
     assert!(s.findings.is_empty(), "{:?}", s.findings);
     assert_eq!(
@@ -542,4 +548,26 @@ async fn workload_mismatch_is_non_compliant_at_once_with_counts() {
         message,
         "ContractStatus: NonCompliant, 1 errors, 0 warnings"
     );
+}
+
+#[tokio::test]
+async fn max_concurrent_reconciles_bounds_the_reconciles_running_at_once() {
+    // One at a time: a backlog of Pactos waits in the queue instead of running together.
+    let h = start_concurrent(true, Vec::new(), Duration::from_mins(5), false, Some(1)).await;
+    let api: Api<Pacto> = Api::namespaced(h.client.clone(), &h.namespace);
+    let names: Vec<String> = (0..12).map(|i| format!("orders-{i}")).collect();
+    futures::future::join_all(names.iter().map(|name| {
+        let api = api.clone();
+        async move {
+            api.create(&PostParams::default(), &pacto(name, VALID, None))
+                .await
+                .unwrap();
+        }
+    }))
+    .await;
+    for name in &names {
+        wait_status(&api, name, ContractStatus::Reference).await;
+    }
+    assert!(h.ctx.reconciles() >= 12);
+    assert_eq!(h.ctx.most_in_flight(), 1);
 }

@@ -1,5 +1,6 @@
 //! Table tests of the pure middle: status fields, conditions (reasons, stickiness,
-//! observedGeneration, absences), the eight events with their gating and messages, the
+//! observedGeneration, absences), the eight events with their gating and messages (and a
+//! transition table: every event compose emits has one of the eight reasons), the
 //! backend-unavailable path and "no write when nothing changed".
 
 #![allow(clippy::unwrap_used, reason = "tests")]
@@ -919,18 +920,178 @@ fn policy_from_reference_shape() {
     assert_eq!(derive_policy(&s), None);
 }
 
+/// The passes of the transition table: every resolution outcome, and for a resolved contract
+/// every runtime outcome the helpers build (reference with and without readiness, each evaluated
+/// verdict, a failing readiness gate, each backend failure).
+fn passes() -> Vec<(bool, Resolution, Option<Runtime>)> {
+    let down = |backend| BackendFailure::new(backend, "connection refused");
+    let targeted = |status, findings, readiness: Option<ReadinessStatus>| {
+        Some(Runtime::Observed {
+            observed: Box::new(observed(vec![])),
+            evaluated: Ok(Evaluated {
+                readiness,
+                ..evaluated(status, findings)
+            }),
+        })
+    };
+    let invalid = ValidationResult {
+        valid: false,
+        errors: vec![ValidationIssue {
+            code: Some("SCHEMA_VIOLATION".into()),
+            path: Some("service.version".into()),
+            message: "bad".into(),
+        }],
+        warnings: vec![],
+    };
+    vec![
+        (
+            false,
+            resolved(CONTRACT, true),
+            Some(Runtime::Reference(Ok(Some(readiness(true, false))))),
+        ),
+        (
+            false,
+            resolved(CONTRACT, true),
+            Some(Runtime::Reference(Ok(Some(readiness(false, false))))),
+        ),
+        (
+            false,
+            resolved(CONTRACT, true),
+            Some(Runtime::Reference(Ok(Some(readiness(true, true))))),
+        ),
+        (
+            false,
+            resolved(CONTRACT, false),
+            Some(Runtime::Reference(Ok(None))),
+        ),
+        (
+            false,
+            resolved(CONTRACT, true),
+            Some(Runtime::Reference(Err(down(Backend::Evaluator)))),
+        ),
+        (
+            true,
+            resolved(CONTRACT, false),
+            targeted(ContractStatus::Compliant, vec![], None),
+        ),
+        (
+            true,
+            resolved(CONTRACT, false),
+            targeted(
+                ContractStatus::Warning,
+                vec![finding("PORT_MISMATCH", Severity::Warning)],
+                None,
+            ),
+        ),
+        (
+            true,
+            resolved(CONTRACT, false),
+            targeted(
+                ContractStatus::NonCompliant,
+                vec![finding("WORKLOAD_MISMATCH", Severity::Error)],
+                None,
+            ),
+        ),
+        (
+            true,
+            resolved(CONTRACT, false),
+            targeted(
+                ContractStatus::Unknown,
+                vec![finding("PROBE_UNKNOWN", Severity::Unknown)],
+                None,
+            ),
+        ),
+        (
+            true,
+            resolved(CONTRACT, true),
+            targeted(
+                ContractStatus::Compliant,
+                vec![],
+                Some(readiness(false, false)),
+            ),
+        ),
+        (
+            true,
+            resolved(CONTRACT, true),
+            targeted(
+                ContractStatus::Compliant,
+                vec![],
+                Some(readiness(true, false)),
+            ),
+        ),
+        (
+            true,
+            resolved(CONTRACT, false),
+            Some(Runtime::Observed {
+                observed: Box::new(observed(vec![])),
+                evaluated: Err(down(Backend::Evaluator)),
+            }),
+        ),
+        (
+            true,
+            resolved(CONTRACT, false),
+            Some(Runtime::ObserveFailed(down(Backend::Observer))),
+        ),
+        (
+            false,
+            Resolution::Invalid {
+                message: "service.version: bad".into(),
+                validation: invalid,
+                policy: Some(ResolutionPolicy::PinnedTag),
+            },
+            None,
+        ),
+        (
+            false,
+            Resolution::Unavailable {
+                message: "registry reg.local unreachable".into(),
+                policy: Some(ResolutionPolicy::Latest),
+            },
+            None,
+        ),
+        (
+            true,
+            Resolution::Failed(down(Backend::ContractResolver)),
+            None,
+        ),
+    ]
+}
+
 #[test]
-fn only_the_eight_reasons_exist() {
-    // Every reason compose can emit is one of the eight.
-    let all = event_reason::ALL;
-    for r in [
-        event_reason::CONTRACT_INVALID,
-        event_reason::CONTRACT_UNAVAILABLE,
-        event_reason::VALIDATION_FAILED,
-        event_reason::CONTRACT_RECOVERED,
-        event_reason::READINESS_GATE_UNMET,
-        event_reason::READINESS_RECOVERED,
-    ] {
-        assert!(all.contains(&r));
+fn every_event_of_every_transition_has_one_of_the_eight_reasons() {
+    // Every transition of the table: no previous status, or the status each pass composes,
+    // followed by each pass.
+    let mut previous: Vec<Option<PactoStatus>> = vec![None];
+    previous.extend(passes().into_iter().map(|(targeted, resolution, runtime)| {
+        Some(case(targeted, resolution, runtime).run().status)
+    }));
+    let mut reached = std::collections::BTreeSet::new();
+    for (i, before) in previous.iter().enumerate() {
+        for (j, (targeted, resolution, runtime)) in passes().into_iter().enumerate() {
+            let mut next = case(targeted, resolution, runtime);
+            next.previous = before.as_ref();
+            next.now = t(60);
+            for event in next.run().events {
+                assert!(
+                    event_reason::ALL.contains(&event.reason),
+                    "transition {i} -> {j} emitted {:?}, not one of the eight reasons",
+                    event.reason
+                );
+                reached.insert(event.reason);
+            }
+        }
     }
+    // The table reaches every reason compose emits (RevisionCreated and TagOverwritten are
+    // published by the revision step and the mirror, not by compose).
+    assert_eq!(
+        reached,
+        std::collections::BTreeSet::from([
+            event_reason::CONTRACT_INVALID,
+            event_reason::CONTRACT_UNAVAILABLE,
+            event_reason::VALIDATION_FAILED,
+            event_reason::CONTRACT_RECOVERED,
+            event_reason::READINESS_GATE_UNMET,
+            event_reason::READINESS_RECOVERED,
+        ])
+    );
 }

@@ -137,4 +137,84 @@ mod tests {
             None
         ));
     }
+
+    fn pacto(interval: i32) -> Pacto {
+        pacto_api::testing::PactoBuilder::inline("orders", "x")
+            .check_interval(interval)
+            .build()
+    }
+
+    fn key(name: &str) -> PactoKey {
+        ("shop".to_owned(), name.to_owned())
+    }
+
+    fn down() -> Resolution {
+        Resolution::Failed(BackendFailure::new(Backend::ContractResolver, "down"))
+    }
+
+    fn fine() -> Resolution {
+        Resolution::Unavailable {
+            message: String::new(),
+            policy: None,
+        }
+    }
+
+    fn secs(delays: &[(Duration, bool)]) -> Vec<(u64, bool)> {
+        delays.iter().map(|(d, f)| (d.as_secs(), *f)).collect()
+    }
+
+    #[test]
+    fn backend_failures_double_the_delay_up_to_the_check_interval() {
+        let backoff = Backoff::default();
+        let p = pacto(60);
+        let delays: Vec<_> = (0..6)
+            .map(|_| backoff.next(&p, key("orders"), &down(), None))
+            .collect();
+        assert_eq!(
+            secs(&delays),
+            [
+                (5, true),
+                (10, true),
+                (20, true),
+                (40, true),
+                (60, true),
+                (60, true)
+            ]
+        );
+    }
+
+    #[test]
+    fn the_doubling_stops_at_ten_steps_under_a_long_interval() {
+        let backoff = Backoff::default();
+        let p = pacto(86_400);
+        let last = (0..40)
+            .map(|_| backoff.next(&p, key("orders"), &down(), None).0)
+            .last()
+            .unwrap();
+        assert_eq!(last, BACKOFF_BASE * 1024);
+    }
+
+    #[test]
+    fn a_pass_without_failure_resets_the_backoff_of_that_pacto_only() {
+        let backoff = Backoff::default();
+        let p = pacto(300);
+        for _ in 0..3 {
+            backoff.next(&p, key("orders"), &down(), None);
+            backoff.next(&p, key("billing"), &down(), None);
+        }
+        // A healthy pass waits the check interval and forgets the failures.
+        assert_eq!(
+            backoff.next(&p, key("orders"), &fine(), None),
+            (Duration::from_mins(5), false)
+        );
+        assert_eq!(
+            backoff.next(&p, key("orders"), &down(), None),
+            (BACKOFF_BASE, true)
+        );
+        // The other Pacto's streak went on.
+        assert_eq!(
+            backoff.next(&p, key("billing"), &down(), None),
+            (BACKOFF_BASE * 8, true)
+        );
+    }
 }

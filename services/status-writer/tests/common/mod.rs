@@ -115,6 +115,17 @@ pub async fn start_full(
     mirror_interval: Duration,
     observer_up: bool,
 ) -> Harness {
+    start_concurrent(resolver_up, insecure, mirror_interval, observer_up, None).await
+}
+
+/// [`start_full`] with `--max-concurrent-reconciles` (`None`: the default).
+pub async fn start_concurrent(
+    resolver_up: bool,
+    insecure: Vec<String>,
+    mirror_interval: Duration,
+    observer_up: bool,
+    concurrency: Option<u16>,
+) -> Harness {
     let cp = cluster().await;
     let client = cp.client().unwrap();
     let namespace = cp.create_namespace("sw").await.unwrap();
@@ -199,13 +210,17 @@ pub async fn start_full(
         },
     };
     let gauges = Gauges::new();
-    let ctx = Arc::new(Context::new(
+    let ctx = Context::new(
         client.clone(),
         backends,
         gauges.clone(),
         None,
         Some("status-writer-test".into()),
-    ));
+    );
+    let ctx = Arc::new(match concurrency {
+        Some(n) => ctx.with_concurrency(n),
+        None => ctx,
+    });
     let ns = namespace.clone();
     let stop = shutdown.clone();
     let run_ctx = Arc::clone(&ctx);
