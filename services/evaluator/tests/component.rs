@@ -299,15 +299,13 @@ async fn admin_endpoints_and_promtool_clean_metrics() {
     // The recorder is process-wide; `AssessReadiness` answered `INVALID_ARGUMENT` only here in
     // this binary, and exactly once (the contract-cache hit is counted in `process.rs`, where the
     // evaluator process owns its recorder).
-    assert_eq!(
-        metric_value(
-            &metrics,
-            "pacto_grpc_server_requests_total",
-            &invalid_readiness
-        ) - before,
-        1.0,
-        "{metrics}"
-    );
+    let added = metric_value(
+        &metrics,
+        "pacto_grpc_server_requests_total",
+        &invalid_readiness,
+    ) - before;
+    // Counts are whole numbers: within 0.5 of 1 means exactly one.
+    assert!((added - 1.0).abs() < 0.5, "{added} added:\n{metrics}");
     promtool_check(&metrics);
     server.stop().await;
 }

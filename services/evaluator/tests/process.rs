@@ -85,17 +85,15 @@ async fn binary_serves_mtls_and_drains_on_sigterm() {
         .unwrap();
     let (code, metrics) = pacto_runtime::testing::admin_get(admin, "/metrics").await;
     assert_eq!(code, 200);
-    for (result, expected) in [("miss", 1.0), ("hit", 1.0)] {
+    for result in ["miss", "hit"] {
         let label = format!("result=\"{result}\"");
-        assert_eq!(
-            metric_value(
-                &metrics,
-                "pacto_evaluator_contract_cache_total",
-                &[label.as_str()]
-            ),
-            expected,
-            "{result}: {metrics}"
+        let count = metric_value(
+            &metrics,
+            "pacto_evaluator_contract_cache_total",
+            &[label.as_str()],
         );
+        // Counts are whole numbers: within 0.5 of 1 means exactly one.
+        assert!((count - 1.0).abs() < 0.5, "{result} {count}:\n{metrics}");
     }
 
     // SIGTERM: the process logs the request, drains and exits 0.

@@ -322,11 +322,9 @@ async fn unreachable_api_is_honest_unknown_and_metrics_pass_promtool() {
     ] {
         assert!(metrics.contains(name), "{name} missing from:\n{metrics}");
     }
-    assert_eq!(
-        metric_value(&metrics, "pacto_grpc_server_requests_total", &observe_ok) - before,
-        1.0,
-        "{metrics}"
-    );
+    let added = metric_value(&metrics, "pacto_grpc_server_requests_total", &observe_ok) - before;
+    // Counts are whole numbers: within 0.5 of 1 means exactly one.
+    assert!((added - 1.0).abs() < 0.5, "{added} added:\n{metrics}");
     promtool_check(&metrics);
     server.stop().await;
 }
