@@ -15,7 +15,9 @@ use std::{
 
 use common::{STATUS_WRITER, client, client_files};
 use pacto_proto::evaluator::ContractStatus;
-use pacto_runtime::testing::{JsonLog, TestCa, addr_field, wait_exit, write_tls_files};
+use pacto_runtime::testing::{
+    JsonLog, TestCa, addr_field, metric_value, wait_exit, write_tls_files,
+};
 
 const DEADLINE: Duration = Duration::from_secs(20);
 
@@ -75,6 +77,24 @@ async fn binary_serves_mtls_and_drains_on_sigterm() {
         pacto_runtime::testing::admin_get(admin, "/readyz").await.0,
         200
     );
+    // The same contract again: parsed once, then served from the parsed-contract cache. This
+    // process owns its metrics recorder, so the counts are exact.
+    evaluator
+        .evaluate(pacto_evaluator::typical_request())
+        .await
+        .unwrap();
+    let (code, metrics) = pacto_runtime::testing::admin_get(admin, "/metrics").await;
+    assert_eq!(code, 200);
+    for result in ["miss", "hit"] {
+        let label = format!("result=\"{result}\"");
+        let count = metric_value(
+            &metrics,
+            "pacto_evaluator_contract_cache_total",
+            &[label.as_str()],
+        );
+        // Counts are whole numbers: within 0.5 of 1 means exactly one.
+        assert!((count - 1.0).abs() < 0.5, "{result} {count}:\n{metrics}");
+    }
 
     // SIGTERM: the process logs the request, drains and exits 0.
     let status = Command::new("kill")

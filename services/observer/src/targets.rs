@@ -343,15 +343,32 @@ impl TargetHub {
         );
     }
 
-    /// A coalesced stream of notifications for `namespace` (empty = all), ending at `shutdown`.
+    /// A coalesced stream of notifications for `namespace` (empty = all), ending at `shutdown`:
+    /// the changes that arrive within [`COALESCE`] of the first one go out as one batch.
     pub fn subscribe(
         &self,
         namespace: String,
         shutdown: CancellationToken,
     ) -> impl Stream<Item = Vec<TargetChange>> + Send + 'static {
+        self.subscribe_with_window(namespace, shutdown, || tokio::time::sleep(COALESCE))
+    }
+
+    /// [`Self::subscribe`] with the coalescing window as a parameter: `window()` is started at
+    /// the first change of a batch and the batch is sent when it completes (tests end it on cue).
+    fn subscribe_with_window<W, F>(
+        &self,
+        namespace: String,
+        shutdown: CancellationToken,
+        window: W,
+    ) -> impl Stream<Item = Vec<TargetChange>> + Send + 'static
+    where
+        W: Fn() -> F + Clone + Send + 'static,
+        F: Future<Output = ()> + Send,
+    {
         let rx = self.tx.subscribe();
         futures::stream::unfold((rx, shutdown), move |(mut rx, shutdown)| {
             let namespace = namespace.clone();
+            let window = window.clone();
             async move {
                 let wanted = |c: &TargetChange| namespace.is_empty() || c.pacto.0 == namespace;
                 // wait for the first relevant change
@@ -367,10 +384,11 @@ impl TargetHub {
                 };
                 let mut batch: BTreeMap<PactoKey, String> =
                     BTreeMap::from([(first.pacto, first.reason)]);
-                let deadline = tokio::time::Instant::now() + COALESCE;
+                let closed = window();
+                tokio::pin!(closed);
                 loop {
                     tokio::select! {
-                        () = tokio::time::sleep_until(deadline) => break,
+                        () = &mut closed => break,
                         received = rx.recv() => match received {
                             Ok(c) if wanted(&c) => { batch.entry(c.pacto).or_insert(c.reason); }
                             Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
@@ -594,5 +612,65 @@ mod tests {
             index.remove_pacto(&key("b", "db")),
             BTreeSet::from([key("a", "orders")])
         );
+    }
+
+    /// The coalescing window is driven by the test (no clock): everything relevant that arrives
+    /// before it closes is one batch, keyed by Pacto with the first reason kept; nothing is sent
+    /// while it is open; other namespaces are filtered out; the next change opens a new batch.
+    #[tokio::test]
+    async fn changes_within_the_window_are_one_batch_sent_when_it_closes() {
+        use futures::{FutureExt, StreamExt};
+        let hub = TargetHub::new();
+        let gate = Arc::new(tokio::sync::Semaphore::new(0));
+        let window = {
+            let gate = Arc::clone(&gate);
+            move || {
+                let gate = Arc::clone(&gate);
+                async move { gate.acquire().await.unwrap().forget() }
+            }
+        };
+        let mut stream =
+            Box::pin(hub.subscribe_with_window("team".into(), CancellationToken::new(), window));
+        let send = |ns: &str, name: &str, reason: &str| {
+            hub.tx
+                .send(TargetChange {
+                    pacto: key(ns, name),
+                    reason: reason.into(),
+                })
+                .unwrap();
+        };
+        send("team", "web", "Service web applied");
+        assert!(stream.next().now_or_never().is_none(), "window still open");
+        send("team", "web", "ConfigMap web-cm applied");
+        send("other", "web", "Service web applied");
+        send("team", "api", "Secret api-secret applied");
+        assert!(stream.next().now_or_never().is_none(), "window still open");
+
+        gate.add_permits(1);
+        let batch = stream.next().await.unwrap();
+        assert_eq!(
+            batch,
+            vec![
+                TargetChange {
+                    pacto: key("team", "api"),
+                    reason: "Secret api-secret applied".into()
+                },
+                TargetChange {
+                    pacto: key("team", "web"),
+                    reason: "Service web applied".into()
+                },
+            ]
+        );
+        assert!(stream.next().now_or_never().is_none(), "nothing pending");
+
+        send("team", "web", "Service web deleted");
+        assert!(
+            stream.next().now_or_never().is_none(),
+            "a new window opened"
+        );
+        gate.add_permits(1);
+        let batch = stream.next().await.unwrap();
+        assert_eq!(batch.len(), 1);
+        assert_eq!(batch[0].reason, "Service web deleted");
     }
 }

