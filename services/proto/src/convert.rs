@@ -618,49 +618,5 @@ pub fn readiness_to_proto(assessment: &readiness::Assessment) -> evaluator::Read
     }
 }
 
-/// Decodes a readiness assessment (the gate fields are derived again from the data).
-pub fn readiness_from_proto(assessment: &evaluator::ReadinessAssessment) -> readiness::Assessment {
-    let non_empty = |s: &str| (!s.is_empty()).then(|| s.to_owned());
-    readiness::Assessment {
-        score: assessment.score,
-        min_score: assessment.min_score,
-        passing: assessment.passing,
-        total_weight: assessment.total_weight,
-        earned_weight: assessment.earned_weight,
-        expires: assessment.expires.clone(),
-        expired: assessment.expired,
-        days_remaining: assessment.days_remaining,
-        done_count: assessment.done_count,
-        partial_count: assessment.partial_count,
-        not_done_count: assessment.not_done_count,
-        deferred_count: assessment.deferred_count,
-        revisions: assessment
-            .revisions
-            .iter()
-            .map(|r| pacto_contract::model::Revision {
-                date: r.date.clone(),
-                version: r.version.clone(),
-                author: r.author.clone(),
-                description: r.description.clone(),
-            })
-            .collect(),
-        claims: assessment
-            .claims
-            .iter()
-            .map(|c| readiness::ClaimAssessment {
-                id: c.id.clone(),
-                kind: c.r#type.clone(),
-                category: non_empty(&c.category),
-                status: c.status.clone(),
-                evidence: c.evidence.clone(),
-                description: non_empty(&c.description),
-                weight: c.weight,
-                earned_weight: c.earned_weight,
-                excluded: c.excluded,
-            })
-            .collect(),
-    }
-}
-
 #[cfg(test)]
 mod tests;

@@ -381,6 +381,11 @@ impl Stack {
         let hosts = if options.probe_hosts.is_empty() {
             None
         } else {
+            ensure!(
+                effective_uid() == Some(0),
+                "probe_hosts needs root (the observer runs under `unshare --mount`); run as root, \
+                 or guard the test with pacto_e2e::privileged"
+            );
             let mut text = std::fs::read_to_string("/etc/hosts").unwrap_or_default();
             text.extend(
                 options
@@ -907,4 +912,29 @@ pub fn target_service(name: &str) -> String {
     format!(
         "apiVersion: v1\nkind: Service\nmetadata:\n  name: {name}\nspec:\n  selector: {{app: {name}}}\n  ports:\n    - {{name: http, port: 80, targetPort: 8080}}\n"
     )
+}
+
+/// Whether this process may run a privileged scenario (`reason` says what needs root, e.g.
+/// `unshare --mount` for [`StackOptions::probe_hosts`]). As root: true. Without root on a
+/// developer machine: false, after printing one line saying the test is skipped and why. Without
+/// root under CI (`CI` set and not `0`/`false`, as `.ci/run` does): panics, because a privileged
+/// tier must fail there, never skip.
+pub fn privileged(reason: &str) -> bool {
+    if effective_uid() == Some(0) {
+        return true;
+    }
+    let line = format!(
+        "needs root ({reason}); run as root (e.g. `sudo -E cargo test -p pacto-e2e`) to include it"
+    );
+    let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && v != "false");
+    assert!(!ci, "{line}: CI requires every privileged test to run");
+    eprintln!("skipped: {line}");
+    false
+}
+
+/// The effective user id from `/proc/self/status` (None if it cannot be read).
+fn effective_uid() -> Option<u32> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("Uid:"))?;
+    line.split_whitespace().nth(2)?.parse().ok()
 }

@@ -36,10 +36,14 @@ use pacto_runtime::testing::{eventually, within};
 use pacto_testenv::simulator::POD_IP_ANNOTATION;
 use serde_json::{Value, json};
 
-/// How long an absence may take to be confirmed once it reads Unknown: the 5 s window plus
-/// headroom, and less than the Pactos' 30 s `checkIntervalSeconds`, so only the requeue at the
-/// window's end (not the regular one) can meet it.
-const WINDOW_CONFIRMATION: Duration = Duration::from_secs(20);
+/// How long an absence may take to be confirmed once it reads Unknown. The Pactos that wait for it
+/// check only every [`LONG_CHECK_INTERVAL`] seconds, so only the requeue at the window's end can
+/// meet this deadline, however generous it is.
+const WINDOW_CONFIRMATION: Duration = STATUS_DEADLINE;
+
+/// A `checkIntervalSeconds` far beyond every deadline of this file: a Pacto with it is reconciled
+/// only on a watch event, a nudge or a requeue the status-writer asks for (the window's end).
+const LONG_CHECK_INTERVAL: i32 = 3600;
 
 /// The Prometheus text exposition the metrics server serves.
 const EXPOSITION: &str = "# HELP shop_orders_total Orders taken.\n# TYPE shop_orders_total counter\nshop_orders_total{method=\"card\"} 3\nshop_orders_total{method=\"cash\"} 1\n";
@@ -170,6 +174,15 @@ fn pacto_manifest(name: &str, contract_ref: &Value, target: &Value) -> String {
     PactoBuilder::new(name, serde_json::from_value(contract_ref.clone()).unwrap())
         .target(serde_json::from_value(target.clone()).unwrap())
         .check_interval(30)
+        .manifest()
+}
+
+/// [`pacto_manifest`] with the [`LONG_CHECK_INTERVAL`]: for a Pacto whose absence must be
+/// confirmed by the requeue at the window's end, never by the regular check.
+fn window_pacto_manifest(name: &str, contract_ref: &Value, target: &Value) -> String {
+    PactoBuilder::new(name, serde_json::from_value(contract_ref.clone()).unwrap())
+        .target(serde_json::from_value(target.clone()).unwrap())
+        .check_interval(LONG_CHECK_INTERVAL)
         .manifest()
 }
 
@@ -318,6 +331,11 @@ async fn nudge_until(stack: &Stack, name: &str, want: &str, timeout: Duration) -
 /// only the active probe can confirm health (the passive fallback would be Insufficient).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_probed_found_then_absent_beyond_the_window_then_recovered() {
+    // The observer resolves the Service's name through a private /etc/hosts.
+    if !pacto_e2e::privileged("the observer runs under `unshare --mount` for a private /etc/hosts")
+    {
+        return;
+    }
     let server = HttpServer::start(IpAddr::V4(Ipv4Addr::LOCALHOST), "/healthz")
         .await
         .unwrap();
@@ -400,9 +418,11 @@ async fn health_probed_found_then_absent_beyond_the_window_then_recovered() {
         .unwrap();
 
     // Beyond the 5 s window the absence is confirmed, without a nudge: the observer reports when
-    // the pending streak ends and the status-writer requeues for then (not 30 s later).
+    // the pending streak ends and the status-writer requeues for then. This Pacto keeps the 30 s
+    // check interval and a 20 s deadline: with an hourly interval the annotate nudges above were
+    // not reconciled within 60 s (to be investigated, issue 22 item 9).
     let pacto = stack
-        .wait_contract_status("orders", "NonCompliant", WINDOW_CONFIRMATION)
+        .wait_contract_status("orders", "NonCompliant", Duration::from_secs(20))
         .await
         .unwrap();
     let finding = only_finding(&pacto, "capability/health");
@@ -626,7 +646,7 @@ async fn configuration_mismatch_at_once_absence_after_the_window() {
 
     // A missing ConfigMap: Unknown inside the window, with the streak recorded …
     stack
-        .apply(&pacto_manifest(
+        .apply(&window_pacto_manifest(
             "absent",
             &contract_ref,
             &bound_to("app-config"),
@@ -680,8 +700,8 @@ async fn configuration_mismatch_at_once_absence_after_the_window() {
         .await
         .unwrap();
 
-    // Creating a conforming ConfigMap recovers it (no nudge: the binding's ConfigMap is watched,
-    // and the 30 s requeue is within the deadline anyway).
+    // Creating a conforming ConfigMap recovers it (no nudge: the binding's ConfigMap is watched;
+    // the regular check is an hour away).
     stack
         .apply(&config_map("app-config", "port: 8080\n"))
         .await

@@ -323,12 +323,17 @@ pub fn findings_from_proto(
         .collect()
 }
 
-/// `status.coverage` from the wire.
-pub fn coverage_from_proto(coverage: &evaluator::Coverage) -> EvaluationCoverage {
-    EvaluationCoverage {
-        evaluated: count(coverage.evaluated),
-        required: count(coverage.required),
-    }
+/// `status.coverage` from the wire, refused (as a malformed answer) when `evaluated` exceeds
+/// `required`: the check of [`super::coverage_from_proto`].
+pub fn coverage_from_proto(
+    coverage: &evaluator::Coverage,
+    field: &str,
+) -> Result<EvaluationCoverage, FieldError> {
+    let checked = super::coverage_from_proto(coverage, field)?;
+    Ok(EvaluationCoverage {
+        evaluated: count(checked.evaluated),
+        required: count(checked.required),
+    })
 }
 
 /// `status.summary` from the wire.
@@ -393,6 +398,31 @@ pub fn readiness_from_proto(r: &evaluator::ReadinessAssessment) -> ReadinessStat
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn coverage_with_more_evaluated_than_required_is_refused() {
+        let wire = |evaluated, required| evaluator::Coverage {
+            evaluated,
+            required,
+        };
+        assert_eq!(
+            coverage_from_proto(&wire(2, 2), "coverage"),
+            Ok(EvaluationCoverage {
+                evaluated: 2,
+                required: 2
+            })
+        );
+        assert_eq!(
+            coverage_from_proto(&wire(0, 3), "coverage"),
+            Ok(EvaluationCoverage {
+                evaluated: 0,
+                required: 3
+            })
+        );
+        let err = coverage_from_proto(&wire(3, 2), "coverage").unwrap_err();
+        assert_eq!(err.field, "coverage.evaluated");
+        assert_eq!(err.to_string(), "coverage.evaluated: 3 exceeds required 2");
+    }
 
     #[test]
     fn an_invalid_answer_always_gives_a_report() {

@@ -343,7 +343,7 @@ fn evaluated_from_proto(response: &evaluator::EvaluateResponse) -> Result<Evalua
     let summary = required(response.summary.as_ref(), "summary")?;
     Ok(Evaluated {
         findings,
-        coverage: crd::coverage_from_proto(coverage),
+        coverage: crd::coverage_from_proto(coverage, "coverage")?,
         summary: crd::summary_from_proto(summary),
         status: crd::status_from_proto(response.contract_status, "contract_status")?,
         readiness: response.readiness.as_ref().map(crd::readiness_from_proto),
@@ -388,6 +388,22 @@ mod tests {
         assert_eq!(
             evaluated_from_proto(&response).unwrap_err().field,
             "contract_status"
+        );
+
+        // More assertions evaluated than required is refused like any other malformed answer.
+        let response = evaluator::EvaluateResponse {
+            contract_status: evaluator::ContractStatus::Compliant.into(),
+            coverage: Some(evaluator::Coverage {
+                evaluated: 3,
+                required: 2,
+            }),
+            summary: Some(evaluator::Summary::default()),
+            ..Default::default()
+        };
+        let err = evaluated_from_proto(&response).unwrap_err();
+        assert_eq!(
+            malformed(Backend::Evaluator, &err).detail,
+            "malformed response: coverage.evaluated: 3 exceeds required 2"
         );
     }
 
