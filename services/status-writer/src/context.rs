@@ -11,7 +11,7 @@ use crate::gauges::Gauges;
 use crate::reconcile::backends::Backends;
 use crate::reconcile::memo::WriteMemo;
 use crate::reconcile::requeue::Backoff;
-use crate::triggers::Triggers;
+use crate::trigger::Triggers;
 
 /// Pactos reconciled at the same time unless `--max-concurrent-reconciles` says otherwise.
 pub const DEFAULT_CONCURRENT_RECONCILES: u16 = 16;

@@ -34,6 +34,7 @@ mod mirror;
 mod model;
 mod reconcile;
 mod revision;
+mod trigger;
 mod triggers;
 
 pub use compose::{Composed, EventKind, Pass, compose, derive_policy};
@@ -44,7 +45,7 @@ pub use model::{
     Backend, BackendFailure, ConditionState, EnsuredRevision, Evaluated, Observed, Resolution,
     ResolvedContract, Runtime,
 };
-pub use triggers::{Trigger, Triggers};
+pub use trigger::{Trigger, Triggers};
 
 use std::sync::Arc;
 use std::time::Duration;

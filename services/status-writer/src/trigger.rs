@@ -1,0 +1,113 @@
+//! The cause of each reconcile (a leaf: the shared [`crate::context::Context`] holds
+//! [`Triggers`], and the trigger sources in [`crate::triggers`] mark it).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::PoisonError;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::metrics::TRIGGERS_TOTAL;
+use crate::reconcile::memo::PactoKey;
+
+/// What started a reconcile. The controller merges its triggers into one queue; each source
+/// marks the Pacto it queues, and the reconcile takes the mark (see [`Triggers`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trigger {
+    /// A change of the Pacto's spec, labels or annotations (or its first listing).
+    Pacto,
+    /// A WatchTargets notification of the observer (its target changed).
+    WatchTargets,
+    /// Anything unmarked: a requeue (check interval, window due, backoff, error retry) or a
+    /// change of an owned PactoRevision.
+    Requeue,
+}
+
+impl Trigger {
+    /// Every trigger, in the order of [`Trigger::index`].
+    pub const ALL: [Self; 3] = [Self::Pacto, Self::WatchTargets, Self::Requeue];
+
+    /// The `trigger` label of [`TRIGGERS_TOTAL`].
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Pacto => "pacto",
+            Self::WatchTargets => "watch_targets",
+            Self::Requeue => "requeue",
+        }
+    }
+
+    fn index(self) -> usize {
+        match self {
+            Self::Pacto => 0,
+            Self::WatchTargets => 1,
+            Self::Requeue => 2,
+        }
+    }
+}
+
+/// The pending trigger of each queued Pacto, the reconciles started per trigger and the trigger
+/// of each Pacto's last status write (what the tests read to tell a cause from a coincidence).
+#[derive(Debug, Default)]
+pub struct Triggers {
+    pending: Mutex<HashMap<PactoKey, Trigger>>,
+    last_write: Mutex<HashMap<PactoKey, Trigger>>,
+    started: [AtomicU64; 3],
+}
+
+impl Triggers {
+    /// Marks `key` as queued by `trigger` (the first mark until a reconcile takes it).
+    pub(crate) fn mark(&self, key: PactoKey, trigger: Trigger) {
+        self.pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(key)
+            .or_insert(trigger);
+    }
+
+    /// What triggered the reconcile of `key` now starting ([`Trigger::Requeue`] when no source
+    /// marked it), counted.
+    pub(crate) fn take(&self, key: &PactoKey) -> Trigger {
+        let trigger = self
+            .pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(key)
+            .unwrap_or(Trigger::Requeue);
+        self.started[trigger.index()].fetch_add(1, Ordering::SeqCst);
+        metrics::counter!(TRIGGERS_TOTAL, "trigger" => trigger.label()).increment(1);
+        trigger
+    }
+
+    /// Remembers that a reconcile started by `trigger` wrote the status of `key`.
+    pub(crate) fn wrote(&self, key: PactoKey, trigger: Trigger) {
+        self.last_write
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key, trigger);
+    }
+
+    /// Reconciles started by `trigger` so far.
+    pub fn started(&self, trigger: Trigger) -> u64 {
+        self.started[trigger.index()].load(Ordering::SeqCst)
+    }
+
+    /// The trigger of the reconcile that last wrote the status of Pacto `namespace/name`.
+    pub fn last_write(&self, namespace: &str, name: &str) -> Option<Trigger> {
+        self.last_write
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&(namespace.to_owned(), name.to_owned()))
+            .copied()
+    }
+
+    /// Drops what is kept for Pactos `keep` rejects (deleted ones).
+    pub(crate) fn retain(&self, keep: impl Fn(&PactoKey) -> bool) {
+        self.pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|key, _| keep(key));
+        self.last_write
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|key, _| keep(key));
+    }
+}
