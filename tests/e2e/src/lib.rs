@@ -635,17 +635,20 @@ impl Stack {
             .await
     }
 
-    /// Polls `kubectl get pacto -o yaml` until `status.contractStatus` is `want`.
-    pub async fn wait_contract_status(
+    /// Polls `kubectl get pacto -o yaml` until `check` holds for the Pacto; returns it. `what`
+    /// names the wait in the timeout message, which also carries the last status seen and the
+    /// services' logs.
+    pub async fn wait_pacto(
         &self,
         name: &str,
-        want: &str,
+        what: &str,
         timeout: Duration,
+        check: impl Fn(&serde_json::Value) -> bool,
     ) -> anyhow::Result<serde_json::Value> {
         // Ok(Err(_)) ends the wait early: kubectl itself failed.
-        let waited = within(&format!("{name} to be {want}"), timeout, || async {
+        let waited = within(what, timeout, || async {
             match self.get_pacto(name).await {
-                Ok(pacto) if pacto["status"]["contractStatus"] == want => Ok(Ok(pacto)),
+                Ok(pacto) if check(&pacto) => Ok(Ok(pacto)),
                 Ok(pacto) => Err(serde_norway::to_string(&pacto["status"]).unwrap_or_default()),
                 Err(e) => Ok(Err(e)),
             }
@@ -655,6 +658,19 @@ impl Stack {
             Ok(got) => got,
             Err(timeout) => bail!("{timeout}\n{}", self.logs()),
         }
+    }
+
+    /// Polls `kubectl get pacto -o yaml` until `status.contractStatus` is `want`.
+    pub async fn wait_contract_status(
+        &self,
+        name: &str,
+        want: &str,
+        timeout: Duration,
+    ) -> anyhow::Result<serde_json::Value> {
+        self.wait_pacto(name, &format!("{name} to be {want}"), timeout, |p| {
+            p["status"]["contractStatus"] == want
+        })
+        .await
     }
 
     /// Polls `kubectl describe pacto` until its output contains every string of `needles`.

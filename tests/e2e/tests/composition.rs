@@ -29,16 +29,10 @@ async fn wait_pacto(
     what: &str,
     check: impl Fn(&Value) -> bool,
 ) -> Value {
-    within(&format!("{name}: {what}"), STATUS_DEADLINE, || async {
-        let pacto = stack.get_pacto(name).await.unwrap();
-        if check(&pacto) {
-            Ok(pacto)
-        } else {
-            Err(serde_norway::to_string(&pacto["status"]).unwrap_or_default())
-        }
-    })
-    .await
-    .unwrap_or_else(|timeout| panic!("{timeout}\n{}", stack.logs()))
+    stack
+        .wait_pacto(name, &format!("{name}: {what}"), STATUS_DEADLINE, check)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"))
 }
 
 /// How many times `reason` was emitted on the Pacto `name` (the counts of its Events summed).

@@ -14,7 +14,7 @@ use pacto_e2e::{
     STATUS_DEADLINE, Stack, StackOptions, condition, deployment, expect_condition, indent,
     inline_pacto, target_service, times_emitted,
 };
-use pacto_runtime::testing::{eventually, within};
+use pacto_runtime::testing::eventually;
 use serde_json::Value;
 
 /// The whole condition object `kind` (for stickiness: lastTransitionTime, observedGeneration).
@@ -26,23 +26,17 @@ fn condition_object(pacto: &Value, kind: &str) -> Value {
         .unwrap_or_else(|| panic!("no {kind} condition: {pacto}"))
 }
 
-/// Polls `kubectl get pacto -o yaml` until `check` holds.
+/// Polls `kubectl get pacto -o yaml` until `check` holds; returns that Pacto.
 async fn wait_pacto(
     stack: &Stack,
     name: &str,
     what: &str,
     check: impl Fn(&Value) -> bool,
 ) -> Value {
-    within(&format!("{name}: {what}"), STATUS_DEADLINE, || async {
-        let pacto = stack.get_pacto(name).await.unwrap();
-        if check(&pacto) {
-            Ok(pacto)
-        } else {
-            Err(serde_norway::to_string(&pacto["status"]).unwrap_or_default())
-        }
-    })
-    .await
-    .unwrap_or_else(|timeout| panic!("{timeout}\n{}", stack.logs()))
+    stack
+        .wait_pacto(name, &format!("{name}: {what}"), STATUS_DEADLINE, check)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"))
 }
 
 /// Waits until the `kind` condition has `status` (`None`: until it is absent).
