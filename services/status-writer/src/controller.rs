@@ -8,7 +8,6 @@ use futures::StreamExt;
 use kube::api::Api;
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::watcher;
 use metrics::counter;
 use pacto_api::{Pacto, PactoRevision};
 use pacto_runtime::CancellationToken;
@@ -60,7 +59,7 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>, shutdown: Cancell
     let (reader, stream) = triggers::pactos(pactos, Arc::clone(&ctx));
     Controller::for_stream(stream, reader)
         .with_config(kube::runtime::controller::Config::default().concurrency(ctx.concurrency))
-        .owns(revisions, watcher::Config::default())
+        .owns_stream(triggers::revisions(revisions, Arc::clone(&ctx)))
         .reconcile_on(target_stream)
         .graceful_shutdown_on(async move { stop.cancelled().await })
         .run(reconcile, error_policy, ctx)

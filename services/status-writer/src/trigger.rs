@@ -17,20 +17,27 @@ pub enum Trigger {
     Pacto,
     /// A WatchTargets notification of the observer (its target changed).
     WatchTargets,
-    /// Anything unmarked: a requeue (check interval, window due, backoff, error retry) or a
-    /// change of an owned PactoRevision.
+    /// A change of a PactoRevision the Pacto owns (its creation included).
+    Revision,
+    /// Anything unmarked: a requeue (check interval, window due, backoff, error retry).
     Requeue,
 }
 
 impl Trigger {
     /// Every trigger, in the order of [`Trigger::index`].
-    pub const ALL: [Self; 3] = [Self::Pacto, Self::WatchTargets, Self::Requeue];
+    pub const ALL: [Self; 4] = [
+        Self::Pacto,
+        Self::WatchTargets,
+        Self::Revision,
+        Self::Requeue,
+    ];
 
     /// The `trigger` label of [`TRIGGERS_TOTAL`].
     pub fn label(self) -> &'static str {
         match self {
             Self::Pacto => "pacto",
             Self::WatchTargets => "watch_targets",
+            Self::Revision => "revision",
             Self::Requeue => "requeue",
         }
     }
@@ -39,7 +46,8 @@ impl Trigger {
         match self {
             Self::Pacto => 0,
             Self::WatchTargets => 1,
-            Self::Requeue => 2,
+            Self::Revision => 2,
+            Self::Requeue => 3,
         }
     }
 }
@@ -50,7 +58,7 @@ impl Trigger {
 pub struct Triggers {
     pending: Mutex<HashMap<PactoKey, Trigger>>,
     last_write: Mutex<HashMap<PactoKey, Trigger>>,
-    started: [AtomicU64; 3],
+    started: [AtomicU64; 4],
 }
 
 impl Triggers {
@@ -83,6 +91,11 @@ impl Triggers {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(key, trigger);
+    }
+
+    /// Reconciles started so far, whatever their trigger.
+    pub fn started_total(&self) -> u64 {
+        Trigger::ALL.iter().map(|t| self.started(*t)).sum()
     }
 
     /// Reconciles started by `trigger` so far.

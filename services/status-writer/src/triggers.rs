@@ -1,6 +1,6 @@
 //! What makes a Pacto reconcile, and what follows its deletion: the Pacto watch (spec, labels
-//! and annotations; not our own status writes), the observer's WatchTargets notifications, and
-//! a metadata watch that drops the gauges and the last-write memo of deleted Pactos.
+//! and annotations; not our own status writes), the watch of the PactoRevisions it owns, the
+//! observer's WatchTargets notifications, and a metadata watch that drops the gauges and the last-write memo of deleted Pactos.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -12,7 +12,7 @@ use kube::api::Api;
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
-use pacto_api::Pacto;
+use pacto_api::{Pacto, PactoRevision};
 use pacto_proto::observer::WatchTargetsRequest;
 use pacto_runtime::CancellationToken;
 use pacto_runtime::watch::{WatchRetry, WatchRetryExt};
@@ -51,6 +51,28 @@ pub fn pactos(
                 }
             });
     (reader, stream)
+}
+
+/// The watch of the PactoRevisions Pactos own: each applied revision reconciles its owner
+/// (the controller maps it by owner reference), marked [`Trigger::Revision`].
+pub fn revisions(
+    api: Api<PactoRevision>,
+    ctx: Arc<Context>,
+) -> impl Stream<Item = Result<PactoRevision, watcher::Error>> + Send {
+    watcher::watcher(api, watcher::Config::default())
+        .with_retry(WatchRetry::new("PactoRevision").max_delay(WATCH_RETRY_MAX))
+        .applied_objects()
+        .inspect_ok(move |revision| {
+            let Some(namespace) = revision.namespace() else {
+                return;
+            };
+            for owner in revision.owner_references() {
+                if owner.kind == "Pacto" {
+                    ctx.triggers
+                        .mark((namespace.clone(), owner.name.clone()), Trigger::Revision);
+                }
+            }
+        })
 }
 
 /// Streams the observer's WatchTargets notifications as reconcile triggers, reconnecting with

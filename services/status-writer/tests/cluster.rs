@@ -27,9 +27,10 @@ use pacto_status_writer::Trigger;
 async fn inline_reference_only_pacto_is_reference_with_a_revision() {
     let h = start(true).await;
     let api: Api<Pacto> = Api::namespaced(h.client.clone(), &h.namespace);
-    api.create(&PostParams::default(), &pacto("orders", VALID, None))
-        .await
-        .unwrap();
+    // An hourly check: only the nudge below can reconcile it again within the test.
+    let mut orders = pacto("orders", VALID, None);
+    orders.spec.check_interval_seconds = Some(3600);
+    api.create(&PostParams::default(), &orders).await.unwrap();
     let (p, s) = wait_status(&api, "orders", ContractStatus::Reference).await;
 
     let valid = find_condition(&s.conditions, CONTRACT_VALID).unwrap();
@@ -103,9 +104,13 @@ async fn inline_reference_only_pacto_is_reference_with_a_revision() {
     promtool_check(&metrics);
     assert_eq!(admin_get(h.admin, "/readyz").await.0, 200);
 
-    // The annotate nudge re-reconciles; nothing changed, so the status is not rewritten.
+    // The annotate nudge re-reconciles (a reconcile the Pacto watch starts); nothing changed,
+    // so the status is not rewritten.
     let before = api.get("orders").await.unwrap();
-    let (reconciles, writes) = (h.ctx.reconciles(), h.ctx.status_writes());
+    let (nudges, writes) = (
+        h.ctx.triggers.started(Trigger::Pacto),
+        h.ctx.status_writes(),
+    );
     let nudged = api
         .patch(
             "orders",
@@ -119,7 +124,11 @@ async fn inline_reference_only_pacto_is_reference_with_a_revision() {
     eventually(
         "the nudge to be reconciled",
         Duration::from_secs(20),
-        || async { (h.ctx.reconciles() > reconciles).then_some(()) },
+        || async {
+            (h.ctx.triggers.started(Trigger::Pacto) > nudges
+                && h.ctx.reconciles() == h.ctx.triggers.started_total())
+            .then_some(())
+        },
     )
     .await;
     assert_eq!(
@@ -471,6 +480,26 @@ async fn targeted_pacto_unknown_until_its_target_exists_then_compliant() {
         "spec": {"selector": {"app": "orders"}, "ports": [{"name": "http", "port": 80}]}
     }))
     .unwrap();
+    // Before the target appears, the reconcile that the revision's creation triggers has run
+    // and no reconcile is in flight: otherwise that one could observe the new target first
+    // and write Compliant before the notification's reconcile (a race, not a cause).
+    eventually(
+        "the revision's reconcile to finish and none to be in flight",
+        Duration::from_secs(30),
+        || async {
+            let started = h.ctx.triggers.started_total();
+            if h.ctx.triggers.started(Trigger::Revision) >= 1 && h.ctx.reconciles() == started {
+                Ok(())
+            } else {
+                Err(format!(
+                    "started {started} (revision {}), finished {}",
+                    h.ctx.triggers.started(Trigger::Revision),
+                    h.ctx.reconciles()
+                ))
+            }
+        },
+    )
+    .await;
     let notified = h.ctx.triggers.started(Trigger::WatchTargets);
     deployments
         .create(&PostParams::default(), &deployment)
