@@ -725,9 +725,13 @@ impl Stack {
 
     /// The guide's nudge (`kubectl annotate pacto <name> reconcile-requested-at=<value>
     /// --overwrite`), then waits until the status-writer has finished at least one more reconcile
-    /// (its `pacto_status_writer_reconciles_total`).
+    /// (its `pacto_status_writer_reconciles_total`). `value` gets a suffix unique in the run:
+    /// annotating the value a Pacto already has changes nothing, so it would reconcile nothing.
     pub async fn nudge(&self, name: &str, value: &str) -> anyhow::Result<()> {
         const RECONCILES: &str = "pacto_status_writer_reconciles_total";
+        static NUDGES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NUDGES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let value = format!("{value}.{n}");
         let before = self.metric_sum("status-writer", RECONCILES).await?;
         self.kubectl(
             &[

@@ -361,7 +361,7 @@ async fn health_probed_found_then_absent_beyond_the_window_then_recovered() {
         "interfaceBindings": [{ "interface": "http", "servicePort": "http" }],
     });
     stack
-        .apply(&pacto_manifest(
+        .apply(&window_pacto_manifest(
             "orders",
             &http_contract("orders", Some(("health", "/healthz"))),
             &target,
@@ -418,11 +418,10 @@ async fn health_probed_found_then_absent_beyond_the_window_then_recovered() {
         .unwrap();
 
     // Beyond the 5 s window the absence is confirmed, without a nudge: the observer reports when
-    // the pending streak ends and the status-writer requeues for then. This Pacto keeps the 30 s
-    // check interval and a 20 s deadline: with an hourly interval the annotate nudges above were
-    // not reconciled within 60 s (to be investigated, issue 22 item 9).
+    // the pending streak ends and the status-writer requeues for then (the regular check is an
+    // hour away).
     let pacto = stack
-        .wait_contract_status("orders", "NonCompliant", Duration::from_secs(20))
+        .wait_contract_status("orders", "NonCompliant", WINDOW_CONFIRMATION)
         .await
         .unwrap();
     let finding = only_finding(&pacto, "capability/health");
