@@ -25,11 +25,14 @@ use kube::api::{ObjectMeta, PostParams};
 use pacto_proto::resolver::{
     ContractRef, ResolveRequest, contract_resolver_client::ContractResolverClient, resolve_response,
 };
+use pacto_runtime::grpc::{ChannelSpec, Transport, channel};
 use pacto_runtime::testing::{JsonLog, TestCa, addr_field, wait_exit, within, write_tls_files};
+use pacto_runtime::tls::TlsStore;
 use pacto_testenv::ControlPlaneOptions;
 use pacto_testenv::registry::Registry;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
+use tonic::transport::Channel;
 
 const DEADLINE: Duration = Duration::from_secs(30);
 const SERVER_NAME: &str = "contract-resolver.pacto.svc";
@@ -267,6 +270,23 @@ fn spawn_resolver(
     (child, log, grpc_addr)
 }
 
+/// A client over mTLS whose calls wait far longer than the drain timeout (the shared test
+/// channel gives up after 30 s): only the server side can end a call here.
+fn patient_client(
+    dir: &Path,
+    ca: &TestCa,
+    grpc_addr: SocketAddr,
+) -> ContractResolverClient<Channel> {
+    let store = TlsStore::load(ca.client_files(dir, "client", &[STATUS_WRITER])).unwrap();
+    let spec = ChannelSpec {
+        address: grpc_addr.to_string(),
+        server_name: Some(SERVER_NAME.to_owned()),
+        connect_timeout: Duration::from_secs(5),
+        request_timeout: Duration::from_mins(10),
+    };
+    ContractResolverClient::new(channel(&spec, &Transport::Mtls(store)).unwrap())
+}
+
 /// An anonymous resolve of `oci://<host>/acme/svc`.
 fn resolve_request(host: &str) -> ResolveRequest {
     ResolveRequest {
@@ -317,13 +337,7 @@ async fn sigterm_lets_an_in_flight_resolve_finish_then_exits_0() {
         &[("PACTO_RESOLVER_REGISTRY_MAX_RETRIES", "0")],
         DEADLINE,
     );
-    let mut client = ContractResolverClient::new(ca.channel(
-        dir.path(),
-        "client",
-        &[STATUS_WRITER],
-        grpc_addr,
-        SERVER_NAME,
-    ));
+    let mut client = patient_client(dir.path(), &ca, grpc_addr);
     let in_flight = tokio::spawn({
         let request = resolve_request(&host);
         async move { client.resolve(request).await }
@@ -390,13 +404,7 @@ async fn sigterm_with_a_stuck_resolve_exits_0_at_the_drain_timeout() {
         ],
         DRAIN_TIMEOUT + DEADLINE,
     );
-    let mut client = ContractResolverClient::new(ca.channel(
-        dir.path(),
-        "client",
-        &[STATUS_WRITER],
-        grpc_addr,
-        SERVER_NAME,
-    ));
+    let mut client = patient_client(dir.path(), &ca, grpc_addr);
     let in_flight = tokio::spawn({
         let request = resolve_request(&host);
         async move { client.resolve(request).await }
