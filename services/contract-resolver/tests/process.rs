@@ -3,7 +3,8 @@
 //! contract with a pull Secret from the real API server over mTLS and stops on SIGTERM; and with
 //! a resolve in flight (held at a registry proxy the test controls) SIGTERM refuses new
 //! connections, lets the resolve finish and then exits 0, while a resolve that never finishes is
-//! cut off by the drain timeout.
+//! cut off by the drain timeout
+//! (`docs/design/architecture.md#shutdown-and-drain`).
 
 #![allow(
     clippy::unwrap_used,

@@ -1,6 +1,6 @@
 //! The real `pacto-evaluator` binary as a process: it serves mTLS gRPC to a real client and shuts
 //! down gracefully on SIGTERM: with a call in flight it refuses new connections, answers that
-//! call, and then exits 0.
+//! call, and then exits 0 (`docs/design/architecture.md#shutdown-and-drain`).
 
 #![allow(
     clippy::unwrap_used,
