@@ -1,6 +1,10 @@
 //! The real `pacto-contract-resolver` binary as a process, configured only through flags and
 //! environment variables (KUBECONFIG for its own least-privilege identity): it resolves a private
-//! contract with a pull Secret from the real API server over mTLS, and drains on SIGTERM.
+//! contract with a pull Secret from the real API server over mTLS and stops on SIGTERM; and with
+//! a resolve in flight (held at a registry proxy the test controls) SIGTERM refuses new
+//! connections, lets the resolve finish and then exits 0, while a resolve that never finishes is
+//! cut off by the drain timeout
+//! (`docs/design/architecture.md#shutdown-and-drain`).
 
 #![allow(
     clippy::unwrap_used,
@@ -9,7 +13,9 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use common::push_contract;
@@ -20,9 +26,14 @@ use kube::api::{ObjectMeta, PostParams};
 use pacto_proto::resolver::{
     ContractRef, ResolveRequest, contract_resolver_client::ContractResolverClient, resolve_response,
 };
+use pacto_runtime::grpc::{ChannelSpec, Transport, channel};
 use pacto_runtime::testing::{JsonLog, TestCa, addr_field, wait_exit, within, write_tls_files};
+use pacto_runtime::tls::TlsStore;
 use pacto_testenv::ControlPlaneOptions;
 use pacto_testenv::registry::Registry;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch};
+use tonic::transport::Channel;
 
 const DEADLINE: Duration = Duration::from_secs(30);
 const SERVER_NAME: &str = "contract-resolver.pacto.svc";
@@ -30,7 +41,7 @@ const STATUS_WRITER: &str = "status-writer.pacto.svc";
 const USER: &str = "pacto-contract-resolver-process";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn binary_resolves_with_a_pull_secret_and_drains_on_sigterm() {
+async fn binary_resolves_with_a_pull_secret_and_stops_on_sigterm() {
     pacto_testenv::controlplane::ensure_crypto_provider();
     let cp = pacto_testenv::shared(ControlPlaneOptions::default)
         .await
@@ -165,4 +176,261 @@ async fn binary_resolves_with_a_pull_secret_and_drains_on_sigterm() {
         !log.text().contains("s3cr3t"),
         "the password never appears in the logs"
     );
+}
+
+/// The drain timeout of every Pacto gRPC server (`pacto_runtime::grpc`): how long a
+/// shutting-down process waits for in-flight calls before it stops anyway.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// A TCP proxy in front of a registry that holds every connection it accepts (no byte is
+/// forwarded) until the test releases it: a registry that is slow for as long as the test wants.
+struct HeldProxy {
+    addr: SocketAddr,
+    /// One message per accepted connection.
+    arrived: mpsc::UnboundedReceiver<()>,
+    /// `true` lets held and later connections through; dropping it closes held connections.
+    release: watch::Sender<bool>,
+}
+
+impl HeldProxy {
+    async fn start(upstream: SocketAddr) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (arrived_tx, arrived) = mpsc::unbounded_channel();
+        let (release, released) = watch::channel(false);
+        tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let _ = arrived_tx.send(());
+                let mut released = released.clone();
+                tokio::spawn(async move {
+                    if released.wait_for(|open| *open).await.is_err() {
+                        return;
+                    }
+                    if let Ok(mut outbound) = TcpStream::connect(upstream).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                });
+            }
+        });
+        Self {
+            addr,
+            arrived,
+            release,
+        }
+    }
+
+    fn host(&self) -> String {
+        self.addr.to_string()
+    }
+
+    /// Waits until the resolver has opened a connection to the registry (the resolve is in
+    /// flight, held here).
+    async fn wait_arrival(&mut self) {
+        tokio::time::timeout(DEADLINE, self.arrived.recv())
+            .await
+            .expect("the resolver reaches the registry proxy")
+            .expect("the proxy is running");
+    }
+}
+
+/// Starts the binary without Kubernetes (no pull secrets are involved), reaching `registry_host`
+/// over plain HTTP with `env` added; returns it with its log and gRPC address.
+fn spawn_resolver(
+    dir: &Path,
+    ca: &TestCa,
+    registry_host: &str,
+    env: &[(&str, &str)],
+    log_deadline: Duration,
+) -> (Child, JsonLog, SocketAddr) {
+    let server_cert = ca.issue(&[SERVER_NAME, "127.0.0.1"]).unwrap();
+    let files = write_tls_files(dir, "server", &ca.pem(), &server_cert).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pacto-contract-resolver"))
+        .env("PACTO_RESOLVER_NO_KUBERNETES", "true")
+        .env("PACTO_RESOLVER_LISTEN_ADDR", "127.0.0.1:0")
+        .env("PACTO_ADMIN_ADDR", "127.0.0.1:0")
+        .env("PACTO_TLS_CA", &files.ca)
+        .env("PACTO_TLS_CERT", &files.cert)
+        .env("PACTO_TLS_KEY", &files.key)
+        .env("PACTO_RESOLVER_INSECURE_REGISTRIES", registry_host)
+        .env("PACTO_RESOLVER_ALLOWED_IDENTITIES", STATUS_WRITER)
+        .env("PACTO_LOG_FORMAT", "json")
+        .envs(env.iter().copied())
+        .env_remove("PACTO_INSECURE")
+        .env_remove("KUBECONFIG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut log = JsonLog::follow(child.stderr.take().unwrap(), log_deadline);
+    let grpc_addr = log.wait_for("the serving log line", |v| {
+        (v.get("message")?.as_str()? == "serving ContractResolver")
+            .then(|| addr_field(v, "grpc_addr"))
+            .flatten()
+    });
+    (child, log, grpc_addr)
+}
+
+/// A client over mTLS whose calls wait far longer than the drain timeout (the shared test
+/// channel gives up after 30 s): only the server side can end a call here.
+fn patient_client(
+    dir: &Path,
+    ca: &TestCa,
+    grpc_addr: SocketAddr,
+) -> ContractResolverClient<Channel> {
+    let store = TlsStore::load(ca.client_files(dir, "client", &[STATUS_WRITER])).unwrap();
+    let spec = ChannelSpec {
+        address: grpc_addr.to_string(),
+        server_name: Some(SERVER_NAME.to_owned()),
+        connect_timeout: Duration::from_secs(5),
+        request_timeout: Duration::from_mins(10),
+    };
+    ContractResolverClient::new(channel(&spec, &Transport::Mtls(store)).unwrap())
+}
+
+/// An anonymous resolve of `oci://<host>/acme/svc`.
+fn resolve_request(host: &str) -> ResolveRequest {
+    ResolveRequest {
+        namespace: "team".into(),
+        pacto_name: "svc".into(),
+        contract_ref: Some(ContractRef {
+            oci: format!("oci://{host}/acme/svc:2.1.0"),
+            inline: String::new(),
+            pull_secret_ref: String::new(),
+        }),
+        overrides: Vec::new(),
+    }
+}
+
+fn sigterm(child: &Child) {
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// After SIGTERM the gRPC port takes no new connections.
+async fn wait_refused(grpc_addr: SocketAddr, log: &JsonLog) {
+    within("the gRPC port to refuse connections", DEADLINE, || async {
+        TcpStream::connect(grpc_addr).await.is_err()
+    })
+    .await
+    .unwrap_or_else(|timeout| panic!("{timeout}; logs:\n{}", log.text()));
+}
+
+// Multi-threaded: the test thread blocks on log lines while the in-flight call, its connection
+// and the proxy keep running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sigterm_lets_an_in_flight_resolve_finish_then_exits_0() {
+    pacto_testenv::controlplane::ensure_crypto_provider();
+    let registry = Registry::start().unwrap();
+    let (digest, _) = push_contract(&registry, "acme/svc", "2.1.0", "2.1.0", "drain").await;
+    let mut proxy = HeldProxy::start(registry.addr()).await;
+    let host = proxy.host();
+
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new("pacto process test CA").unwrap();
+    let (mut child, mut log, grpc_addr) = spawn_resolver(
+        dir.path(),
+        &ca,
+        &host,
+        &[("PACTO_RESOLVER_REGISTRY_MAX_RETRIES", "0")],
+        DEADLINE,
+    );
+    let mut client = patient_client(dir.path(), &ca, grpc_addr);
+    let in_flight = tokio::spawn({
+        let request = resolve_request(&host);
+        async move { client.resolve(request).await }
+    });
+    proxy.wait_arrival().await;
+
+    // The resolve is held at the registry: SIGTERM now.
+    sigterm(&child);
+    log.wait_for_message("shutdown requested, draining");
+    wait_refused(grpc_addr, &log).await;
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the process waits for the in-flight resolve; logs:\n{}",
+        log.text()
+    );
+
+    // The registry answers: the resolve completes with the contract, then the process exits 0.
+    proxy.release.send(true).unwrap();
+    let response = tokio::time::timeout(DEADLINE, in_flight)
+        .await
+        .unwrap_or_else(|_| panic!("the in-flight resolve ends; logs:\n{}", log.text()))
+        .unwrap()
+        .unwrap_or_else(|status| {
+            panic!(
+                "the in-flight resolve completes, got {status:?}; logs:\n{}",
+                log.text()
+            )
+        })
+        .into_inner();
+    match response.result {
+        Some(resolve_response::Result::Resolved(resolved)) => {
+            assert_eq!(resolved.digest, digest);
+            assert_eq!(resolved.resolved_ref, format!("{host}/acme/svc:2.1.0"));
+        }
+        other => panic!("{other:?}; logs:\n{}", log.text()),
+    }
+    log.wait_for_message("contract resolver stopped");
+    let exit = wait_exit(&mut child, DEADLINE, &log).await;
+    assert!(exit.success(), "exit {exit:?}; logs:\n{}", log.text());
+    assert!(
+        !log.text().contains("after the drain timeout"),
+        "the drain ended because the call finished, not by the timeout; logs:\n{}",
+        log.text()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sigterm_with_a_stuck_resolve_exits_0_at_the_drain_timeout() {
+    pacto_testenv::controlplane::ensure_crypto_provider();
+    let registry = Registry::start().unwrap();
+    let mut proxy = HeldProxy::start(registry.addr()).await;
+    let host = proxy.host();
+
+    // The registry never answers, and the resolver would wait for it far longer than the drain.
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new("pacto process test CA").unwrap();
+    let (mut child, mut log, grpc_addr) = spawn_resolver(
+        dir.path(),
+        &ca,
+        &host,
+        &[
+            ("PACTO_RESOLVER_REGISTRY_MAX_RETRIES", "0"),
+            ("PACTO_RESOLVER_REGISTRY_TIMEOUT", "10m"),
+        ],
+        DRAIN_TIMEOUT + DEADLINE,
+    );
+    let mut client = patient_client(dir.path(), &ca, grpc_addr);
+    let in_flight = tokio::spawn({
+        let request = resolve_request(&host);
+        async move { client.resolve(request).await }
+    });
+    proxy.wait_arrival().await;
+
+    sigterm(&child);
+    log.wait_for_message("shutdown requested, draining");
+    wait_refused(grpc_addr, &log).await;
+    // The drain timeout stops the process with the call still open; it exits 0.
+    log.wait_for_message("connections still open after the drain timeout; stopping anyway");
+    log.wait_for_message("contract resolver stopped");
+    let exit = wait_exit(&mut child, DEADLINE, &log).await;
+    assert!(exit.success(), "exit {exit:?}; logs:\n{}", log.text());
+
+    // The caller gets an error, not a hang (the connection closed with the process).
+    let result = tokio::time::timeout(DEADLINE, in_flight)
+        .await
+        .expect("the stuck call ends with the process")
+        .unwrap();
+    assert!(
+        result.is_err(),
+        "the stuck call fails: {result:?}; logs:\n{}",
+        log.text()
+    );
+    // The held registry connection stayed open until now.
+    drop(proxy.release);
 }

@@ -1,5 +1,6 @@
 //! The real `pacto-evaluator` binary as a process: it serves mTLS gRPC to a real client and shuts
-//! down gracefully on SIGTERM.
+//! down gracefully on SIGTERM: with a call in flight it refuses new connections, answers that
+//! call, and then exits 0 (`docs/design/architecture.md#shutdown-and-drain`).
 
 #![allow(
     clippy::unwrap_used,
@@ -13,11 +14,16 @@ use std::{
     time::Duration,
 };
 
-use common::{STATUS_WRITER, client, client_files};
-use pacto_proto::evaluator::ContractStatus;
-use pacto_runtime::testing::{
-    JsonLog, TestCa, addr_field, metric_value, wait_exit, write_tls_files,
+use common::{STATUS_WRITER, client_files};
+use pacto_proto::evaluator::{
+    ContractStatus, EvaluateRequest, EvaluateResponse, evaluator_client::EvaluatorClient,
 };
+use pacto_runtime::testing::{
+    JsonLog, TestCa, addr_field, metric_value, mtls_channel, wait_exit, within, write_tls_files,
+};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::UnboundedReceiverStream;
+use tonic::{Response, Status, codegen::http::uri::PathAndQuery, transport::Channel};
 
 const DEADLINE: Duration = Duration::from_secs(20);
 
@@ -48,6 +54,9 @@ async fn binary_serves_mtls_and_drains_on_sigterm() {
             STATUS_WRITER,
             "--log-format",
             "json",
+            // h2's frame log shows when the held call's request message has reached the server.
+            "--log-level",
+            "info,h2=debug",
         ])
         .env_remove("PACTO_INSECURE")
         .stdin(Stdio::null())
@@ -62,11 +71,13 @@ async fn binary_serves_mtls_and_drains_on_sigterm() {
             .flatten()
     });
 
-    // A real client over mTLS.
-    let mut evaluator = client(
+    // A real client over mTLS; one HTTP/2 connection for all its calls.
+    let channel = mtls_channel(
         grpc,
+        common::SERVER_NAME,
         client_files(dir.path(), "client", &ca, &[STATUS_WRITER]),
     );
+    let mut evaluator = EvaluatorClient::new(channel.clone());
     let response = evaluator
         .evaluate(pacto_evaluator::typical_request())
         .await
@@ -96,7 +107,19 @@ async fn binary_serves_mtls_and_drains_on_sigterm() {
         assert!((count - 1.0).abs() < 0.5, "{result} {count}:\n{metrics}");
     }
 
-    // SIGTERM: the process logs the request, drains and exits 0.
+    // A call in flight: the third on the connection, so HTTP/2 stream 5 (client streams are
+    // odd and in order). Its request message reaches the server, but its request stream stays
+    // open until the test ends it, so the server cannot answer before that.
+    let (end_request, held) = held_evaluate(channel);
+    log.wait_for("the held call's request message at the server", |v| {
+        let frame = v.get("frame")?.as_str()?;
+        (v.get("message")?.as_str()? == "received"
+            && frame.starts_with("Data { stream_id: StreamId(5)")
+            && !frame.contains("END_STREAM"))
+        .then_some(())
+    });
+
+    // SIGTERM: the process stops accepting connections but keeps serving the held call.
     let status = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
@@ -105,6 +128,31 @@ async fn binary_serves_mtls_and_drains_on_sigterm() {
     log.wait_for("the shutdown log line", |v| {
         (v.get("message")?.as_str()? == "shutdown requested, draining").then_some(())
     });
+    within("the gRPC port to refuse connections", DEADLINE, || async {
+        tokio::net::TcpStream::connect(grpc).await.is_err()
+    })
+    .await
+    .unwrap_or_else(|timeout| panic!("{timeout}; logs:\n{}", log.text()));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the process waits for the call in flight; logs:\n{}",
+        log.text()
+    );
+
+    // The request ends: the call is answered, then the process exits 0.
+    drop(end_request);
+    let answered = tokio::time::timeout(DEADLINE, held)
+        .await
+        .unwrap_or_else(|_| panic!("the held call ends; logs:\n{}", log.text()))
+        .unwrap()
+        .unwrap_or_else(|status| {
+            panic!(
+                "the held call is answered, got {status:?}; logs:\n{}",
+                log.text()
+            )
+        })
+        .into_inner();
+    assert_eq!(answered.contract_status(), ContractStatus::NonCompliant);
     log.wait_for("the stopped log line", |v| {
         (v.get("message")?.as_str()? == "evaluator stopped").then_some(())
     });
@@ -115,7 +163,34 @@ async fn binary_serves_mtls_and_drains_on_sigterm() {
         log.text()
     );
     assert!(
-        tokio::net::TcpStream::connect(grpc).await.is_err(),
-        "the gRPC port is closed after shutdown"
+        !log.text().contains("after the drain timeout"),
+        "the drain ended because the call finished, not by the timeout; logs:\n{}",
+        log.text()
     );
+}
+
+/// Starts an `Evaluate` call on `channel` whose request stream holds the typical request and
+/// stays open until the returned sender is dropped (a slow client upload): the server has the
+/// message but answers a unary call only once the request ends.
+fn held_evaluate(
+    channel: Channel,
+) -> (
+    mpsc::UnboundedSender<EvaluateRequest>,
+    tokio::task::JoinHandle<Result<Response<EvaluateResponse>, Status>>,
+) {
+    let (sender, receiver) = mpsc::unbounded_channel();
+    sender.send(pacto_evaluator::typical_request()).unwrap();
+    let call = tokio::spawn(async move {
+        let mut grpc = tonic::client::Grpc::new(channel);
+        grpc.ready()
+            .await
+            .map_err(|error| Status::unavailable(error.to_string()))?;
+        grpc.client_streaming(
+            tonic::Request::new(UnboundedReceiverStream::new(receiver)),
+            PathAndQuery::from_static("/pacto.evaluator.v1.Evaluator/Evaluate"),
+            tonic_prost::ProstCodec::<EvaluateRequest, EvaluateResponse>::default(),
+        )
+        .await
+    });
+    (sender, call)
 }
