@@ -92,10 +92,16 @@ async fn scale(stack: &Stack, name: &str, replicas: u32) {
         .unwrap();
 }
 
-/// Waits until the Pacto `name` is `status`, panicking with the last status and the logs.
-async fn wait_status(stack: &Stack, name: &str, status: &str) -> Value {
+/// Waits until the Pacto `name` is `status`; `step` names the step of the story in the panic
+/// message, which also carries the last status seen and the services' logs.
+async fn wait_status(stack: &Stack, name: &str, status: &str, step: &str) -> Value {
     stack
-        .wait_contract_status(name, status, STATUS_DEADLINE)
+        .wait_pacto(
+            name,
+            &format!("{name} to be {status} ({step})"),
+            STATUS_DEADLINE,
+            |p| p["status"]["contractStatus"] == status,
+        )
         .await
         .unwrap_or_else(|e| panic!("{e:#}"))
 }
@@ -147,7 +153,7 @@ async fn a_dependency_follows_its_sibling_pacto() {
         ))
         .await
         .unwrap();
-    let pacto = wait_status(&stack, "checkout", "Unknown").await;
+    let pacto = wait_status(&stack, "checkout", "Unknown", "no Pacto manages payments").await;
     let unsupported = finding_on(&pacto, "dependency/payments")
         .unwrap_or_else(|| panic!("no finding on dependency/payments:\n{pacto:#}"));
     assert_eq!(unsupported["code"], "OBSERVATION_UNSUPPORTED", "{pacto:#}");
@@ -163,7 +169,7 @@ async fn a_dependency_follows_its_sibling_pacto() {
         ))
         .await
         .unwrap();
-    let payments = wait_status(&stack, "payments", "Compliant").await;
+    let payments = wait_status(&stack, "payments", "Compliant", "payments resolved").await;
     let resolved = payments["status"]["contract"]["resolvedRef"]
         .as_str()
         .unwrap_or_default();
@@ -179,7 +185,7 @@ async fn a_dependency_follows_its_sibling_pacto() {
 
     // The sibling's status change re-observes checkout (hourly: no timer): Compliant, the
     // dependency evaluated, no finding.
-    let pacto = wait_status(&stack, "checkout", "Compliant").await;
+    let pacto = wait_status(&stack, "checkout", "Compliant", "payments Compliant").await;
     assert!(findings(&pacto).is_empty(), "{pacto:#}");
     assert_eq!(
         pacto["status"]["evaluationCoverage"],
@@ -192,7 +198,7 @@ async fn a_dependency_follows_its_sibling_pacto() {
     // (2) payments goes down: no Ready endpoint behind its Service. The slices' change notifies
     // checkout; beyond the stabilization window the absence is confirmed.
     scale(&stack, "payments", 0).await;
-    let pacto = wait_status(&stack, "checkout", "NonCompliant").await;
+    let pacto = wait_status(&stack, "checkout", "NonCompliant", "payments scaled to 0").await;
     assert_eq!(findings(&pacto).len(), 1, "{pacto:#}");
     let unreachable = finding_on(&pacto, "dependency/payments")
         .unwrap_or_else(|| panic!("no finding on dependency/payments:\n{pacto:#}"));
@@ -223,7 +229,7 @@ async fn a_dependency_follows_its_sibling_pacto() {
 
     // (3) payments is back: a Ready endpoint again, and the finding and the window clear.
     scale(&stack, "payments", 1).await;
-    let pacto = wait_status(&stack, "checkout", "Compliant").await;
+    let pacto = wait_status(&stack, "checkout", "Compliant", "payments scaled back to 1").await;
     assert!(findings(&pacto).is_empty(), "{pacto:#}");
     assert!(!has_window(&pacto, "dependency", "payments"), "{pacto:#}");
     expect_runtime_found(&pacto);
