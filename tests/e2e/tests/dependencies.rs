@@ -9,7 +9,8 @@
 //!   finding, without waiting for its check interval (the sibling's status change notifies it);
 //! - payments scaled to zero: no Ready endpoint, a negative streak, and beyond the stabilization
 //!   window `DEPENDENCY_UNREACHABLE` on `dependency/payments` (NonCompliant);
-//! - payments scaled back: the finding and the window clear.
+//! - payments scaled back: the finding and the window clear;
+//! - the payments Pacto deleted: not Pacto-managed any more, Unknown again.
 //!
 //! Both Pactos are checked once an hour, so no requeue timer can produce a transition.
 
@@ -233,4 +234,21 @@ async fn a_dependency_follows_its_sibling_pacto() {
     assert!(findings(&pacto).is_empty(), "{pacto:#}");
     assert!(!has_window(&pacto, "dependency", "payments"), "{pacto:#}");
     expect_runtime_found(&pacto);
+
+    // (4) The payments Pacto is deleted: payments still runs, but no Pacto manages it any more,
+    // so the dependency is again not observable (the deletion notifies checkout).
+    stack
+        .kubectl(
+            &["delete", "pacto", "payments", "-n", &stack.namespace],
+            None,
+        )
+        .await
+        .unwrap();
+    let pacto = wait_status(&stack, "checkout", "Unknown", "payments Pacto deleted").await;
+    assert_eq!(findings(&pacto).len(), 1, "{pacto:#}");
+    assert_eq!(
+        finding_on(&pacto, "dependency/payments").map(|f| f["code"].clone()),
+        Some(json!("OBSERVATION_UNSUPPORTED")),
+        "{pacto:#}"
+    );
 }
