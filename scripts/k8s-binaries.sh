@@ -185,8 +185,9 @@ fi
 if [ "$NODE" = 1 ]; then
   if [ ! -x "$COREDNS_DIR/coredns" ]; then
     # A minimal CoreDNS: coremain plus only the plugins in COREDNS_PLUGINS (the upstream main imports
-    # every plugin, which pulls the cloud providers' SDKs). dnsserver.Directives is the list of directives
-    # a Corefile may use, in execution order; it must name exactly the plugins linked in.
+    # every plugin, which pulls the cloud providers' SDKs). dnsserver.Directives lists the directives a
+    # Corefile may use, in execution order: exactly these plugins (a few others get linked in as
+    # dependencies of these, e.g. prometheus, but stay unusable).
     CDIR="$COREDNS_DIR/module"
     mkdir -p "$CDIR"
     printf 'module pacto.local/coredns-minimal\n\ngo 1.25.0\n\nrequire github.com/coredns/coredns %s\n' \
