@@ -11,7 +11,8 @@
 #   scripts/node-images.sh [--profile debug|release] [--out DIR] [--load SOCKET]
 #
 #   --profile  cargo profile of the service binaries (default debug); they are built with `cargo build`
-#              (honouring CARGO_TARGET_DIR)
+#              (honouring CARGO_TARGET_DIR); release images get the binaries without debug sections
+#              (scripts/stage-service-image.sh --strip-debug), debug images keep their line tables
 #   --out      where the archives go (default $PACTO_CACHE/images, PACTO_CACHE defaulting to ~/.cache/pacto)
 #   --load     also import every archive into the containerd at SOCKET, namespace k8s.io (`ctr images import`)
 #
@@ -43,8 +44,8 @@ while [ "$#" -gt 0 ]; do
   esac
 done
 case "$PROFILE" in
-  debug) cargo_profile=() ;;
-  release) cargo_profile=(--release) ;;
+  debug) cargo_profile=(); stage_flags=() ;;
+  release) cargo_profile=(--release); stage_flags=(--strip-debug) ;;
   *) die "--profile must be debug or release, not '$PROFILE'" ;;
 esac
 OUT="${OUT:-$CACHE/images}"
@@ -145,7 +146,7 @@ for c in "${COMPONENTS[@]}"; do
   version="$(sed -n 's/^appVersion:[[:space:]]*"\{0,1\}\([^"[:space:]]*\)"\{0,1\}[[:space:]]*$/\1/p' "$chart")"
   [ -n "$version" ] || die "no appVersion in $chart"
   binary="$target_dir/$PROFILE/pacto-$c"
-  "$REPO/scripts/stage-service-image.sh" "$binary" "$WORK/ctx/$c"
+  "$REPO/scripts/stage-service-image.sh" "${stage_flags[@]}" "$binary" "$WORK/ctx/$c"
   build_image "$IMAGE_REPOSITORY/$c:$version" "$REPO/services/$c/Containerfile" "$WORK/ctx/$c"
 done
 
