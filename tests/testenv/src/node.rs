@@ -390,6 +390,11 @@ impl RealNode {
         &self.timings
     }
 
+    /// The [`SYSCTLS`] values found before the start (what the teardown restores).
+    pub fn sysctls_before(&self) -> &BTreeMap<String, String> {
+        &self.sysctls
+    }
+
     /// The containerd socket.
     pub fn containerd_socket(&self) -> &Path {
         &self.sock
