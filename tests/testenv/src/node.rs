@@ -277,6 +277,9 @@ pub struct RealNode {
     // Dropped last of the processes (see Drop): the node is torn down before it.
     cp: Option<ControlPlane>,
     run: PathBuf,
+    /// Where the node processes log (the cluster directory: kept after the teardown, which
+    /// removes the run directory).
+    logs: PathBuf,
     sock: PathBuf,
     preflight: Preflight,
     sysctls: BTreeMap<String, String>,
@@ -338,8 +341,10 @@ impl RealNode {
             }
         };
         let run = cp.dir().join("node");
+        let logs = cp.dir().to_owned();
         let _ = write_state_run_dir(&run);
         let mut node = Self {
+            logs,
             sock: run.join("containerd").join("containerd.sock"),
             cp: Some(cp),
             run,
@@ -378,6 +383,11 @@ impl RealNode {
     /// The node's run directory (configs, containerd state, logs).
     pub fn run_dir(&self) -> &Path {
         &self.run
+    }
+
+    /// Log file of a node component (`containerd`, `kubelet`, `kube-proxy`).
+    pub fn log_path(&self, component: &str) -> PathBuf {
+        self.logs.join(format!("{component}.log"))
     }
 
     /// The host address (node IP).
@@ -442,7 +452,7 @@ impl RealNode {
 
         // containerd
         let phase = Instant::now();
-        let containerd_log = self.run.join("containerd.log");
+        let containerd_log = self.logs.join("containerd.log");
         let mut cmd = nice(&self.preflight.programs["containerd"]);
         cmd.arg("--config")
             .arg(self.run.join("containerd").join("config.toml"));
@@ -504,7 +514,7 @@ impl RealNode {
         .arg(format!("--hostname-override={NODE_NAME}"))
         .arg(format!("--node-ip={}", self.preflight.host_ip));
         self.kubelet = Some(
-            ManagedProcess::spawn("kubelet", cmd, &self.run.join("kubelet.log"), &[])
+            ManagedProcess::spawn("kubelet", cmd, &self.logs.join("kubelet.log"), &[])
                 .map_err(|e| NodeError::Start("kubelet".into(), e))?,
         );
         let nodes: Api<Node> = Api::all(self.control_plane().client()?);
@@ -525,7 +535,7 @@ impl RealNode {
             return Err(NodeError::NotReady {
                 what: format!("Node {NODE_NAME} Ready"),
                 timeout: deadline,
-                detail: format!("kubelet log:\n{}", tail(&self.run.join("kubelet.log"))),
+                detail: format!("kubelet log:\n{}", tail(&self.logs.join("kubelet.log"))),
             });
         }
         self.timings.node_ready = phase.elapsed();
@@ -538,7 +548,7 @@ impl RealNode {
             self.run.join("kube-proxy.yaml").display()
         ));
         self.kube_proxy = Some(
-            ManagedProcess::spawn("kube-proxy", cmd, &self.run.join("kube-proxy.log"), &[])
+            ManagedProcess::spawn("kube-proxy", cmd, &self.logs.join("kube-proxy.log"), &[])
                 .map_err(|e| NodeError::Start("kube-proxy".into(), e))?,
         );
         let healthy = wait_for(deadline, Duration::from_millis(100), || async {
@@ -561,7 +571,7 @@ impl RealNode {
                 timeout: deadline,
                 detail: format!(
                     "kube-proxy log:\n{}",
-                    tail(&self.run.join("kube-proxy.log"))
+                    tail(&self.logs.join("kube-proxy.log"))
                 ),
             });
         }

@@ -8,6 +8,7 @@
 //! (`pacto_testenv::node`); stopping tears the node down and restores the host.
 //! `--cleanup-node` only tears down what a node that died without teardown left behind.
 
+use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -54,7 +55,10 @@ async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                // kube's client logs every refused connection while the API server starts.
+                .unwrap_or_else(|_| {
+                    tracing_subscriber::EnvFilter::new("info,kube_client::client::builder=off")
+                }),
         )
         .init();
     let args = Args::parse();
@@ -141,7 +145,16 @@ async fn run_node(args: Args) -> anyhow::Result<()> {
     // The one line of a refusal (not root, a program missing, a port in use, another node).
     let node = match RealNode::start(options).await {
         Ok(node) => node,
-        Err(e) => return Err(anyhow::Error::new(e)),
+        Err(e) => {
+            let mut line = format!("Error: {e}");
+            let mut source = std::error::Error::source(&e);
+            while let Some(s) = source {
+                let _ = write!(line, ": {s}");
+                source = s.source();
+            }
+            eprintln!("{line}");
+            std::process::exit(1);
+        }
     };
     let cp = node.control_plane();
     let kubeconfig = args.dir.join("kubeconfig");
