@@ -152,7 +152,7 @@ cmd_status() {
     echo "running: $(cat "$DIR/ready") (pid $(cat "$PIDFILE")); kubeconfig $KUBECONFIG_PATH; logs $DIR/*.log"
     if [ "$(cat "$DIR/mode" 2>/dev/null)" = node ]; then
       local kubectl; kubectl="${PACTO_K8S_BIN:-$("$REPO/scripts/k8s-binaries.sh" --print 2>/dev/null || true)}/kubectl"
-      echo "real node: run directory $DIR/node; logs $DIR/node/*.log"
+      echo "real node: run directory $DIR/node; logs $DIR/{containerd,kubelet,kube-proxy}.log"
       if [ -x "$kubectl" ]; then
         KUBECONFIG="$KUBECONFIG_PATH" "$kubectl" get nodes -o wide 2>&1 || true
         KUBECONFIG="$KUBECONFIG_PATH" "$kubectl" get pods -n kube-system 2>&1 || true

@@ -756,10 +756,13 @@ fn host_cleanup(
 ) {
     kill_pids(&pids_in_kubepods());
     kill_pids(&shims(sock));
-    // Processes killed above must be reaped before their cgroups go; wait briefly.
+    // Processes killed above must be gone before their cgroups and mounts go; wait briefly.
     let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline && !pids_in_kubepods().is_empty() {
+    while Instant::now() < deadline && !(pids_in_kubepods().is_empty() && shims(sock).is_empty()) {
         std::thread::sleep(Duration::from_millis(100));
+    }
+    if !shims(sock).is_empty() {
+        problems.push("containerd shims still running after SIGKILL".to_owned());
     }
     // 5. Mounts, deepest first.
     let prefixes = [
