@@ -223,11 +223,12 @@ impl Deployed {
     pub fn down(mut self) -> Result<Duration> {
         let node = self.node.take().context("already down")?;
         let before = node.sysctls_before().clone();
+        let run = node.run_dir().to_owned();
         let started = Instant::now();
         let problems = node.down();
         let took = started.elapsed();
         ensure!(problems.is_empty(), "teardown problems: {problems:#?}");
-        let left = node::host_leftovers();
+        let left = node::host_leftovers(Some(&run));
         ensure!(left.is_empty(), "left on the host after down: {left:#?}");
         let now = node::read_sysctls();
         ensure!(

@@ -36,7 +36,7 @@ async fn deployed_tier() -> Result<()> {
     let started = Instant::now();
     a_real_workload_is_compliant(&deployed).await?;
     timed(
-        "sample workload Compliant with RuntimeObserved=True",
+        "sample workload: Compliant, NotReady -> NonCompliant after the window, Ready -> Compliant",
         started,
     );
 
@@ -50,10 +50,21 @@ async fn deployed_tier() -> Result<()> {
     Ok(())
 }
 
-/// `helmfile -e local sync` of the unmodified charts: every service Deployment Available, its
-/// pods Ready through the charts' own probes (kubelet runs them), on the real node.
+/// The stabilization window the tier installs with (`controller.stabilizationWindow`, 2 minutes
+/// by default), so that an absence is confirmed within the test's deadlines.
+const WINDOW: &str = "20s";
+
+/// `helmfile -e local sync` of the unmodified charts (one environment knob set: the
+/// stabilization window): every service Deployment Available, its pods Ready through the charts'
+/// own probes (kubelet runs them), on the real node.
 async fn helmfile_sync_brings_every_service_up(d: &Deployed) -> Result<()> {
-    d.helmfile(&["-e", "local", "sync"])?;
+    d.helmfile(&[
+        "-e",
+        "local",
+        "--state-values-set",
+        &format!("controller.stabilizationWindow={WINDOW}"),
+        "sync",
+    ])?;
     for service in SERVICES {
         d.wait_available(OPERATOR_NAMESPACE, service, SERVICES_READY)
             .await?;
@@ -91,7 +102,9 @@ async fn helmfile_sync_brings_every_service_up(d: &Deployed) -> Result<()> {
 
 /// A real Deployment of the HTTP workload with a real readiness probe, its Service, and a Pacto
 /// for it: Compliant, with `RuntimeObserved=True` (the observer found the Service's Ready
-/// endpoints of a real pod).
+/// endpoints of a real pod). Then the pod is made NotReady through its readiness probe: the
+/// endpoint turns not ready and, after the stabilization window, the Pacto is NonCompliant with
+/// `INTERFACE_ABSENT`; Ready again, it is Compliant again.
 async fn a_real_workload_is_compliant(d: &Deployed) -> Result<()> {
     let ns = "deployed-web";
     d.kubectl(&["create", "namespace", ns])?;
@@ -148,47 +161,128 @@ spec:
       - {interface: http, servicePort: http}
 "#,
     )?;
-    let pacto = d
-        .wait("Pacto web Compliant", VERDICT, |d| {
-            let p = d
-                .kubectl_json(&["get", "pacto", "-n", ns, "web"])
-                .map_err(|e| e.to_string())?;
-            if p["status"]["contractStatus"] == "Compliant" {
-                Ok(p)
-            } else {
-                Err(format!("status {:#}", p["status"]))
-            }
-        })
-        .await
-        .map_err(|e| {
-            let logs = d
-                .kubectl(&[
-                    "logs",
-                    "-n",
-                    OPERATOR_NAMESPACE,
-                    "deployment/pacto-status-writer",
-                    "--tail=40",
-                ])
-                .unwrap_or_default();
-            e.context(logs)
-        })?;
-    let observed = pacto["status"]["conditions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|c| c["type"] == "RuntimeObserved")
-        .cloned()
-        .unwrap_or_default();
-    ensure!(
-        observed["status"] == "True" && observed["reason"] == "Found",
-        "RuntimeObserved: {observed:#}"
-    );
+    let pacto = wait_status(d, ns, "web", "Compliant").await?;
+    expect_condition(&pacto, "RuntimeObserved", "True", "Found")?;
     ensure!(
         pacto["status"]["resources"]["service"]["exists"] == true,
         "{:#}",
         pacto["status"]
     );
+
+    // The pod made NotReady through its real readiness probe (kubectl exec, through the kubelet):
+    // its endpoint turns not ready, and the interface's absence is confirmed after the window.
+    d.kubectl(&[
+        "exec",
+        "-n",
+        ns,
+        "deployment/web",
+        "--",
+        "touch",
+        "/tmp/not-ready",
+    ])?;
+    d.wait("the web endpoint not ready", VERDICT, |d| {
+        let slices = d
+            .kubectl_json(&[
+                "get",
+                "endpointslices",
+                "-n",
+                ns,
+                "-l",
+                "kubernetes.io/service-name=web",
+            ])
+            .map_err(|e| e.to_string())?;
+        let ready: Vec<&serde_json::Value> = slices["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|s| s["endpoints"].as_array().into_iter().flatten())
+            .map(|e| &e["conditions"]["ready"])
+            .collect();
+        if !ready.is_empty() && ready.iter().all(|r| **r == false) {
+            Ok(())
+        } else {
+            Err(format!("endpoint readiness {ready:?}"))
+        }
+    })
+    .await?;
+    let absent = wait_status(d, ns, "web", "NonCompliant").await?;
+    let codes: Vec<&str> = absent["status"]["findings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|f| f["code"].as_str())
+        .collect();
+    ensure!(
+        codes == ["INTERFACE_ABSENT"],
+        "findings {codes:?}: {absent:#}"
+    );
+
+    // Ready again: Compliant again.
+    d.kubectl(&[
+        "exec",
+        "-n",
+        ns,
+        "deployment/web",
+        "--",
+        "rm",
+        "/tmp/not-ready",
+    ])?;
+    let back = wait_status(d, ns, "web", "Compliant").await?;
+    expect_condition(&back, "RuntimeObserved", "True", "Found")?;
     d.kubectl(&["delete", "namespace", ns, "--wait=true", "--timeout=90s"])?;
+    Ok(())
+}
+
+/// Waits until Pacto `namespace/name` reads `status`; the error carries the status-writer's log.
+async fn wait_status(
+    d: &Deployed,
+    namespace: &str,
+    name: &str,
+    status: &str,
+) -> Result<serde_json::Value> {
+    d.wait(&format!("Pacto {name} {status}"), VERDICT, |d| {
+        let p = d
+            .kubectl_json(&["get", "pacto", "-n", namespace, name])
+            .map_err(|e| e.to_string())?;
+        if p["status"]["contractStatus"] == status {
+            Ok(p)
+        } else {
+            Err(format!("status {:#}", p["status"]))
+        }
+    })
+    .await
+    .map_err(|e| {
+        let logs = d
+            .kubectl(&[
+                "logs",
+                "-n",
+                OPERATOR_NAMESPACE,
+                "deployment/pacto-status-writer",
+                "--tail=40",
+            ])
+            .unwrap_or_default();
+        e.context(logs)
+    })
+}
+
+/// The condition `kind` of a Pacto has `status` and `reason`.
+fn expect_condition(
+    pacto: &serde_json::Value,
+    kind: &str,
+    status: &str,
+    reason: &str,
+) -> Result<()> {
+    let c = pacto["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == kind)
+        .cloned()
+        .unwrap_or_default();
+    ensure!(
+        c["status"] == status && c["reason"] == reason,
+        "{kind}: want {status}/{reason}, got {c:#}"
+    );
     Ok(())
 }
 

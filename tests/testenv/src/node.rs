@@ -820,8 +820,16 @@ fn host_cleanup(
             problems.push(format!("restoring {name}={value}: {e}"));
         }
     }
-    // 9. Directories the node writes outside its run directory.
+    // 9. Directories the node writes outside its run directory. `/run/containerd` is also the
+    // default state directory of any other containerd on the machine: while one runs, only the
+    // runc state of the `k8s.io` namespace (ours) goes.
+    let other_containerd = processes_named("containerd");
     for dir in HOST_DIRS {
+        let dir = if dir == "/run/containerd" && !other_containerd.is_empty() {
+            "/run/containerd/runc/k8s.io"
+        } else {
+            dir
+        };
         if let Err(e) = std::fs::remove_dir_all(dir)
             && e.kind() != std::io::ErrorKind::NotFound
         {
@@ -869,8 +877,17 @@ pub fn cleanup_stale() -> Vec<String> {
     problems
 }
 
-/// What the host looks like with respect to a node: empty when nothing of a node is left.
-pub fn host_leftovers() -> Vec<String> {
+/// What of a node is left on the host: empty when nothing is. `run_dir` names the node's run
+/// directory, so that only the shims of its containerd count (another containerd may run on the
+/// machine); `None` counts every containerd shim.
+pub fn host_leftovers(run_dir: Option<&Path>) -> Vec<String> {
+    let sock = run_dir.map(|r| {
+        r.join("containerd")
+            .join("containerd.sock")
+            .display()
+            .to_string()
+    });
+    let other_containerd = !processes_named("containerd").is_empty();
     let mut found = Vec::new();
     if Path::new("/sys/class/net").join(BRIDGE).exists() {
         found.push(format!("network device {BRIDGE}"));
@@ -879,9 +896,19 @@ pub fn host_leftovers() -> Vec<String> {
         found.push(format!("cgroup {}", root.display()));
     }
     for dir in HOST_DIRS {
+        let dir = if dir == "/run/containerd" && other_containerd {
+            "/run/containerd/runc/k8s.io"
+        } else {
+            dir
+        };
         if Path::new(dir).exists() {
             found.push(format!("directory {dir}"));
         }
+    }
+    if let Some(run) = run_dir
+        && run.exists()
+    {
+        found.push(format!("run directory {}", run.display()));
     }
     for family in ["iptables", "ip6tables"] {
         if let Ok(rules) = Command::new(format!("{family}-save")).output() {
@@ -896,8 +923,9 @@ pub fn host_leftovers() -> Vec<String> {
     for m in mounts {
         found.push(format!("mount {m}"));
     }
-    if !shims(None).is_empty() {
-        found.push("containerd shims".to_owned());
+    let shims = shims(sock.as_deref());
+    if !shims.is_empty() {
+        found.push(format!("containerd shims {shims:?}"));
     }
     if Path::new(STATE_DIR).join("lock").exists() {
         found.push(format!("lock {STATE_DIR}/lock"));
@@ -1077,6 +1105,27 @@ fn rss_of(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
     line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Live processes whose command name (`/proc/<pid>/comm`) is `name`.
+fn processes_named(name: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| {
+            let pid = e.file_name().to_string_lossy().parse::<u32>().ok()?;
+            let comm = std::fs::read_to_string(e.path().join("comm")).ok()?;
+            let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+            // Zombies are on their way out.
+            let zombie = stat
+                .rsplit(')')
+                .next()
+                .is_some_and(|r| r.trim_start().starts_with('Z'));
+            (comm.trim() == name && !zombie).then_some(pid)
+        })
+        .collect()
 }
 
 fn kill_pids(pids: &[u32]) {
