@@ -17,7 +17,8 @@
 # with one line where it cannot run (not root, a program missing, a port in use, another node).
 #
 # CRDs: the files given to `up`, else $PACTO_DEV_CRDS (space separated), else the generated CRDs in
-# charts/pacto-crds/templates/*.yaml (and any charts/*/crds/*.yaml).
+# charts/pacto-crds/templates/*.yaml (and any charts/*/crds/*.yaml); with --node none by default
+# (`helmfile -e local sync` installs them through the pacto-crds release).
 # State lives in ${PACTO_DEV_DIR:-<repo>/.cache/dev-cluster}. Pods get Running/Ready through the
 # simulator (no kubelet; annotate a pod template with testenv.pacto.trianalab.io/ready: "false" to
 # simulate a failing readiness probe). See docs/testing.md.
@@ -67,6 +68,10 @@ cmd_up() {
   local crds=()
   if [ "$#" -gt 0 ]; then crds=("$@")
   elif [ -n "${PACTO_DEV_CRDS:-}" ]; then read -r -a crds <<<"$PACTO_DEV_CRDS"
+  elif [ "$node" = 1 ]; then
+    # On the real node the charts are installed with helmfile, whose pacto-crds release must own
+    # the CRDs: installing them here would make its install fail on their ownership metadata.
+    crds=()
   else
     shopt -s nullglob; crds=("$REPO"/charts/pacto-crds/templates/*.yaml "$REPO"/charts/*/crds/*.yaml); shopt -u nullglob
   fi
