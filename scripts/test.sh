@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
 # The project's whole test suite, from a fresh machine: installs system packages, builds (or reuses)
 # the pinned Kubernetes control-plane binaries, then runs formatting, lints and every test tier.
-# Every tier runs as an ordinary user except one end-to-end scenario (tests/e2e, the health probe in
-# evidence.rs): its observer runs under `unshare --mount` with a private /etc/hosts, which needs
-# root. Without root that test prints one "skipped: needs root (...)" line and passes; under CI
-# (`CI=1`, set by .ci/run, which runs as root) it fails instead of skipping. Each step prints a
-# banner so a failure is easy to place.
+# Each step prints a banner so a failure is easy to place.
+#
+# What needs root:
+# - one end-to-end scenario (tests/e2e, the health probe in evidence.rs): its observer runs under
+#   `unshare --mount` with a private /etc/hosts;
+# - the deployed tier (`tests/deployed`, package pacto-deployed): a real node (containerd, kubelet,
+#   kube-proxy, CoreDNS) that changes global host state while it runs (iptables, a bridge, cgroups,
+#   sysctls, mounts) and restores it afterwards. As root this script also installs the node packages
+#   (`scripts/install-deps.sh --node`), builds the node binaries (`scripts/k8s-binaries.sh --node`)
+#   and the images (`scripts/node-images.sh`), and runs the deployed tier alone, after every other
+#   tier. PACTO_SKIP_DEPLOYED=1 skips it explicitly.
+# Without root each of them prints one "skipped: needs root (...)" line and passes; under CI (`CI=1`,
+# set by .ci/run, which runs as root) they fail instead of skipping.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,11 +30,19 @@ if [ "$free_kib" -lt $((5 * 1024 * 1024)) ]; then
     echo "warning: less than 5 GiB free under $target_dir; the build may fail with 'No space left on device'" >&2
 fi
 
-step "system packages"
-scripts/install-deps.sh
+deployed=0
+if [ "$(id -u)" = 0 ] && [ "${PACTO_SKIP_DEPLOYED:-0}" != 1 ]; then deployed=1; fi
 
-step "kubernetes control-plane binaries (built once, cached by version)"
-PACTO_K8S_BIN="$(scripts/k8s-binaries.sh)"
+step "system packages"
+if [ "$deployed" = 1 ]; then scripts/install-deps.sh --node; else scripts/install-deps.sh; fi
+
+if [ "$deployed" = 1 ]; then
+  step "kubernetes control-plane and node binaries (built once, cached by version)"
+  PACTO_K8S_BIN="$(scripts/k8s-binaries.sh --node)"
+else
+  step "kubernetes control-plane binaries (built once, cached by version)"
+  PACTO_K8S_BIN="$(scripts/k8s-binaries.sh)"
+fi
 export PACTO_K8S_BIN
 
 step "chart tools: helm, helmfile, kubectl, kubernetes-validate (cached)"
@@ -39,7 +55,22 @@ cargo fmt --all --check
 step "cargo clippy --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 
-step "cargo test --workspace"
-cargo test --workspace --no-fail-fast
+step "cargo test --workspace --exclude pacto-deployed"
+cargo test --workspace --exclude pacto-deployed --no-fail-fast
+
+if [ "$deployed" = 1 ]; then
+  step "node images (built once per content)"
+  PACTO_NODE_IMAGES="$(scripts/node-images.sh)"
+  export PACTO_NODE_IMAGES
+  step "deployed tier on a real node (root; alone, after the other tiers)"
+  started=$SECONDS
+  cargo test -p pacto-deployed -- --nocapture
+  step "deployed tier passed in $((SECONDS - started)) s"
+elif [ "${PACTO_SKIP_DEPLOYED:-0}" = 1 ]; then
+  step "deployed tier skipped (PACTO_SKIP_DEPLOYED=1)"
+else
+  step "deployed tier (not root: it prints why it skips, or fails under CI)"
+  cargo test -p pacto-deployed
+fi
 
 step "all tests passed"

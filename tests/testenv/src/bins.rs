@@ -37,6 +37,16 @@ pub enum BinaryError {
         from: &'static str,
     },
     #[error(
+        "{name} not found at {path} ({from}): run `scripts/k8s-binaries.sh --node` once per \
+         machine to build the node binaries next to the control-plane ones, or point \
+         PACTO_K8S_BIN at a directory holding all of them"
+    )]
+    Node {
+        name: String,
+        path: PathBuf,
+        from: &'static str,
+    },
+    #[error(
         "{name} not found at {path}. Install it with `scripts/install-deps.sh` (Debian package \
          `{package}`) or point {env} at the binary"
     )]
@@ -55,6 +65,10 @@ pub const K8S_BINARIES: [&str; 4] = [
     "kube-controller-manager",
     "kubectl",
 ];
+
+/// The node binaries `scripts/k8s-binaries.sh --node` adds to the same directory (a real node,
+/// [`crate::node`]).
+pub const NODE_BINARIES: [&str; 4] = ["kubelet", "kube-proxy", "kube-scheduler", "crictl"];
 
 const FROM_OVERRIDE: &str = "PACTO_K8S_BIN";
 const FROM_CACHE: &str = "the default cache path; PACTO_K8S_BIN is unset";
@@ -101,6 +115,26 @@ fn k8s_binary(name: &str) -> Result<PathBuf, BinaryError> {
             from,
         })
     }
+}
+
+/// Path of a node binary ([`NODE_BINARIES`]).
+pub fn node_binary(name: &str) -> Result<PathBuf, BinaryError> {
+    let (dir, from) = k8s_bin_dir_from();
+    let path = dir.join(name);
+    if is_executable(&path) {
+        Ok(path)
+    } else {
+        Err(BinaryError::Node {
+            name: name.to_owned(),
+            path,
+            from,
+        })
+    }
+}
+
+/// Path of `kube-scheduler` (built with `scripts/k8s-binaries.sh --node`).
+pub fn kube_scheduler() -> Result<PathBuf, BinaryError> {
+    node_binary("kube-scheduler")
 }
 
 /// The directory holding all four [`K8S_BINARIES`], or the error for the first one missing.

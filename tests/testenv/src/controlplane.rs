@@ -146,6 +146,22 @@ pub struct ControlPlaneOptions {
     pub service_account_admission: bool,
     /// Extra `--flag=value` arguments for kube-apiserver.
     pub extra_apiserver_args: Vec<String>,
+    /// The API server's port; `None` picks a free loopback port.
+    pub secure_port: Option<u16>,
+    /// Serve a real node (see [`crate::node`]): set by [`ControlPlaneOptions::for_real_node`].
+    pub real_node: Option<RealNodeApi>,
+    /// Also run kube-scheduler (a real node needs it; the simulator schedules by itself).
+    pub scheduler: bool,
+}
+
+/// The API server settings a real kubelet and real pods need (docs/design/real-node.md#control-plane):
+/// reachable on the host address, the `kubernetes` Service endpoint published, the Node authorizer
+/// and `NodeRestriction`, a client certificate for calls to the kubelet, ServiceAccount admission,
+/// and kube-controller-manager with one credential per controller.
+#[derive(Debug, Clone)]
+pub struct RealNodeApi {
+    /// The host address pods reach the API server at (the endpoint of Service `kubernetes`).
+    pub advertise_address: String,
 }
 
 impl Default for ControlPlaneOptions {
@@ -157,6 +173,9 @@ impl Default for ControlPlaneOptions {
             timeout: Duration::from_mins(1),
             service_account_admission: false,
             extra_apiserver_args: Vec::new(),
+            secure_port: None,
+            real_node: None,
+            scheduler: false,
         }
     }
 }
@@ -166,6 +185,20 @@ impl ControlPlaneOptions {
     #[must_use]
     pub fn with_controller_manager(mut self) -> Self {
         self.controller_manager = true;
+        self
+    }
+
+    /// The options of a control plane for a real node on `advertise_address`, API server on
+    /// `port`: kube-controller-manager, kube-scheduler and ServiceAccount admission on.
+    #[must_use]
+    pub fn for_real_node(mut self, advertise_address: &str, port: u16) -> Self {
+        self.controller_manager = true;
+        self.scheduler = true;
+        self.service_account_admission = true;
+        self.secure_port = Some(port);
+        self.real_node = Some(RealNodeApi {
+            advertise_address: advertise_address.to_owned(),
+        });
         self
     }
 
@@ -188,6 +221,7 @@ pub struct ControlPlane {
     ca_pem: String,
     admin_kubeconfig: PathBuf,
     admin_config: Config,
+    scheduler: Option<ManagedProcess>,
     kcm: Option<ManagedProcess>,
     apiserver: Option<ManagedProcess>,
     etcd: Option<ManagedProcess>,
@@ -208,6 +242,9 @@ impl std::fmt::Debug for ControlPlane {
 impl Drop for ControlPlane {
     fn drop(&mut self) {
         // Controllers first, then the API server, then its storage.
+        if let Some(mut p) = self.scheduler.take() {
+            p.stop();
+        }
         if let Some(mut p) = self.kcm.take() {
             p.stop();
         }
@@ -324,8 +361,13 @@ impl ControlPlane {
         let deadline = started + options.timeout;
         let etcd_bin = bins::etcd()?;
         let apiserver_bin = bins::kube_apiserver()?;
-        let kcm_bin = if options.controller_manager {
+        let kcm_bin = if options.controller_manager || options.real_node.is_some() {
             Some(bins::kube_controller_manager()?)
+        } else {
+            None
+        };
+        let scheduler_bin = if options.scheduler {
+            Some(bins::kube_scheduler()?)
         } else {
             None
         };
@@ -347,30 +389,39 @@ impl ControlPlane {
 
         // --- certificates and keys
         let ca = Ca::generate("pacto-testenv-ca")?;
-        let serving = ca.issue_server(
-            "kube-apiserver",
-            &[
-                "localhost",
-                "127.0.0.1",
-                "10.0.0.1",
-                "kubernetes",
-                "kubernetes.default",
-                "kubernetes.default.svc",
-                "kubernetes.default.svc.cluster.local",
-            ],
-        )?;
+        let mut sans = vec![
+            "localhost",
+            "127.0.0.1",
+            "10.0.0.1",
+            "kubernetes",
+            "kubernetes.default",
+            "kubernetes.default.svc",
+            "kubernetes.default.svc.cluster.local",
+        ];
+        if let Some(node) = &options.real_node {
+            sans.push(&node.advertise_address);
+        }
+        let serving = ca.issue_server("kube-apiserver", &sans)?;
         let admin = ca.issue_client(ADMIN_USER, &["system:masters"])?;
         let sa = SigningKey::generate()?;
         let pki = dir.join("pki");
         std::fs::create_dir_all(&pki).map_err(ControlPlaneError::WorkDir)?;
-        for (name, contents) in [
+        let mut files = vec![
             ("ca.crt", ca.cert_pem().to_owned()),
             ("ca.key", ca.key_pem()),
             ("apiserver.crt", serving.cert_pem.clone()),
             ("apiserver.key", serving.key_pem.clone()),
             ("sa.key", sa.private_pem.clone()),
             ("sa.pub", sa.public_pem.clone()),
-        ] {
+        ];
+        if options.real_node.is_some() {
+            // The API server's identity towards kubelets (logs, exec, port-forward, node proxy).
+            let kubelet_client =
+                ca.issue_client("kube-apiserver-kubelet-client", &["system:masters"])?;
+            files.push(("apiserver-kubelet-client.crt", kubelet_client.cert_pem));
+            files.push(("apiserver-kubelet-client.key", kubelet_client.key_pem));
+        }
+        for (name, contents) in files {
             write_file(&pki.join(name), &contents)?;
         }
 
@@ -395,17 +446,40 @@ impl ControlPlane {
             .map_err(|e| ControlPlaneError::Start("etcd".into(), e))?;
 
         // --- kube-apiserver
-        let port = free_port()?;
+        let port = match options.secure_port {
+            Some(port) => port,
+            None => free_port()?,
+        };
         let server = format!("https://127.0.0.1:{port}");
         let p = |n: &str| pki.join(n).display().to_string();
         let mut cmd = Command::new(&apiserver_bin);
-        cmd.arg(format!("--etcd-servers={etcd_url}"))
-            .arg("--bind-address=127.0.0.1")
-            .arg("--advertise-address=127.0.0.1")
-            // The endpoint reconciler refuses a loopback address; nothing in this cluster needs
-            // endpoints for the `kubernetes` Service.
-            .arg("--endpoint-reconciler-type=none")
-            .arg(format!("--secure-port={port}"))
+        cmd.arg(format!("--etcd-servers={etcd_url}"));
+        if let Some(node) = &options.real_node {
+            // Pods reach the API server as Service `kubernetes` (10.0.0.1:443), whose endpoint
+            // the default (lease) reconciler publishes as the host address
+            // (docs/design/real-node.md#control-plane).
+            cmd.arg("--bind-address=0.0.0.0")
+                .arg(format!("--advertise-address={}", node.advertise_address))
+                .arg("--authorization-mode=Node,RBAC")
+                .arg("--enable-admission-plugins=NodeRestriction")
+                .arg(format!(
+                    "--kubelet-client-certificate={}",
+                    p("apiserver-kubelet-client.crt")
+                ))
+                .arg(format!(
+                    "--kubelet-client-key={}",
+                    p("apiserver-kubelet-client.key")
+                ))
+                .arg("--kubelet-preferred-address-types=InternalIP,Hostname");
+        } else {
+            cmd.arg("--bind-address=127.0.0.1")
+                .arg("--advertise-address=127.0.0.1")
+                // The endpoint reconciler refuses a loopback address; nothing in this cluster
+                // needs endpoints for the `kubernetes` Service.
+                .arg("--endpoint-reconciler-type=none")
+                .arg("--authorization-mode=RBAC");
+        }
+        cmd.arg(format!("--secure-port={port}"))
             .arg(format!(
                 "--cert-dir={}",
                 dir.join("apiserver-certs").display()
@@ -422,11 +496,10 @@ impl ControlPlane {
             .arg(format!(
                 "--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}"
             ))
-            .arg("--authorization-mode=RBAC")
             .arg("--allow-privileged=true")
             .arg("--profiling=false")
             .arg("--v=1");
-        if !options.service_account_admission {
+        if !options.service_account_admission && options.real_node.is_none() {
             cmd.arg("--disable-admission-plugins=ServiceAccount");
         }
         cmd.args(&options.extra_apiserver_args);
@@ -460,6 +533,7 @@ impl ControlPlane {
             ca_pem,
             admin_kubeconfig,
             admin_config,
+            scheduler: None,
             kcm: None,
             apiserver: Some(apiserver),
             etcd: Some(etcd),
@@ -484,6 +558,14 @@ impl ControlPlane {
                     "--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}"
                 ))
                 .arg("--v=1");
+            if options.real_node.is_some() {
+                // One ServiceAccount per controller: with the Node authorizer on, the shared admin
+                // identity would hide missing controller rights.
+                let admin = cp.admin_kubeconfig.display().to_string();
+                cmd.arg("--use-service-account-credentials=true")
+                    .arg(format!("--authentication-kubeconfig={admin}"))
+                    .arg(format!("--authorization-kubeconfig={admin}"));
+            }
             let kcm = ManagedProcess::spawn(
                 "kube-controller-manager",
                 cmd,
@@ -493,6 +575,30 @@ impl ControlPlane {
             .map_err(|e| ControlPlaneError::Start("kube-controller-manager".into(), e))?;
             cp.kcm = Some(kcm);
             cp.wait_controller_manager(deadline, started).await?;
+        }
+
+        if let Some(scheduler_bin) = scheduler_bin {
+            let kubeconfig = cp.write_kubeconfig(
+                "kube-scheduler.kubeconfig",
+                &cp.user_kubeconfig("system:kube-scheduler", &[])?,
+            )?;
+            let kubeconfig = kubeconfig.display().to_string();
+            let mut cmd = Command::new(scheduler_bin);
+            cmd.arg(format!("--kubeconfig={kubeconfig}"))
+                .arg(format!("--authentication-kubeconfig={kubeconfig}"))
+                .arg(format!("--authorization-kubeconfig={kubeconfig}"))
+                .arg("--leader-elect=false")
+                .arg("--bind-address=127.0.0.1")
+                .arg(format!("--secure-port={}", free_port()?))
+                .arg("--v=1");
+            let scheduler = ManagedProcess::spawn(
+                "kube-scheduler",
+                cmd,
+                &cp.dir.join("kube-scheduler.log"),
+                &cleanup,
+            )
+            .map_err(|e| ControlPlaneError::Start("kube-scheduler".into(), e))?;
+            cp.scheduler = Some(scheduler);
         }
 
         let remaining = deadline.saturating_duration_since(Instant::now());
@@ -611,12 +717,18 @@ impl ControlPlane {
         Client::try_from(self.admin_config.clone()).map_err(ControlPlaneError::Client)
     }
 
+    /// Whether kube-scheduler runs.
+    pub fn has_scheduler(&self) -> bool {
+        self.scheduler.is_some()
+    }
+
     /// Whether kube-controller-manager runs.
     pub fn has_controller_manager(&self) -> bool {
         self.kcm.is_some()
     }
 
-    /// Log file of a component (`etcd`, `kube-apiserver`, `kube-controller-manager`).
+    /// Log file of a component (`etcd`, `kube-apiserver`, `kube-controller-manager`,
+    /// `kube-scheduler`).
     pub fn log_path(&self, component: &str) -> PathBuf {
         self.dir.join(format!("{component}.log"))
     }

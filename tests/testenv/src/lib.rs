@@ -3,6 +3,7 @@
 //!
 //! * [`controlplane`]: start/stop the control plane, admin and per-identity clients, CRDs,
 //!   namespaces, `kubectl`.
+//! * [`node`]: a real node (containerd, kubelet, kube-proxy, CoreDNS) on this machine, root only.
 //! * [`simulator`]: Nodes, scheduling and kubelet-written Pod status, since no kubelet runs.
 //! * [`prometheus`]: a real Prometheus with a generated scrape config.
 //! * [`registry`]: a real docker-registry.
@@ -13,6 +14,7 @@
 
 pub mod bins;
 pub mod controlplane;
+pub mod node;
 pub mod pki;
 pub mod process;
 pub mod prometheus;
@@ -20,4 +22,5 @@ pub mod registry;
 pub mod simulator;
 
 pub use controlplane::{ControlPlane, ControlPlaneError, ControlPlaneOptions, shared};
+pub use node::{NodeError, RealNode, RealNodeOptions};
 pub use simulator::{Simulator, SimulatorOptions};
