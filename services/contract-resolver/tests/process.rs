@@ -15,7 +15,7 @@ mod common;
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::Duration;
 
 use common::push_contract;
@@ -27,7 +27,9 @@ use pacto_proto::resolver::{
     ContractRef, ResolveRequest, contract_resolver_client::ContractResolverClient, resolve_response,
 };
 use pacto_runtime::grpc::{ChannelSpec, Transport, channel};
-use pacto_runtime::testing::{JsonLog, TestCa, addr_field, wait_exit, within, write_tls_files};
+use pacto_runtime::testing::{
+    JsonLog, TestCa, addr_field, service_command, sigterm, wait_exit, within, write_tls_files,
+};
 use pacto_runtime::tls::TlsStore;
 use pacto_testenv::ControlPlaneOptions;
 use pacto_testenv::registry::Registry;
@@ -35,6 +37,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 use tonic::transport::Channel;
 
+const RESOLVER_BIN: &str = env!("CARGO_BIN_EXE_pacto-contract-resolver");
 const DEADLINE: Duration = Duration::from_secs(30);
 const SERVER_NAME: &str = "contract-resolver.pacto.svc";
 const STATUS_WRITER: &str = "status-writer.pacto.svc";
@@ -100,20 +103,9 @@ async fn binary_resolves_with_a_pull_secret_and_stops_on_sigterm() {
     let ca = TestCa::new("pacto process test CA").unwrap();
     let server_cert = ca.issue(&[SERVER_NAME, "127.0.0.1"]).unwrap();
     let files = write_tls_files(dir.path(), "server", &ca.pem(), &server_cert).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_pacto-contract-resolver"))
+    let mut child = service_command(RESOLVER_BIN, "RESOLVER", &files, STATUS_WRITER)
         .env("KUBECONFIG", &kubeconfig)
-        .env("PACTO_RESOLVER_LISTEN_ADDR", "127.0.0.1:0")
-        .env("PACTO_ADMIN_ADDR", "127.0.0.1:0")
-        .env("PACTO_TLS_CA", &files.ca)
-        .env("PACTO_TLS_CERT", &files.cert)
-        .env("PACTO_TLS_KEY", &files.key)
         .env("PACTO_RESOLVER_INSECURE_REGISTRIES", &host)
-        .env("PACTO_RESOLVER_ALLOWED_IDENTITIES", STATUS_WRITER)
-        .env("PACTO_LOG_FORMAT", "json")
-        .env_remove("PACTO_INSECURE")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let mut log = JsonLog::follow(child.stderr.take().unwrap(), DEADLINE);
@@ -162,11 +154,7 @@ async fn binary_resolves_with_a_pull_secret_and_stops_on_sigterm() {
     assert_eq!(resolved.digest, digest);
     assert_eq!(resolved.resolved_ref, format!("{host}/acme/svc:2.1.0"));
 
-    let status = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    sigterm(&child);
     log.wait_for("the stopped log line", |v| {
         (v.get("message")?.as_str()? == "contract resolver stopped").then_some(())
     });
@@ -244,22 +232,11 @@ fn spawn_resolver(
 ) -> (Child, JsonLog, SocketAddr) {
     let server_cert = ca.issue(&[SERVER_NAME, "127.0.0.1"]).unwrap();
     let files = write_tls_files(dir, "server", &ca.pem(), &server_cert).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_pacto-contract-resolver"))
+    let mut child = service_command(RESOLVER_BIN, "RESOLVER", &files, STATUS_WRITER)
         .env("PACTO_RESOLVER_NO_KUBERNETES", "true")
-        .env("PACTO_RESOLVER_LISTEN_ADDR", "127.0.0.1:0")
-        .env("PACTO_ADMIN_ADDR", "127.0.0.1:0")
-        .env("PACTO_TLS_CA", &files.ca)
-        .env("PACTO_TLS_CERT", &files.cert)
-        .env("PACTO_TLS_KEY", &files.key)
         .env("PACTO_RESOLVER_INSECURE_REGISTRIES", registry_host)
-        .env("PACTO_RESOLVER_ALLOWED_IDENTITIES", STATUS_WRITER)
-        .env("PACTO_LOG_FORMAT", "json")
         .envs(env.iter().copied())
-        .env_remove("PACTO_INSECURE")
         .env_remove("KUBECONFIG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let mut log = JsonLog::follow(child.stderr.take().unwrap(), log_deadline);
@@ -300,14 +277,6 @@ fn resolve_request(host: &str) -> ResolveRequest {
         }),
         overrides: Vec::new(),
     }
-}
-
-fn sigterm(child: &Child) {
-    let status = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
 }
 
 /// After SIGTERM the gRPC port takes no new connections.

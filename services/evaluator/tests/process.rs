@@ -9,17 +9,15 @@
 
 mod common;
 
-use std::{
-    process::{Command, Stdio},
-    time::Duration,
-};
+use std::time::Duration;
 
 use common::{STATUS_WRITER, client_files};
 use pacto_proto::evaluator::{
     ContractStatus, EvaluateRequest, EvaluateResponse, evaluator_client::EvaluatorClient,
 };
 use pacto_runtime::testing::{
-    JsonLog, TestCa, addr_field, metric_value, mtls_channel, wait_exit, within, write_tls_files,
+    JsonLog, TestCa, addr_field, metric_value, mtls_channel, service_command, sigterm, wait_exit,
+    within, write_tls_files,
 };
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::UnboundedReceiverStream;
@@ -36,34 +34,16 @@ async fn binary_serves_mtls_and_drains_on_sigterm() {
     let server_cert = ca.issue(&[common::SERVER_NAME, "127.0.0.1"]).unwrap();
     let files = write_tls_files(dir.path(), "server", &ca.pem(), &server_cert).unwrap();
 
-    let mut child = Command::new(env!("CARGO_BIN_EXE_pacto-evaluator"))
-        .args([
-            "--listen-addr",
-            "127.0.0.1:0",
-            "--admin-addr",
-            "127.0.0.1:0",
-        ])
-        .arg("--tls-ca")
-        .arg(&files.ca)
-        .arg("--tls-cert")
-        .arg(&files.cert)
-        .arg("--tls-key")
-        .arg(&files.key)
-        .args([
-            "--allowed-identities",
-            STATUS_WRITER,
-            "--log-format",
-            "json",
-            // h2's frame log shows when the held call's request message has reached the server.
-            "--log-level",
-            "info,h2=debug",
-        ])
-        .env_remove("PACTO_INSECURE")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    // h2's frame log shows when the held call's request message has reached the server.
+    let mut child = service_command(
+        env!("CARGO_BIN_EXE_pacto-evaluator"),
+        "EVALUATOR",
+        &files,
+        STATUS_WRITER,
+    )
+    .env("PACTO_LOG_LEVEL", "info,h2=debug")
+    .spawn()
+    .unwrap();
     let mut log = JsonLog::follow(child.stderr.take().unwrap(), DEADLINE);
     let (grpc, admin) = log.wait_for("the serving log line", |v| {
         (v.get("message")?.as_str()? == "serving Evaluator")
@@ -120,11 +100,7 @@ async fn binary_serves_mtls_and_drains_on_sigterm() {
     });
 
     // SIGTERM: the process stops accepting connections but keeps serving the held call.
-    let status = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    sigterm(&child);
     log.wait_for("the shutdown log line", |v| {
         (v.get("message")?.as_str()? == "shutdown requested, draining").then_some(())
     });

@@ -8,13 +8,14 @@
 )]
 
 use std::net::SocketAddr;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use futures::StreamExt;
 use pacto_proto::observer::{WatchTargetsRequest, observer_client::ObserverClient};
 use pacto_runtime::grpc::{ChannelSpec, Transport, channel};
-use pacto_runtime::testing::{JsonLog, TestCa, addr_field, wait_exit, within, write_tls_files};
+use pacto_runtime::testing::{
+    JsonLog, TestCa, addr_field, service_command, sigterm, wait_exit, within, write_tls_files,
+};
 use pacto_runtime::tls::TlsStore;
 
 const DEADLINE: Duration = Duration::from_secs(20);
@@ -50,21 +51,15 @@ async fn sigterm_ends_an_open_watch_targets_stream_with_ok_and_exits_0() {
     let ca = TestCa::new("pacto process test CA").unwrap();
     let server_cert = ca.issue(&[SERVER_NAME, "127.0.0.1"]).unwrap();
     let files = write_tls_files(dir.path(), "server", &ca.pem(), &server_cert).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_pacto-observer"))
-        .env("KUBECONFIG", &kubeconfig)
-        .env("PACTO_OBSERVER_LISTEN_ADDR", "127.0.0.1:0")
-        .env("PACTO_ADMIN_ADDR", "127.0.0.1:0")
-        .env("PACTO_TLS_CA", &files.ca)
-        .env("PACTO_TLS_CERT", &files.cert)
-        .env("PACTO_TLS_KEY", &files.key)
-        .env("PACTO_OBSERVER_ALLOWED_IDENTITIES", STATUS_WRITER)
-        .env("PACTO_LOG_FORMAT", "json")
-        .env_remove("PACTO_INSECURE")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = service_command(
+        env!("CARGO_BIN_EXE_pacto-observer"),
+        "OBSERVER",
+        &files,
+        STATUS_WRITER,
+    )
+    .env("KUBECONFIG", &kubeconfig)
+    .spawn()
+    .unwrap();
     let mut log = JsonLog::follow(child.stderr.take().unwrap(), DRAIN_TIMEOUT + DEADLINE);
     let grpc = log.wait_for("the serving log line", |v| {
         (v.get("message")?.as_str()? == "serving Observer")
@@ -96,11 +91,7 @@ async fn sigterm_ends_an_open_watch_targets_stream_with_ok_and_exits_0() {
         log.text()
     );
 
-    let status = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    sigterm(&child);
     log.wait_for_message("shutdown requested, draining");
     within("the gRPC port to refuse connections", DEADLINE, || async {
         tokio::net::TcpStream::connect(grpc).await.is_err()

@@ -273,6 +273,43 @@ impl JsonLog {
     }
 }
 
+/// Sends SIGTERM to `child` (what Kubernetes sends a pod's containers); fails the test if
+/// `kill` does.
+pub fn sigterm(child: &std::process::Child) {
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("running kill");
+    assert!(status.success(), "kill -TERM {}: {status}", child.id());
+}
+
+/// A service binary as the process tests start it: gRPC and admin on ephemeral loopback ports,
+/// mTLS with `files`, accepting the client identities `allowed`, JSON logs on a piped stderr
+/// (follow them with [`JsonLog`]), stdin and stdout closed, and no `PACTO_INSECURE` inherited.
+/// `service` is the infix of the service's own variables (`RESOLVER` for
+/// `PACTO_RESOLVER_LISTEN_ADDR`). The caller adds its own flags or variables, then spawns.
+pub fn service_command(
+    binary: &str,
+    service: &str,
+    files: &TlsFiles,
+    allowed: &str,
+) -> std::process::Command {
+    let mut command = std::process::Command::new(binary);
+    command
+        .env(format!("PACTO_{service}_LISTEN_ADDR"), "127.0.0.1:0")
+        .env(format!("PACTO_{service}_ALLOWED_IDENTITIES"), allowed)
+        .env("PACTO_ADMIN_ADDR", "127.0.0.1:0")
+        .env("PACTO_TLS_CA", &files.ca)
+        .env("PACTO_TLS_CERT", &files.cert)
+        .env("PACTO_TLS_KEY", &files.key)
+        .env("PACTO_LOG_FORMAT", "json")
+        .env_remove("PACTO_INSECURE")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    command
+}
+
 /// A socket address logged with Debug formatting (`Some(127.0.0.1:1234)`) in field `field`.
 pub fn addr_field(value: &serde_json::Value, field: &str) -> Option<std::net::SocketAddr> {
     let text = value.get(field)?.as_str()?;
