@@ -764,6 +764,44 @@ impl Stack {
         }
     }
 
+    /// A bundle whose `pacto.yaml` is `manifest` (written under the stack's directory), pushed
+    /// with `pacto push` to `oci://<registry>/pacto/<name>` followed by `tag` (`""`: the tag is
+    /// the contract's version). Returns the repository reference (without the tag) and what
+    /// `pacto push` printed.
+    pub async fn push_contract(
+        &self,
+        name: &str,
+        manifest: &str,
+        tag: &str,
+    ) -> anyhow::Result<(String, String)> {
+        let bundle = self.dir.path().join("bundles").join(name);
+        std::fs::create_dir_all(&bundle).context("creating the bundle directory")?;
+        std::fs::write(bundle.join("pacto.yaml"), manifest).context("writing pacto.yaml")?;
+        let repository = format!("oci://{}/pacto/{name}", self.registry.host());
+        let bundle = bundle.display().to_string();
+        let pushed = self
+            .pacto_cli(&["push", &bundle, &format!("{repository}{tag}")])
+            .await?;
+        Ok((repository, pushed))
+    }
+
+    /// `kubectl wait --for=condition=Available deployment/<name>` in the test namespace (60 s).
+    pub async fn wait_available(&self, deployment: &str) -> anyhow::Result<()> {
+        self.kubectl(
+            &[
+                "wait",
+                "-n",
+                &self.namespace,
+                "--for=condition=Available",
+                &format!("deployment/{deployment}"),
+                "--timeout=60s",
+            ],
+            None,
+        )
+        .await
+        .map(drop)
+    }
+
     /// Runs the `pacto` CLI with the suite's registries allowed over plain HTTP.
     pub async fn pacto_cli(&self, args: &[&str]) -> anyhow::Result<String> {
         let output = tokio::process::Command::new(self.bins.join("pacto"))

@@ -112,16 +112,12 @@ async fn a_dependency_follows_its_sibling_pacto() {
     let stack = Stack::start().await.unwrap();
 
     // The payments contract in the registry (`pacto push`, tag = service.version).
-    let bundle = stack.dir.path().join("payments");
-    std::fs::create_dir_all(&bundle).unwrap();
-    std::fs::write(
-        bundle.join("pacto.yaml"),
-        "pactoVersion: \"2.0\"\nservice:\n  name: payments\n  version: 1.4.0\n",
-    )
-    .unwrap();
-    let repository = format!("oci://{}/pacto/payments", stack.registry.host());
-    stack
-        .pacto_cli(&["push", bundle.to_str().unwrap(), &repository])
+    let (repository, _) = stack
+        .push_contract(
+            "payments",
+            "pactoVersion: \"2.0\"\nservice:\n  name: payments\n  version: 1.4.0\n",
+            "",
+        )
         .await
         .unwrap();
 
@@ -129,20 +125,7 @@ async fn a_dependency_follows_its_sibling_pacto() {
     for name in ["payments", "checkout"] {
         stack.apply(&deployment(name)).await.unwrap();
         stack.apply(&target_service(name)).await.unwrap();
-        stack
-            .kubectl(
-                &[
-                    "wait",
-                    "-n",
-                    &stack.namespace,
-                    "--for=condition=Available",
-                    &format!("deployment/{name}"),
-                    "--timeout=60s",
-                ],
-                None,
-            )
-            .await
-            .unwrap();
+        stack.wait_available(name).await.unwrap();
     }
 
     // (0) No Pacto manages payments yet: the dependency is not Pacto-managed, so it cannot be

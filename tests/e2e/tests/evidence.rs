@@ -238,23 +238,6 @@ fn http_contract(name: &str, capability: Option<(&str, &str)>) -> Value {
     json!({ "inline": contract })
 }
 
-async fn wait_available(stack: &Stack, deployment: &str) {
-    stack
-        .kubectl(
-            &[
-                "wait",
-                "-n",
-                &stack.namespace,
-                "--for=condition=Available",
-                &format!("deployment/{deployment}"),
-                "--timeout=60s",
-            ],
-            None,
-        )
-        .await
-        .unwrap();
-}
-
 /// The findings of a Pacto (from `kubectl get -o yaml`), or none.
 fn findings(pacto: &Value) -> Vec<Value> {
     pacto["status"]["findings"]
@@ -355,7 +338,7 @@ async fn health_probed_found_then_absent_beyond_the_window_then_recovered() {
         .apply(&service("orders", port, &json!({})))
         .await
         .unwrap();
-    wait_available(&stack, "orders").await;
+    stack.wait_available("orders").await.unwrap();
     let target = json!({
         "serviceName": "orders",
         "interfaceBindings": [{ "interface": "http", "servicePort": "http" }],
@@ -488,7 +471,7 @@ async fn metrics_scraped_on_the_ready_pod_ip() {
         ))
         .await
         .unwrap();
-    wait_available(&stack, "shop").await;
+    stack.wait_available("shop").await.unwrap();
     let target = json!({
         "serviceName": "shop",
         "interfaceBindings": [{ "interface": "http", "servicePort": "http" }],

@@ -116,16 +116,12 @@ async fn registry_contracts_compliant_and_unavailable() {
     let stack = Stack::start().await.unwrap();
 
     // A contract pushed with `pacto push` (tag = service.version).
-    let bundle = stack.dir.path().join("payments");
-    std::fs::create_dir_all(&bundle).unwrap();
-    std::fs::write(
-        bundle.join("pacto.yaml"),
-        "pactoVersion: \"2.0\"\nservice:\n  name: payments\n  version: 1.0.0\n",
-    )
-    .unwrap();
-    let repository = format!("oci://{}/pacto/payments", stack.registry.host());
-    let pushed = stack
-        .pacto_cli(&["push", bundle.to_str().unwrap(), &repository])
+    let (repository, pushed) = stack
+        .push_contract(
+            "payments",
+            "pactoVersion: \"2.0\"\nservice:\n  name: payments\n  version: 1.0.0\n",
+            "",
+        )
         .await
         .unwrap();
     assert!(pushed.contains("@sha256:"), "{pushed}");
@@ -139,20 +135,7 @@ async fn registry_contracts_compliant_and_unavailable() {
         .unwrap();
     // Its Service: the target `serviceName: payments` names, which must exist for Compliant.
     stack.apply(&target_service("payments")).await.unwrap();
-    stack
-        .kubectl(
-            &[
-                "wait",
-                "-n",
-                &stack.namespace,
-                "--for=condition=Available",
-                "deployment/payments",
-                "--timeout=60s",
-            ],
-            None,
-        )
-        .await
-        .unwrap();
+    stack.wait_available("payments").await.unwrap();
     stack
         .apply(&oci_pacto(
             "payments",
@@ -333,20 +316,12 @@ async fn readiness_unsupported_dimensions_and_workload_mismatch() {
 async fn unversioned_reference_without_semver_tags_is_unavailable() {
     let stack = Stack::start().await.unwrap();
     // An unversioned reference to a repository without semver tags resolves nothing.
-    let bundle = stack.dir.path().join("nosemver");
-    std::fs::create_dir_all(&bundle).unwrap();
-    std::fs::write(
-        bundle.join("pacto.yaml"),
-        "pactoVersion: \"2.0\"\nservice:\n  name: nosemver\n  version: 1.0.0\n",
-    )
-    .unwrap();
-    let repository = format!("oci://{}/pacto/nosemver", stack.registry.host());
-    stack
-        .pacto_cli(&[
-            "push",
-            bundle.to_str().unwrap(),
-            &format!("{repository}:stable"),
-        ])
+    let (repository, _) = stack
+        .push_contract(
+            "nosemver",
+            "pactoVersion: \"2.0\"\nservice:\n  name: nosemver\n  version: 1.0.0\n",
+            ":stable",
+        )
         .await
         .unwrap();
     stack
