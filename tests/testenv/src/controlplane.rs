@@ -615,19 +615,13 @@ impl ControlPlane {
         let client = self.client()?;
         let mut last;
         loop {
-            for (name, p) in [
-                ("etcd", &mut self.etcd),
-                ("kube-apiserver", &mut self.apiserver),
-            ] {
-                if let Some(p) = p.as_mut()
-                    && let Some(status) = p.exited()
-                {
-                    return Err(ControlPlaneError::Exited {
-                        name: name.to_owned(),
-                        status: status.to_string(),
-                        log: p.log_tail(4000),
-                    });
-                }
+            if let Some(crate::process::Exited { name, status, log }) =
+                crate::process::first_exited([
+                    ("etcd", &mut self.etcd),
+                    ("kube-apiserver", &mut self.apiserver),
+                ])
+            {
+                return Err(ControlPlaneError::Exited { name, status, log });
             }
             let req = http::Request::get("/readyz")
                 .body(Vec::new())

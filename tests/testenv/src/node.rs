@@ -635,22 +635,16 @@ impl RealNode {
 
     /// A node process that exited is an error naming it, with its log.
     fn check_alive(&mut self) -> Result<(), NodeError> {
-        for (name, p) in [
+        match crate::process::first_exited([
             ("containerd", &mut self.containerd),
             ("kubelet", &mut self.kubelet),
             ("kube-proxy", &mut self.kube_proxy),
-        ] {
-            if let Some(p) = p.as_mut()
-                && let Some(status) = p.exited()
-            {
-                return Err(NodeError::Exited {
-                    name: name.to_owned(),
-                    status: status.to_string(),
-                    log: p.log_tail(4000),
-                });
+        ]) {
+            Some(crate::process::Exited { name, status, log }) => {
+                Err(NodeError::Exited { name, status, log })
             }
+            None => Ok(()),
         }
-        Ok(())
     }
 
     fn write_configs(&self, options: &RealNodeOptions) -> Result<(), NodeError> {

@@ -148,6 +148,29 @@ impl Drop for ManagedProcess {
     }
 }
 
+/// A managed process that exited while it should run: its name, exit status and log tail.
+#[derive(Debug)]
+pub struct Exited {
+    pub name: String,
+    pub status: String,
+    pub log: String,
+}
+
+/// The first of the named `processes` (`None` entries are not started) that has exited.
+pub fn first_exited<'a>(
+    processes: impl IntoIterator<Item = (&'a str, &'a mut Option<ManagedProcess>)>,
+) -> Option<Exited> {
+    processes.into_iter().find_map(|(name, process)| {
+        let process = process.as_mut()?;
+        let status = process.exited()?;
+        Some(Exited {
+            name: name.to_owned(),
+            status: status.to_string(),
+            log: process.log_tail(4000),
+        })
+    })
+}
+
 /// The last `max_bytes` of a file (lossy UTF-8), or a note that it cannot be read.
 pub fn log_tail(path: &Path, max_bytes: usize) -> String {
     match std::fs::read(path) {
