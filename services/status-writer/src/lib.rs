@@ -37,7 +37,7 @@ mod revision;
 mod trigger;
 mod triggers;
 
-pub use compose::{Composed, EventKind, Pass, compose, derive_policy};
+pub use compose::{Composed, EventKind, LIST_CAP, LIST_TRUNCATED, Pass, compose, derive_policy};
 pub use controller::{Backends, Context};
 pub use gauges::Gauges;
 pub use leader::{LeaseConfig, run_elected};
