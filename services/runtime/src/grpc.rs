@@ -526,6 +526,16 @@ mod tests {
         assert_eq!(attempts.load(Ordering::SeqCst), 3);
     }
 
+    #[test]
+    fn a_message_over_the_size_limit_is_not_retried() {
+        // tonic reports a message over `max_{de,en}coding_message_size` as OutOfRange: a
+        // permanent failure, so the caller sees it at once instead of retrying it.
+        assert!(!is_transient(&Status::out_of_range(
+            "Error, decoded message length too large"
+        )));
+        const { assert!(GRPC_MAX_MESSAGE_BYTES >= 4 * 1024 * 1024) };
+    }
+
     #[tokio::test]
     async fn permanent_failures_and_exhausted_retries_surface() {
         let attempts = AtomicUsize::new(0);
