@@ -323,6 +323,11 @@ pub struct PactoStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub findings: Vec<FindingStatus>,
 
+    /// How many findings there were, when `findings` was capped (its last entry is then a
+    /// LIST_TRUNCATED marker). Absent when every finding is listed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_findings: Option<u64>,
+
     /// Legacy existence flags of the target Service and workload.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<ResourcesStatus>,
@@ -571,6 +576,14 @@ pub struct ValidationResult {
     /// Validation warnings (also listed as findings on the targeted path).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<ValidationIssue>,
+    /// How many errors validation reported, when `errors` was capped (its last entry is then a
+    /// LIST_TRUNCATED marker). Absent when every error is listed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_errors: Option<u64>,
+    /// How many warnings validation reported, when `warnings` was capped. Absent when every
+    /// warning is listed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_warnings: Option<u64>,
 }
 
 /// One validation error or warning.

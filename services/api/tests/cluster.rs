@@ -61,7 +61,11 @@ fn full_status() -> PactoStatus {
                 path: Some("dependencies[0].ref".into()),
                 message: "use a digest".into(),
             }],
+            // The totals of capped lists round-trip through the schema.
+            total_errors: Some(0),
+            total_warnings: Some(1),
         }),
+        total_findings: Some(1),
         findings: vec![FindingStatus {
             code: "INTERFACE_ABSENT".into(),
             severity: Severity::Error,

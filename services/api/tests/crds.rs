@@ -396,6 +396,7 @@ fn pacto_status_fields_and_enums() {
             "contract",
             "validation",
             "findings",
+            "totalFindings",
             "resources",
             "interfaces",
             "capabilities",

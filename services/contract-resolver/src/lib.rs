@@ -196,7 +196,12 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) -> Result<(), ResolverError> {
     let router = tonic::transport::Server::builder().add_service(
-        ContractResolverServer::with_interceptor(service, config.authorizer(SERVICE_NAME)),
+        tonic::service::interceptor::InterceptedService::new(
+            ContractResolverServer::new(service)
+                .max_decoding_message_size(pacto_runtime::grpc::GRPC_MAX_MESSAGE_BYTES)
+                .max_encoding_message_size(pacto_runtime::grpc::GRPC_MAX_MESSAGE_BYTES),
+            config.authorizer(SERVICE_NAME),
+        ),
     );
     let names = ServiceNames {
         grpc: "ContractResolver",

@@ -293,7 +293,12 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) -> Result<(), EvaluatorError> {
     let router = tonic::transport::Server::builder().add_service(
-        EvaluatorServer::with_interceptor(service, config.authorizer(SERVICE_NAME)),
+        tonic::service::interceptor::InterceptedService::new(
+            EvaluatorServer::new(service)
+                .max_decoding_message_size(pacto_runtime::grpc::GRPC_MAX_MESSAGE_BYTES)
+                .max_encoding_message_size(pacto_runtime::grpc::GRPC_MAX_MESSAGE_BYTES),
+            config.authorizer(SERVICE_NAME),
+        ),
     );
     let names = ServiceNames {
         grpc: "Evaluator",

@@ -154,10 +154,14 @@ pub async fn serve(
         let service = service.clone();
         async move { service.wait_ready().await }
     };
-    let router = tonic::transport::Server::builder().add_service(ObserverServer::with_interceptor(
-        service,
-        config.authorizer(SERVICE_NAME),
-    ));
+    let router = tonic::transport::Server::builder().add_service(
+        tonic::service::interceptor::InterceptedService::new(
+            ObserverServer::new(service)
+                .max_decoding_message_size(pacto_runtime::grpc::GRPC_MAX_MESSAGE_BYTES)
+                .max_encoding_message_size(pacto_runtime::grpc::GRPC_MAX_MESSAGE_BYTES),
+            config.authorizer(SERVICE_NAME),
+        ),
+    );
     let names = ServiceNames {
         grpc: "Observer",
         process: "observer",

@@ -50,6 +50,11 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// close (kept below Kubernetes' default 30 s termination grace period).
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(20);
 
+/// The largest gRPC message any Pacto server or client decodes or encodes, in bytes: the same
+/// bound on both sides of every call (docs/design/status.md#size-limits). A message over it
+/// fails at once with `OutOfRange`, which [`is_transient`] does not retry.
+pub const GRPC_MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+
 /// Serving or connecting failed.
 #[derive(Debug, thiserror::Error)]
 pub enum GrpcError {
@@ -519,6 +524,16 @@ mod tests {
         .await;
         assert_eq!(result.unwrap(), 42);
         assert_eq!(attempts.load(Ordering::SeqCst), 3);
+    }
+
+    #[test]
+    fn a_message_over_the_size_limit_is_not_retried() {
+        // tonic reports a message over `max_{de,en}coding_message_size` as OutOfRange: a
+        // permanent failure, so the caller sees it at once instead of retrying it.
+        assert!(!is_transient(&Status::out_of_range(
+            "Error, decoded message length too large"
+        )));
+        const { assert!(GRPC_MAX_MESSAGE_BYTES >= 4 * 1024 * 1024) };
     }
 
     #[tokio::test]

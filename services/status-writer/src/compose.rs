@@ -10,8 +10,8 @@ use pacto_api::conditions::{
 };
 use pacto_api::labels::event_reason;
 use pacto_api::{
-    ContractStatus, PactoSpec, PactoStatus, ReadinessStatus, ResolutionPolicy, Summary,
-    ValidationResult, sort_observation_windows,
+    ContractStatus, FindingStatus, PactoSpec, PactoStatus, ReadinessStatus, ResolutionPolicy,
+    Severity, Summary, ValidationIssue, ValidationResult, sort_observation_windows,
 };
 
 use crate::derive::apply_contract;
@@ -195,6 +195,7 @@ pub fn compose(pass: &Pass<'_>) -> Composed {
     }
 
     let events = writer.events;
+    bound_status(&mut status);
     status.observed_generation = pass.generation;
     let changed = status != previous;
     if changed {
@@ -240,6 +241,7 @@ struct Writer<'s> {
 impl Writer<'_> {
     fn set(&mut self, state: ConditionState, message: String) {
         let (type_, status, reason) = state.parts();
+        let message = truncate_message(message, CONDITION_MESSAGE_LIMIT);
         conditions::set_condition(
             &mut self.status.conditions,
             NewCondition {
@@ -458,5 +460,225 @@ pub fn readiness_condition(r: &ReadinessStatus) -> (ConditionState, String) {
                 r.score, r.min_score
             ),
         )
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Size limits (docs/design/status.md#size-limits)
+// ---------------------------------------------------------------------------------------------
+
+/// The longest Event message the API server accepts, in bytes.
+pub const EVENT_MESSAGE_LIMIT: usize = 1024;
+/// The longest condition message written, in bytes.
+pub const CONDITION_MESSAGE_LIMIT: usize = 4096;
+/// The longest message of one validation issue or finding, in bytes.
+pub const ITEM_MESSAGE_LIMIT: usize = 1024;
+/// How many entries of `validation.errors`, `validation.warnings` and `findings` are kept.
+pub const LIST_CAP: usize = 100;
+/// The end of a message that was cut.
+pub const TRUNCATED_MARKER: &str = " … (truncated)";
+/// The code of the entry that closes a capped list.
+pub const LIST_TRUNCATED: &str = "LIST_TRUNCATED";
+
+/// `message` within `limit` bytes: unchanged when it fits, otherwise cut on a character
+/// boundary and ended with [`TRUNCATED_MARKER`] (the whole, marker included, within `limit`).
+pub fn truncate_message(message: String, limit: usize) -> String {
+    if message.len() <= limit {
+        return message;
+    }
+    let Some(room) = limit.checked_sub(TRUNCATED_MARKER.len()) else {
+        // No room for the marker: a bare cut.
+        return message[..floor_boundary(&message, limit)].to_owned();
+    };
+    let mut cut = message;
+    cut.truncate(floor_boundary(&cut, room));
+    cut.push_str(TRUNCATED_MARKER);
+    cut
+}
+
+/// The largest character boundary of `text` at or below `index`.
+fn floor_boundary(text: &str, index: usize) -> usize {
+    let mut index = index.min(text.len());
+    while !text.is_char_boundary(index) {
+        index -= 1;
+    }
+    index
+}
+
+/// The message of the entry closing a list of `total` that keeps [`LIST_CAP`].
+fn overflow_message(total: usize, what: &str, field: &str) -> String {
+    format!(
+        "{} more {what} not listed; {field} gives the total ({total})",
+        total - LIST_CAP
+    )
+}
+
+/// Caps `issues` at [`LIST_CAP`] plus a [`LIST_TRUNCATED`] entry and bounds each message;
+/// returns the true count when entries were left out.
+pub fn cap_issues(issues: &mut Vec<ValidationIssue>, what: &str, field: &str) -> Option<u64> {
+    for issue in issues.iter_mut() {
+        issue.message = truncate_message(std::mem::take(&mut issue.message), ITEM_MESSAGE_LIMIT);
+    }
+    let total = issues.len();
+    let capped = issues.last().and_then(|i| i.code.as_deref()) == Some(LIST_TRUNCATED);
+    if total <= LIST_CAP || (capped && total == LIST_CAP + 1) {
+        return None;
+    }
+    issues.truncate(LIST_CAP);
+    issues.push(ValidationIssue {
+        code: Some(LIST_TRUNCATED.to_owned()),
+        path: None,
+        message: overflow_message(total, what, field),
+    });
+    Some(total as u64)
+}
+
+/// Caps `findings` at [`LIST_CAP`] plus a [`LIST_TRUNCATED`] entry (severity info, so the
+/// summary's counts are not disturbed) and bounds each message; returns the true count when
+/// entries were left out.
+pub fn cap_findings(findings: &mut Vec<FindingStatus>) -> Option<u64> {
+    for finding in findings.iter_mut() {
+        finding.message =
+            truncate_message(std::mem::take(&mut finding.message), ITEM_MESSAGE_LIMIT);
+    }
+    let total = findings.len();
+    let capped = findings.last().is_some_and(|f| f.code == LIST_TRUNCATED);
+    if total <= LIST_CAP || (capped && total == LIST_CAP + 1) {
+        return None;
+    }
+    findings.truncate(LIST_CAP);
+    findings.push(FindingStatus {
+        code: LIST_TRUNCATED.to_owned(),
+        severity: Severity::Info,
+        category: "Overflow".to_owned(),
+        subject: None,
+        contract_path: None,
+        message: overflow_message(total, "findings", "status.totalFindings"),
+        evidence_refs: Vec::new(),
+    });
+    Some(total as u64)
+}
+
+/// Bounds the lists and messages of a composed status. A status already bounded is left as it
+/// is, so a pass over an unchanged input composes the same status again.
+pub fn bound_status(status: &mut PactoStatus) {
+    if let Some(validation) = status.validation.as_mut() {
+        let errors = cap_issues(
+            &mut validation.errors,
+            "errors",
+            "status.validation.totalErrors",
+        );
+        let warnings = cap_issues(
+            &mut validation.warnings,
+            "warnings",
+            "status.validation.totalWarnings",
+        );
+        // A list that was capped before (read back from the API server) keeps its total.
+        validation.total_errors = errors.or(validation.total_errors);
+        validation.total_warnings = warnings.or(validation.total_warnings);
+    }
+    status.total_findings = cap_findings(&mut status.findings).or(status.total_findings);
+    for condition in &mut status.conditions {
+        condition.message = truncate_message(
+            std::mem::take(&mut condition.message),
+            CONDITION_MESSAGE_LIMIT,
+        );
+    }
+}
+
+#[cfg(test)]
+mod size_tests {
+    use super::*;
+
+    fn issue(i: usize) -> ValidationIssue {
+        ValidationIssue {
+            code: Some("SCHEMA_VIOLATION".into()),
+            path: Some(format!("interfaces.{i}")),
+            message: format!("error {i}"),
+        }
+    }
+
+    #[test]
+    fn a_message_that_fits_is_unchanged_and_the_exact_limit_fits() {
+        assert_eq!(truncate_message("short".into(), 10), "short");
+        let exact = "x".repeat(EVENT_MESSAGE_LIMIT);
+        assert_eq!(truncate_message(exact.clone(), EVENT_MESSAGE_LIMIT), exact);
+    }
+
+    #[test]
+    fn a_long_message_is_cut_to_the_limit_with_the_marker() {
+        let cut = truncate_message("x".repeat(EVENT_MESSAGE_LIMIT + 1), EVENT_MESSAGE_LIMIT);
+        assert_eq!(cut.len(), EVENT_MESSAGE_LIMIT);
+        assert!(cut.ends_with(TRUNCATED_MARKER), "{cut}");
+        assert!(cut.starts_with("xxx"));
+    }
+
+    #[test]
+    fn multi_byte_characters_at_the_boundary_are_never_split() {
+        // 'é' is two bytes, '€' three: every offset of the cut lands inside some character.
+        for shift in 0..3 {
+            let text = format!("{}{}", "a".repeat(shift), "é€".repeat(400));
+            let cut = truncate_message(text.clone(), EVENT_MESSAGE_LIMIT);
+            assert!(cut.len() <= EVENT_MESSAGE_LIMIT, "{}", cut.len());
+            assert!(cut.len() > EVENT_MESSAGE_LIMIT - TRUNCATED_MARKER.len() - 4);
+            let kept = cut.strip_suffix(TRUNCATED_MARKER).expect("marker");
+            assert!(text.starts_with(kept));
+        }
+        // A limit below the marker's own length: a bare cut, still on a boundary.
+        assert_eq!(truncate_message("ééé".into(), 3), "é");
+    }
+
+    #[test]
+    fn a_list_over_the_cap_keeps_the_first_entries_an_overflow_entry_and_the_total() {
+        let mut issues: Vec<_> = (0..20_000).map(issue).collect();
+        let total = cap_issues(&mut issues, "errors", "status.validation.totalErrors");
+        assert_eq!(total, Some(20_000));
+        assert_eq!(issues.len(), LIST_CAP + 1);
+        assert_eq!(issues[LIST_CAP - 1], issue(LIST_CAP - 1));
+        let overflow = &issues[LIST_CAP];
+        assert_eq!(overflow.code.as_deref(), Some(LIST_TRUNCATED));
+        assert!(
+            overflow.message.contains("19900 more errors"),
+            "{}",
+            overflow.message
+        );
+
+        let mut exact: Vec<_> = (0..LIST_CAP).map(issue).collect();
+        assert_eq!(cap_issues(&mut exact, "errors", "x"), None);
+        assert_eq!(exact.len(), LIST_CAP);
+    }
+
+    #[test]
+    fn bounding_is_idempotent_and_keeps_the_true_totals() {
+        let finding = |i: usize| FindingStatus {
+            code: "INTERFACE_ABSENT".into(),
+            severity: Severity::Error,
+            category: "RuntimeDrift".into(),
+            subject: Some(format!("interface/i{i}")),
+            contract_path: None,
+            message: "m".repeat(5000),
+            evidence_refs: Vec::new(),
+        };
+        let mut status = PactoStatus {
+            validation: Some(ValidationResult {
+                valid: false,
+                errors: (0..300).map(issue).collect(),
+                warnings: (0..101).map(issue).collect(),
+                ..ValidationResult::default()
+            }),
+            findings: (0..150).map(finding).collect(),
+            ..PactoStatus::default()
+        };
+        bound_status(&mut status);
+        let validation = status.validation.as_ref().expect("validation");
+        assert_eq!(validation.total_errors, Some(300));
+        assert_eq!(validation.total_warnings, Some(101));
+        assert_eq!(status.total_findings, Some(150));
+        assert_eq!(status.findings.len(), LIST_CAP + 1);
+        assert_eq!(status.findings[LIST_CAP].severity, Severity::Info);
+        assert!(status.findings[0].message.len() <= ITEM_MESSAGE_LIMIT);
+        let once = status.clone();
+        bound_status(&mut status);
+        assert_eq!(status, once);
     }
 }

@@ -16,7 +16,7 @@ use kube::{Client, Resource};
 use pacto_api::Pacto;
 use sha2::{Digest, Sha256};
 
-use crate::compose::{EventKind, EventSpec};
+use crate::compose::{EVENT_MESSAGE_LIMIT, EventKind, EventSpec, truncate_message};
 
 /// The component that reports every event (`source.component`, `reportingComponent`, and the
 /// `From` column of `kubectl describe`).
@@ -95,7 +95,8 @@ impl Identity {
                 EventKind::Warning => "Warning",
             },
             reason: spec.reason.to_owned(),
-            message: spec.message.clone(),
+            // The API server rejects a longer message (docs/design/status.md#size-limits).
+            message: truncate_message(spec.message.clone(), EVENT_MESSAGE_LIMIT),
             component: EVENT_COMPONENT.to_owned(),
         })
     }
@@ -307,6 +308,29 @@ mod tests {
         assert_eq!(prefix, "orders");
         assert_eq!(hash.len(), HASH_LEN);
         assert!(hash.bytes().all(|b| b.is_ascii_hexdigit()));
+    }
+
+    #[test]
+    fn a_message_over_the_api_servers_limit_is_cut_and_stays_one_identity() {
+        let long = format!("Contract validation failed: {}", "é".repeat(3000));
+        let event = spec(EventKind::Warning, "ContractInvalid", &long);
+        let identity = Identity::of(&pacto("orders"), &event).unwrap();
+        assert!(identity.message.len() <= EVENT_MESSAGE_LIMIT);
+        assert!(identity.message.ends_with(crate::compose::TRUNCATED_MARKER));
+        assert!(
+            identity
+                .message
+                .starts_with("Contract validation failed: é")
+        );
+        let again = Identity::of(&pacto("orders"), &event).unwrap();
+        assert_eq!(identity.event_name(), again.event_name());
+        let written = first_occurrence(
+            &identity,
+            ObjectReference::default(),
+            None,
+            Timestamp::UNIX_EPOCH,
+        );
+        assert_eq!(written.message.as_deref(), Some(identity.message.as_str()));
     }
 
     #[test]

@@ -37,7 +37,7 @@ mod revision;
 mod trigger;
 mod triggers;
 
-pub use compose::{Composed, EventKind, Pass, compose, derive_policy};
+pub use compose::{Composed, EventKind, LIST_CAP, LIST_TRUNCATED, Pass, compose, derive_policy};
 pub use controller::{Backends, Context};
 pub use gauges::Gauges;
 pub use leader::{LeaseConfig, run_elected};
@@ -221,7 +221,9 @@ pub fn backends(args: &Args, transport: &Transport) -> Result<controller::Backen
                 &args.client,
             ),
             transport,
-        )?),
+        )?)
+        .max_decoding_message_size(grpc::GRPC_MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(grpc::GRPC_MAX_MESSAGE_BYTES),
         observer: ObserverClient::new(grpc::channel(
             &spec(
                 &args.observer_addr,
@@ -229,7 +231,9 @@ pub fn backends(args: &Args, transport: &Transport) -> Result<controller::Backen
                 &args.client,
             ),
             transport,
-        )?),
+        )?)
+        .max_decoding_message_size(grpc::GRPC_MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(grpc::GRPC_MAX_MESSAGE_BYTES),
         evaluator: EvaluatorClient::new(grpc::channel(
             &spec(
                 &args.evaluator_addr,
@@ -237,7 +241,9 @@ pub fn backends(args: &Args, transport: &Transport) -> Result<controller::Backen
                 &args.client,
             ),
             transport,
-        )?),
+        )?)
+        .max_decoding_message_size(grpc::GRPC_MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(grpc::GRPC_MAX_MESSAGE_BYTES),
         retry: RetryPolicy::from_args(&args.client),
     })
 }

@@ -80,6 +80,7 @@ fn resolved(yaml: &str, readiness: bool) -> Resolution {
                 path: Some("dependencies[0].ref".into()),
                 message: "use a digest".into(),
             }],
+            ..ValidationResult::default()
         },
         configuration_schemas: BTreeMap::new(),
         content_hash: "0123456789abcdef".into(),
@@ -398,7 +399,7 @@ fn invalid_contract_fail_path() {
             path: Some("service.version".into()),
             message: "bad".into(),
         }],
-        warnings: vec![],
+        ..ValidationResult::default()
     };
     let mut c = case(
         true,
@@ -941,7 +942,7 @@ fn passes() -> Vec<(bool, Resolution, Option<Runtime>)> {
             path: Some("service.version".into()),
             message: "bad".into(),
         }],
-        warnings: vec![],
+        ..ValidationResult::default()
     };
     vec![
         (

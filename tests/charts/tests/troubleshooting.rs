@@ -188,6 +188,8 @@ fn finding_codes() -> BTreeSet<&'static str> {
         // The load code status.validation carries for an Invalid without a validator finding
         // (docs/design/resolution.md#every-invalid-carries-a-validation-report).
         .chain([pacto_contract::codes::PARSE_ERROR])
+        // The entry closing a capped list (docs/design/status.md#size-limits).
+        .chain([pacto_status_writer::LIST_TRUNCATED])
         .collect()
 }
 

@@ -142,6 +142,8 @@ pub fn validation_from_proto(v: &common::ValidationResult) -> ValidationResult {
         valid: v.valid,
         errors: v.errors.iter().map(issue).collect(),
         warnings: v.warnings.iter().map(issue).collect(),
+        total_errors: None,
+        total_warnings: None,
     }
 }
 
@@ -445,6 +447,8 @@ mod tests {
                     "no contract source specified"
                 )],
                 warnings: vec![],
+                total_errors: None,
+                total_warnings: None,
             }
         );
         let reported = resolver::Invalid {
