@@ -213,6 +213,7 @@ pub struct GrpcClientArgs {
 
 /// Variables Kubernetes fills from the pod's own metadata (the charts set them on every pod);
 /// a service flag may read one of these instead of a `PACTO_<SERVICE>_` variable.
+#[cfg(any(test, feature = "test-support"))]
 const POD_ENV: &[&str] = &["POD_NAME", "POD_NAMESPACE"];
 
 /// Where the flags of a service binary break the environment-variable rule: every flag reads
