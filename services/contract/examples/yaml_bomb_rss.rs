@@ -2,6 +2,7 @@
 //! time and the peak resident memory (`VmHWM` of /proc/self/status), for
 //! docs/design/contract.md#yaml-limits. Run: `cargo run --release -p pacto-contract --example yaml_bomb_rss`.
 
+use std::fmt::Write as _;
 use std::time::Instant;
 
 fn main() {
@@ -32,7 +33,7 @@ fn alias_bomb() -> String {
     doc.push_str("]\n");
     for level in 1..=5 {
         let items = vec![format!("*l{}", level - 1); 10].join(",");
-        doc.push_str(&format!("level{level}: &l{level} [{items}]\n"));
+        writeln!(doc, "level{level}: &l{level} [{items}]").expect("writing to a String");
     }
     while doc.len() < 16 * 1024 {
         doc.push_str("# padding\n");

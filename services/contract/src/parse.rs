@@ -290,11 +290,15 @@ impl<'de> Visitor<'de> for BoundedValue<'_> {
         let mut out = serde_norway::Mapping::new();
         while let Some(key) = map.next_key_seed(self)? {
             if out.contains_key(&key) {
-                let shown = serde_norway::to_string(&key).unwrap_or_default();
-                return Err(de::Error::custom(format_args!(
-                    "duplicate entry with key {}",
-                    shown.trim_end()
-                )));
+                // The same words as serde_norway's own mapping.
+                let which = match &key {
+                    serde_norway::Value::Null => "with null key".to_owned(),
+                    serde_norway::Value::Bool(b) => format!("with key `{b}`"),
+                    serde_norway::Value::Number(n) => format!("with key {n}"),
+                    serde_norway::Value::String(s) => format!("with key {s:?}"),
+                    _ => "in YAML map".to_owned(),
+                };
+                return Err(de::Error::custom(format_args!("duplicate entry {which}")));
             }
             let value = map.next_value_seed(self)?;
             out.insert(key, value);
@@ -520,10 +524,12 @@ mod tests {
 
     #[test]
     fn duplicate_keys_are_rejected() {
-        assert!(matches!(
-            parse_yaml(b"a: 1\na: 2\n"),
-            Err(ParseError::Yaml { .. })
-        ));
+        let err = parse_yaml(b"a: 1\na: 2\n").unwrap_err();
+        assert!(matches!(err, ParseError::Yaml { .. }), "{err:?}");
+        assert!(
+            err.to_string().contains("duplicate entry with key \"a\""),
+            "{err}"
+        );
     }
 
     #[test]
@@ -684,13 +690,15 @@ mod tests {
                 .scan(base as f64, |size, n| { *size *= *n as f64; Some(*size) })
                 .sum::<f64>() + base as f64;
             match parse_yaml(doc.as_bytes()) {
-                Ok(_) => proptest::prop_assert!(expanded <= 100_000.0),
+                Ok(_) => {
+                    proptest::prop_assert!(expanded <= 100_000.0);
+                }
                 Err(ParseError::ExpansionLimit { .. }) => {
-                    proptest::prop_assert!(expanded > 40_000.0)
+                    proptest::prop_assert!(expanded > 40_000.0);
                 }
                 // serde_norway's own cap on alias replays (100 per event) may come first.
                 Err(e @ ParseError::Yaml { .. }) => {
-                    proptest::prop_assert!(e.to_string().contains("repetition limit"), "{e}")
+                    proptest::prop_assert!(e.to_string().contains("repetition limit"), "{e}");
                 }
                 Err(e) => proptest::prop_assert!(false, "{e}"),
             }
