@@ -26,7 +26,7 @@ pub use finding::{DetailedFinding, Finding, Layer};
 pub use overrides::{
     CliOverrides, ConfigurationOverride, OverrideError, ValuesFile, apply_cli_overrides,
 };
-pub use parse::{ParseError, parse_contract, parse_yaml};
+pub use parse::{ParseError, YamlLimits, parse_contract, parse_yaml, parse_yaml_with};
 pub use policy::{
     FALLBACK_POLICY_SCHEMA, MAX_POLICY_DEPTH, PolicyResolveError, PolicyResolver, resolve_policies,
 };

@@ -3,8 +3,17 @@
 //!
 //! Only the first YAML document counts; merge keys (`<<`) are honoured; non-string mapping keys
 //! are stringified; YAML dates stay verbatim strings; tags are dropped (their value is kept).
+//!
+//! Every YAML document from a user goes through [`first_document`], which is bounded
+//! (docs/design/contract.md#yaml-limits): at most [`YamlLimits::max_bytes`] of input, and a budget
+//! of nodes and scalar bytes after alias expansion, so an alias bomb is refused while it is being
+//! read instead of being materialised.
+
+use std::cell::Cell;
+use std::fmt;
 
 use serde::Deserialize;
+use serde::de::{self, DeserializeSeed, EnumAccess, MapAccess, SeqAccess, VariantAccess, Visitor};
 use serde_json::Value;
 
 use crate::model::{Contract, SUPPORTED_PACTO_VERSION};
@@ -33,6 +42,25 @@ pub enum ParseError {
     /// A float that JSON cannot represent (`.nan`, `.inf`).
     #[error("{path}: non-finite number {value} cannot be represented in JSON")]
     NonFiniteNumber { path: String, value: String },
+    /// The document is larger than [`YamlLimits::max_bytes`].
+    #[error("yaml: document is {size} bytes, over the limit of {limit} bytes")]
+    TooLarge {
+        /// Size of the document, in bytes.
+        size: usize,
+        /// The limit, in bytes.
+        limit: usize,
+    },
+    /// Alias expansion (or the document itself) exceeds the node or scalar-byte budget.
+    #[error(
+        "yaml: document expands (aliases included) to more than {limit} {what}; \
+         alias bombs and oversized documents are refused"
+    )]
+    ExpansionLimit {
+        /// `"nodes"` or `"scalar bytes"`.
+        what: &'static str,
+        /// The budget that was exceeded.
+        limit: usize,
+    },
     /// The generic value does not fit the typed model.
     #[error("contract does not match the typed model: {source}")]
     Model {
@@ -55,23 +83,243 @@ impl ParseError {
     }
 }
 
+/// Bounds on one YAML document (docs/design/contract.md#yaml-limits).
+///
+/// The node and scalar budgets grow with the document: an alias-free document never produces
+/// more nodes or scalar bytes than it has bytes, so only alias expansion can exhaust them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct YamlLimits {
+    /// Largest document, in bytes.
+    pub max_bytes: usize,
+    /// Node budget for small documents; a document of `n` bytes gets `max(min_nodes, n)`.
+    pub min_nodes: usize,
+    /// Scalar-byte budget for small documents; a document of `n` bytes gets
+    /// `max(min_scalar_bytes, n)`.
+    pub min_scalar_bytes: usize,
+}
+
+impl Default for YamlLimits {
+    fn default() -> Self {
+        YamlLimits {
+            max_bytes: 10 * 1024 * 1024,
+            min_nodes: 100_000,
+            min_scalar_bytes: 4 * 1024 * 1024,
+        }
+    }
+}
+
+impl YamlLimits {
+    /// The node budget for a document of `len` bytes.
+    pub fn node_budget(&self, len: usize) -> usize {
+        self.min_nodes.max(len)
+    }
+
+    /// The scalar-byte budget for a document of `len` bytes.
+    pub fn scalar_budget(&self, len: usize) -> usize {
+        self.min_scalar_bytes.max(len)
+    }
+}
+
 /// Parses YAML bytes into the generic JSON view. An empty document yields `null`.
 pub fn parse_yaml(bytes: &[u8]) -> Result<Value, ParseError> {
-    let yaml = first_document(bytes)?;
+    parse_yaml_with(bytes, &YamlLimits::default())
+}
+
+/// [`parse_yaml`] with explicit limits.
+pub fn parse_yaml_with(bytes: &[u8], limits: &YamlLimits) -> Result<Value, ParseError> {
+    let yaml = first_document_with(bytes, limits)?;
     yaml_to_json(yaml, "")
 }
 
-/// Parses YAML bytes into a generic YAML value (first document, merges applied).
+/// Parses YAML bytes into a generic YAML value (first document, merges applied), within the
+/// default [`YamlLimits`].
 pub(crate) fn first_document(bytes: &[u8]) -> Result<serde_norway::Value, ParseError> {
+    first_document_with(bytes, &YamlLimits::default())
+}
+
+fn first_document_with(
+    bytes: &[u8],
+    limits: &YamlLimits,
+) -> Result<serde_norway::Value, ParseError> {
+    if bytes.len() > limits.max_bytes {
+        return Err(ParseError::TooLarge {
+            size: bytes.len(),
+            limit: limits.max_bytes,
+        });
+    }
     let mut docs = serde_norway::Deserializer::from_slice(bytes);
     let Some(first) = docs.next() else {
         return Ok(serde_norway::Value::Null);
     };
-    let mut value = serde_norway::Value::deserialize(first).map_err(yaml_error)?;
+    let budget = Budget {
+        nodes: Cell::new(limits.node_budget(bytes.len())),
+        scalar_bytes: Cell::new(limits.scalar_budget(bytes.len())),
+        node_limit: limits.node_budget(bytes.len()),
+        scalar_limit: limits.scalar_budget(bytes.len()),
+        exceeded: Cell::new(None),
+    };
+    let mut value = match (BoundedValue { budget: &budget }).deserialize(first) {
+        Ok(v) => v,
+        Err(e) => {
+            return Err(match budget.exceeded.get() {
+                Some((what, limit)) => ParseError::ExpansionLimit { what, limit },
+                None => yaml_error(e),
+            });
+        }
+    };
     value
         .apply_merge()
         .map_err(|source| ParseError::Merge { source })?;
     Ok(value)
+}
+
+/// What is left of a document's budget while it is read; aliases are replayed by the YAML
+/// deserializer, so every replayed node is charged here.
+struct Budget {
+    nodes: Cell<usize>,
+    scalar_bytes: Cell<usize>,
+    node_limit: usize,
+    scalar_limit: usize,
+    exceeded: Cell<Option<(&'static str, usize)>>,
+}
+
+impl Budget {
+    fn node<E: de::Error>(&self) -> Result<(), E> {
+        match self.nodes.get().checked_sub(1) {
+            Some(left) => {
+                self.nodes.set(left);
+                Ok(())
+            }
+            None => Err(self.exceed("nodes", self.node_limit)),
+        }
+    }
+
+    fn scalar<E: de::Error>(&self, len: usize) -> Result<(), E> {
+        self.node()?;
+        match self.scalar_bytes.get().checked_sub(len) {
+            Some(left) => {
+                self.scalar_bytes.set(left);
+                Ok(())
+            }
+            None => Err(self.exceed("scalar bytes", self.scalar_limit)),
+        }
+    }
+
+    fn exceed<E: de::Error>(&self, what: &'static str, limit: usize) -> E {
+        self.exceeded.set(Some((what, limit)));
+        E::custom(format_args!("more than {limit} {what}"))
+    }
+}
+
+/// Builds a `serde_norway::Value` like its own `Deserialize` impl does, charging the budget for
+/// every node before allocating it.
+#[derive(Clone, Copy)]
+struct BoundedValue<'b> {
+    budget: &'b Budget,
+}
+
+impl<'de> DeserializeSeed<'de> for BoundedValue<'_> {
+    type Value = serde_norway::Value;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for BoundedValue<'_> {
+    type Value = serde_norway::Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any YAML value")
+    }
+
+    fn visit_bool<E: de::Error>(self, b: bool) -> Result<Self::Value, E> {
+        self.budget.node()?;
+        Ok(serde_norway::Value::Bool(b))
+    }
+
+    fn visit_i64<E: de::Error>(self, i: i64) -> Result<Self::Value, E> {
+        self.budget.node()?;
+        Ok(serde_norway::Value::Number(i.into()))
+    }
+
+    fn visit_u64<E: de::Error>(self, u: u64) -> Result<Self::Value, E> {
+        self.budget.node()?;
+        Ok(serde_norway::Value::Number(u.into()))
+    }
+
+    fn visit_f64<E: de::Error>(self, f: f64) -> Result<Self::Value, E> {
+        self.budget.node()?;
+        Ok(serde_norway::Value::Number(f.into()))
+    }
+
+    fn visit_str<E: de::Error>(self, s: &str) -> Result<Self::Value, E> {
+        self.budget.scalar(s.len())?;
+        Ok(serde_norway::Value::String(s.to_owned()))
+    }
+
+    fn visit_string<E: de::Error>(self, s: String) -> Result<Self::Value, E> {
+        self.budget.scalar(s.len())?;
+        Ok(serde_norway::Value::String(s))
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        self.budget.node()?;
+        Ok(serde_norway::Value::Null)
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+        self.visit_unit()
+    }
+
+    fn visit_some<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        self.deserialize(d)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        self.budget.node()?;
+        let mut out = serde_norway::Sequence::new();
+        while let Some(item) = seq.next_element_seed(self)? {
+            out.push(item);
+        }
+        Ok(serde_norway::Value::Sequence(out))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        self.budget.node()?;
+        let mut out = serde_norway::Mapping::new();
+        while let Some(key) = map.next_key_seed(self)? {
+            if out.contains_key(&key) {
+                // The same words as serde_norway's own mapping.
+                let which = match &key {
+                    serde_norway::Value::Null => "with null key".to_owned(),
+                    serde_norway::Value::Bool(b) => format!("with key `{b}`"),
+                    serde_norway::Value::Number(n) => format!("with key {n}"),
+                    serde_norway::Value::String(s) => format!("with key {s:?}"),
+                    _ => "in YAML map".to_owned(),
+                };
+                return Err(de::Error::custom(format_args!("duplicate entry {which}")));
+            }
+            let value = map.next_value_seed(self)?;
+            out.insert(key, value);
+        }
+        Ok(serde_norway::Value::Mapping(out))
+    }
+
+    fn visit_enum<A: EnumAccess<'de>>(self, data: A) -> Result<Self::Value, A::Error> {
+        self.budget.node()?;
+        let (tag, contents): (String, _) = data.variant()?;
+        let value = contents.newtype_variant_seed(self)?;
+        if tag.is_empty() {
+            return Ok(value);
+        }
+        Ok(serde_norway::Value::Tagged(Box::new(
+            serde_norway::value::TaggedValue {
+                tag: serde_norway::value::Tag::new(tag),
+                value,
+            },
+        )))
+    }
 }
 
 fn yaml_error(source: serde_norway::Error) -> ParseError {
@@ -276,10 +524,12 @@ mod tests {
 
     #[test]
     fn duplicate_keys_are_rejected() {
-        assert!(matches!(
-            parse_yaml(b"a: 1\na: 2\n"),
-            Err(ParseError::Yaml { .. })
-        ));
+        let err = parse_yaml(b"a: 1\na: 2\n").unwrap_err();
+        assert!(matches!(err, ParseError::Yaml { .. }), "{err:?}");
+        assert!(
+            err.to_string().contains("duplicate entry with key \"a\""),
+            "{err}"
+        );
     }
 
     #[test]
@@ -304,6 +554,155 @@ mod tests {
         assert!(parse_yaml(bomb.as_bytes()).is_err());
         let deep = "[".repeat(10_000);
         assert!(parse_yaml(deep.as_bytes()).is_err());
+    }
+
+    /// ~16 KiB: 2,000 anchored scalars, then five levels repeating the previous one ten times
+    /// (2 * 10^8 nodes once expanded, under serde_norway's own repetition limit).
+    fn alias_bomb() -> String {
+        use std::fmt::Write as _;
+        let mut doc = String::from("pactoVersion: \"2.0\"\nbase: &l0 [");
+        doc.push_str(&vec!["x"; 2000].join(","));
+        doc.push_str("]\n");
+        for level in 1..=5 {
+            let items = vec![format!("*l{}", level - 1); 10].join(",");
+            writeln!(doc, "level{level}: &l{level} [{items}]").unwrap();
+        }
+        while doc.len() < 16 * 1024 {
+            doc.push_str("# padding\n");
+        }
+        doc
+    }
+
+    #[test]
+    fn a_16_kib_alias_bomb_is_refused_quickly_naming_the_limit() {
+        let bomb = alias_bomb();
+        assert!(bomb.len() <= 17 * 1024, "{}", bomb.len());
+        let start = std::time::Instant::now();
+        let err = parse_yaml(bomb.as_bytes()).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ParseError::ExpansionLimit {
+                    what: "nodes",
+                    limit: 100_000
+                }
+            ),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("more than 100000 nodes"), "{err}");
+        // Generous: the budget stops it after 100,000 nodes (milliseconds); unbounded it runs
+        // for seconds and gigabytes.
+        assert!(start.elapsed() < std::time::Duration::from_secs(20));
+    }
+
+    #[test]
+    fn a_repeated_long_scalar_exhausts_the_scalar_budget() {
+        use std::fmt::Write as _;
+        let mut doc = format!("s: &s \"{}\"\n", "y".repeat(8 * 1024));
+        let items = vec!["*s"; 30].join(",");
+        writeln!(doc, "t: &t [{items}]").unwrap();
+        let items = vec!["*t"; 30].join(",");
+        writeln!(doc, "u: [{items}]").unwrap();
+        let err = parse_yaml(doc.as_bytes()).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ParseError::ExpansionLimit {
+                    what: "scalar bytes",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn a_normal_contract_with_a_few_aliases_still_parses() {
+        let y = b"pactoVersion: \"2.0\"\nservice: {name: a, version: 1.0.0}\n\
+                  defaults: &d {timeout: 5s, retries: 3}\nx: *d\ny:\n  <<: *d\n  retries: 4\n\
+                  z: !custom {timeout: 5s, retries: 3}\n";
+        let v = parse_yaml(y).unwrap();
+        assert_eq!(v["x"], json!({"timeout": "5s", "retries": 3}));
+        assert_eq!(v["y"], json!({"timeout": "5s", "retries": 4}));
+        assert_eq!(v["z"], v["x"]);
+    }
+
+    #[test]
+    fn the_budget_grows_with_the_document() {
+        // 300,000 plain scalars: more than the small-document budget, fewer than one per byte.
+        let doc = format!("[{}]", vec!["1"; 300_000].join(","));
+        assert_eq!(
+            parse_yaml(doc.as_bytes())
+                .unwrap()
+                .as_array()
+                .unwrap()
+                .len(),
+            300_000
+        );
+        let tight = YamlLimits {
+            min_nodes: 10,
+            ..YamlLimits::default()
+        };
+        assert!(parse_yaml_with(b"a: [1, 2, 3]", &tight).is_ok());
+        assert_eq!(tight.node_budget(5), 10);
+        assert_eq!(tight.node_budget(50), 50);
+    }
+
+    #[test]
+    fn a_document_over_the_size_limit_is_refused_with_its_size() {
+        let limits = YamlLimits {
+            max_bytes: 1024,
+            ..YamlLimits::default()
+        };
+        let doc = format!("a: \"{}\"\n", "z".repeat(2000));
+        let err = parse_yaml_with(doc.as_bytes(), &limits).unwrap_err();
+        assert!(
+            matches!(err, ParseError::TooLarge { size, limit: 1024 } if size == doc.len()),
+            "{err:?}"
+        );
+        assert!(
+            err.to_string().contains("over the limit of 1024 bytes"),
+            "{err}"
+        );
+        let huge = vec![b' '; YamlLimits::default().max_bytes + 1];
+        assert!(matches!(
+            parse_yaml(&huge),
+            Err(ParseError::TooLarge { .. })
+        ));
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// Nested repetitions of any shape stay within the budget: refused, or small when parsed.
+        #[test]
+        fn nested_aliases_never_exceed_the_budget(
+            base in 1usize..3000,
+            fanouts in proptest::collection::vec(1usize..40, 0..6),
+        ) {
+            use std::fmt::Write as _;
+            let mut doc = format!("l0: &l0 [{}]\n", vec!["ab"; base].join(","));
+            for (i, n) in fanouts.iter().enumerate() {
+                let items = vec![format!("*l{i}"); *n].join(",");
+                writeln!(doc, "l{}: &l{} [{items}]", i + 1, i + 1).unwrap();
+            }
+            let expanded: f64 = fanouts
+                .iter()
+                .scan(base as f64, |size, n| { *size *= *n as f64; Some(*size) })
+                .sum::<f64>() + base as f64;
+            match parse_yaml(doc.as_bytes()) {
+                Ok(_) => {
+                    proptest::prop_assert!(expanded <= 100_000.0);
+                }
+                Err(ParseError::ExpansionLimit { .. }) => {
+                    proptest::prop_assert!(expanded > 40_000.0);
+                }
+                // serde_norway's own cap on alias replays (100 per event) may come first.
+                Err(e @ ParseError::Yaml { .. }) => {
+                    proptest::prop_assert!(e.to_string().contains("repetition limit"), "{e}");
+                }
+                Err(e) => proptest::prop_assert!(false, "{e}"),
+            }
+        }
     }
 
     #[test]

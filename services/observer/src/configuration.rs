@@ -54,7 +54,9 @@ pub fn conformance(
     };
     let parsed: Option<serde_json::Value> = match format {
         ConfigFormat::Json => serde_json::from_str(raw).ok(),
-        ConfigFormat::Yaml => serde_norway::from_str(raw).ok(),
+        // Bounded: an alias bomb in a ConfigMap value is refused, not expanded
+        // (docs/design/contract.md#yaml-limits).
+        ConfigFormat::Yaml => pacto_contract::parse_yaml(raw.as_bytes()).ok(),
     };
     let Some(instance) = parsed else {
         return Conformance::Undecided;
@@ -275,6 +277,25 @@ mod tests {
         for (name, data, key, format, schema, want) in cases {
             assert_eq!(conformance(&data, key, format, schema), want, "{name}");
         }
+    }
+
+    #[test]
+    fn an_alias_bomb_in_a_configmap_value_is_undecided_not_expanded() {
+        use std::fmt::Write as _;
+        let mut bomb = format!("port: &l0 [{}]\n", vec!["x"; 2000].join(","));
+        for level in 1..=5 {
+            let items = vec![format!("*l{}", level - 1); 10].join(",");
+            writeln!(bomb, "l{level}: &l{level} [{items}]").unwrap();
+        }
+        let start = std::time::Instant::now();
+        let got = conformance(
+            &data("c.yaml", &bomb),
+            Some("c.yaml"),
+            Some(ConfigFormat::Yaml),
+            Some(SCHEMA),
+        );
+        assert_eq!(got, Conformance::Undecided);
+        assert!(start.elapsed() < std::time::Duration::from_secs(20));
     }
 
     #[test]
