@@ -121,6 +121,14 @@ impl Deployed {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
+    /// `helmfile args…` like [`Deployed::helmfile`], for a run that may fail: its exit status
+    /// and both streams, whatever the status.
+    pub fn helmfile_output(&self, args: &[&str]) -> Result<std::process::Output> {
+        let mut cmd = self.tools.command("helmfile");
+        cmd.env("KUBECONFIG", &self.kubeconfig).args(args);
+        cmd.output().context("starting helmfile")
+    }
+
     /// `kubectl args…` as admin; returns stdout, an error with both streams on failure.
     pub fn kubectl(&self, args: &[&str]) -> Result<String> {
         let mut cmd = self.node().control_plane().kubectl()?;

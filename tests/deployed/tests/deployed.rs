@@ -34,11 +34,43 @@ async fn deployed_tier() -> Result<()> {
     timed("helmfile sync and the four services Ready", started);
 
     let started = Instant::now();
+    verdicts_without_a_workload(&deployed).await?;
+    timed(
+        "Invalid, Reference, Unknown (EVIDENCE_MISSING); pactorevisions and describe events",
+        started,
+    );
+
+    let started = Instant::now();
+    metrics_scraped(&deployed).await?;
+    timed("metrics scraped on a real pod: Compliant", started);
+
+    let started = Instant::now();
+    a_killed_service_pod_is_healed(&deployed).await?;
+    timed(
+        "evaluator pod deleted: healed by its Deployment, no verdict lost",
+        started,
+    );
+
+    let started = Instant::now();
+    a_refused_value_fails_helmfile_sync(&deployed)?;
+    timed("helmfile sync with a value the schema refuses", started);
+
+    let started = Instant::now();
+    health_probed(&deployed).await?;
+    timed("health probed through the Service: Compliant", started);
+
+    let started = Instant::now();
     a_real_workload_is_compliant(&deployed).await?;
     timed(
         "sample workload: Compliant, NotReady -> NonCompliant after the window, Ready -> Compliant",
         started,
     );
+
+    let started = Instant::now();
+    for ns in [VERDICTS_NS, PROBE_NS] {
+        delete_namespace(&deployed, ns)?;
+    }
+    timed("scenario namespaces deleted", started);
 
     let started = Instant::now();
     helmfile_destroy_leaves_nothing(&deployed).await?;
@@ -54,15 +86,18 @@ async fn deployed_tier() -> Result<()> {
 /// by default), so that an absence is confirmed within the test's deadlines.
 const WINDOW: &str = "20s";
 
-/// `helmfile -e local sync` of the unmodified charts (one environment knob set: the
-/// stabilization window): every service Deployment Available, its pods Ready through the charts'
-/// own probes (kubelet runs them), on the real node.
+/// `helmfile -e local sync` of the unmodified charts (two environment knobs set: the
+/// stabilization window, and metrics observation on; probing is already on in the `local`
+/// environment): every service Deployment Available, its pods Ready through the charts' own probes
+/// (kubelet runs them), on the real node.
 async fn helmfile_sync_brings_every_service_up(d: &Deployed) -> Result<()> {
     d.helmfile(&[
         "-e",
         "local",
         "--state-values-set",
         &format!("controller.stabilizationWindow={WINDOW}"),
+        "--state-values-set",
+        "controller.enableMetricsObservation=true",
         "sync",
     ])?;
     for service in SERVICES {
@@ -265,13 +300,13 @@ async fn wait_status(
     })
 }
 
-/// The condition `kind` of a Pacto has `status` and `reason`.
+/// The condition `kind` of a Pacto has `status` and `reason`; returns its message.
 fn expect_condition(
     pacto: &serde_json::Value,
     kind: &str,
     status: &str,
     reason: &str,
-) -> Result<()> {
+) -> Result<String> {
     let c = pacto["status"]["conditions"]
         .as_array()
         .into_iter()
@@ -283,7 +318,7 @@ fn expect_condition(
         c["status"] == status && c["reason"] == reason,
         "{kind}: want {status}/{reason}, got {c:#}"
     );
-    Ok(())
+    Ok(c["message"].as_str().unwrap_or_default().to_owned())
 }
 
 /// The CRDs of `charts/pacto-crds`, kept by `helm.sh/resource-policy: keep` (docs/installation.md,
@@ -338,5 +373,652 @@ async fn helmfile_destroy_leaves_nothing(d: &Deployed) -> Result<()> {
     d.kubectl(&delete)?;
     let crds = d.kubectl(&["get", "crd", "-o", "name"])?;
     ensure!(!crds.contains("pacto.trianalab.io"), "CRDs left: {crds}");
+    Ok(())
+}
+
+/// The namespace of the Pactos without a workload (kept until the evaluator's outage is over, so
+/// that their verdicts are checked across it).
+const VERDICTS_NS: &str = "deployed-verdicts";
+/// The namespace of the probed workload (kept likewise).
+const PROBE_NS: &str = "deployed-probe";
+
+/// `kubectl delete namespace` and wait until it is gone.
+fn delete_namespace(d: &Deployed, ns: &str) -> Result<()> {
+    d.kubectl(&["delete", "namespace", ns, "--wait=true", "--timeout=90s"])?;
+    Ok(())
+}
+
+/// The three verdicts that need no workload, read with the guide's commands: an inline contract
+/// that fails validation is `Invalid` (`ContractValid False/Invalid`, `status.validation` with a
+/// code and a path, a `ContractInvalid` warning in `kubectl describe pacto`); a contract without a
+/// target is `Reference` (`ContractValid True/ReferenceOnly`, no `RuntimeObserved`); a target
+/// Service that does not exist is `Unknown` with `EVIDENCE_MISSING` on the Service and on the
+/// interface. `kubectl get pactorevisions` lists one revision per resolved contract (none for the
+/// invalid one), named `<pacto>-<version>-<hash[:7]>`, with the CRD's columns, and `kubectl
+/// describe pacto` shows its `RevisionCreated` event.
+async fn verdicts_without_a_workload(d: &Deployed) -> Result<()> {
+    let ns = VERDICTS_NS;
+    d.kubectl(&["create", "namespace", ns])?;
+    d.apply(
+        ns,
+        r#"apiVersion: pacto.trianalab.io/v1alpha1
+kind: Pacto
+metadata: {name: broken}
+spec:
+  contractRef:
+    inline: |
+      pactoVersion: "2.0"
+      service:
+        name: broken
+        version: not-a-version
+---
+apiVersion: pacto.trianalab.io/v1alpha1
+kind: Pacto
+metadata: {name: catalog}
+spec:
+  contractRef:
+    inline: |
+      pactoVersion: "2.0"
+      service:
+        name: catalog
+        version: 1.2.0
+---
+apiVersion: pacto.trianalab.io/v1alpha1
+kind: Pacto
+metadata: {name: ghost}
+spec:
+  contractRef:
+    inline: |
+      pactoVersion: "2.0"
+      service:
+        name: ghost
+        version: 1.0.0
+      interfaces:
+        - name: http
+          type: openapi
+          ref: interfaces/openapi.yaml
+  target:
+    serviceName: ghost
+    interfaceBindings:
+      - {interface: http, servicePort: http}
+"#,
+    )?;
+
+    // Invalid: the condition, the validation report, the guide's jsonpath, the event.
+    let broken = wait_status(d, ns, "broken", "Invalid").await?;
+    let message = expect_condition(&broken, "ContractValid", "False", "Invalid")?;
+    ensure!(
+        broken["status"]["validation"]["valid"] == false,
+        "{:#}",
+        broken["status"]
+    );
+    let errors = d.kubectl(&[
+        "get",
+        "pacto",
+        "-n",
+        ns,
+        "broken",
+        "-o",
+        "jsonpath={.status.validation.errors}",
+    ])?;
+    let errors: serde_json::Value = serde_json::from_str(&errors)
+        .map_err(|e| anyhow::anyhow!("validation errors not JSON ({e}): {errors}"))?;
+    ensure!(
+        errors
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|e| e["code"] == "INVALID_SEMVER" && e["path"] == "service.version"),
+        "no INVALID_SEMVER at service.version: {errors:#}"
+    );
+    let described = wait_describe(d, ns, "broken", &["ContractInvalid"]).await?;
+    ensure!(
+        described_status(&described) == Some("Invalid"),
+        "{described}"
+    );
+    ensure!(
+        events_block(&described)
+            .iter()
+            .any(|l| l.starts_with("Warning") && l.contains("ContractInvalid")),
+        "no Warning ContractInvalid in the Events block:\n{described}"
+    );
+    // The guide's events command: the event carries the condition's message.
+    let events = d.kubectl_json(&[
+        "get",
+        "events",
+        "-n",
+        ns,
+        "--field-selector",
+        "involvedObject.name=broken",
+        "--sort-by=.lastTimestamp",
+    ])?;
+    let invalid: Vec<&serde_json::Value> = events["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["reason"] == "ContractInvalid")
+        .collect();
+    ensure!(
+        invalid.len() == 1 && invalid[0]["message"] == message.as_str(),
+        "ContractInvalid events {invalid:#?}, condition message {message:?}"
+    );
+
+    // Reference: parsed, not observed.
+    let catalog = wait_status(d, ns, "catalog", "Reference").await?;
+    expect_condition(&catalog, "ContractValid", "True", "ReferenceOnly")?;
+    ensure!(
+        condition(&catalog, "RuntimeObserved").is_null(),
+        "a reference-only contract is never observed: {:#}",
+        catalog["status"]
+    );
+
+    // Unknown: the missing Service, then the interface, both EVIDENCE_MISSING.
+    let ghost = wait_status(d, ns, "ghost", "Unknown").await?;
+    let found: Vec<(&str, &str)> = ghost["status"]["findings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|f| {
+            (
+                f["subject"].as_str().unwrap_or("?"),
+                f["code"].as_str().unwrap_or("?"),
+            )
+        })
+        .collect();
+    let service = format!("service/{ns}/ghost");
+    ensure!(
+        found
+            == [
+                (service.as_str(), "EVIDENCE_MISSING"),
+                ("interface/http", "EVIDENCE_MISSING")
+            ],
+        "findings {found:?}: {:#}",
+        ghost["status"]
+    );
+    let yaml = d.kubectl(&["get", "pacto", "-n", ns, "ghost", "-o", "yaml"])?;
+    ensure!(
+        yaml.contains("contractStatus: Unknown") && yaml.contains("code: EVIDENCE_MISSING"),
+        "{yaml}"
+    );
+
+    // The revisions of the two resolved contracts, as `kubectl get pactorevisions` prints them.
+    let table = d
+        .wait("a PactoRevision for catalog and ghost", VERDICT, |d| {
+            let table = d
+                .kubectl(&["get", "pactorevisions", "-n", ns])
+                .map_err(|e| e.to_string())?;
+            let rows = table.lines().skip(1).count();
+            if rows >= 2 { Ok(table) } else { Err(table) }
+        })
+        .await?;
+    let mut lines = table.lines();
+    let header: Vec<&str> = lines
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    ensure!(
+        header == ["NAME", "VERSION", "PACTO", "RESOLVED", "AGE"],
+        "columns {header:?}:\n{table}"
+    );
+    let mut rows: Vec<Vec<&str>> = lines.map(|l| l.split_whitespace().collect()).collect();
+    rows.sort();
+    ensure!(
+        rows.len() == 2,
+        "one revision per resolved contract:\n{table}"
+    );
+    for (row, (pacto, version)) in rows.iter().zip([("catalog", "1.2.0"), ("ghost", "1.0.0")]) {
+        ensure!(
+            row.get(1..3) == Some(&[version, pacto][..]),
+            "revision of {pacto}: {row:?}\n{table}"
+        );
+        let name = row[0];
+        let revision = d.kubectl_json(&["get", "pactorevision", "-n", ns, name])?;
+        let hash = revision["status"]["contractHash"].as_str().unwrap_or("");
+        let want = format!(
+            "{pacto}-{}-{}",
+            version.replace('.', "-"),
+            hash.get(..7).unwrap_or("?")
+        );
+        ensure!(
+            name == want,
+            "revision name {name}, want {want}: {revision:#}"
+        );
+        let owner = d.kubectl_json(&["get", "pacto", "-n", ns, pacto])?;
+        ensure!(
+            owner["status"]["currentRevision"] == name,
+            "{pacto}: currentRevision {} is not {name}",
+            owner["status"]["currentRevision"]
+        );
+        // `kubectl describe pacto`: the RevisionCreated event names it.
+        let created = format!("Created revision {name} for contract v{version}");
+        let described = wait_describe(d, ns, pacto, &[&created]).await?;
+        ensure!(
+            events_block(&described)
+                .iter()
+                .any(|l| l.starts_with("Normal") && l.contains("RevisionCreated")),
+            "no Normal RevisionCreated in the Events block:\n{described}"
+        );
+    }
+    Ok(())
+}
+
+/// The lines of the `Events:` block of `kubectl describe` after its header and rule, trimmed.
+fn events_block(described: &str) -> Vec<&str> {
+    described
+        .lines()
+        .skip_while(|l| !l.starts_with("Events:"))
+        .skip(3)
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
+/// The `Contract Status:` line of `kubectl describe pacto`.
+fn described_status(described: &str) -> Option<&str> {
+    described
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("Contract Status:"))
+        .map(str::trim)
+}
+
+/// Waits until `kubectl describe pacto` shows every one of `needles`.
+async fn wait_describe(d: &Deployed, ns: &str, name: &str, needles: &[&str]) -> Result<String> {
+    d.wait(
+        &format!("kubectl describe pacto {name} showing {needles:?}"),
+        VERDICT,
+        |d| {
+            let out = d
+                .kubectl(&["describe", "pacto", "-n", ns, name])
+                .map_err(|e| e.to_string())?;
+            if needles.iter().all(|n| out.contains(n)) {
+                Ok(out)
+            } else {
+                Err(out)
+            }
+        },
+    )
+    .await
+}
+
+/// The condition `kind` of a Pacto, or null.
+fn condition(pacto: &serde_json::Value, kind: &str) -> serde_json::Value {
+    pacto["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == kind)
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// The sample workload behind a Service whose `prometheus.io/*` annotations name its port, and a
+/// contract declaring the `metrics` capability (`/metrics`): with metrics observation on (the
+/// sync), the observer scrapes `/metrics` on the Ready pod and the Pacto is Compliant with both
+/// assertions evaluated. The workload's own counter shows the scrape arrived.
+async fn metrics_scraped(d: &Deployed) -> Result<()> {
+    let ns = PROBE_NS;
+    d.kubectl(&["create", "namespace", ns])?;
+    d.apply(
+        ns,
+        &format!(
+            r#"apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: probe}}
+spec:
+  replicas: 1
+  selector: {{matchLabels: {{app: probe}}}}
+  template:
+    metadata: {{labels: {{app: probe}}}}
+    spec:
+      containers:
+        - name: app
+          image: {SAMPLE_HTTP_IMAGE}
+          imagePullPolicy: IfNotPresent
+          ports: [{{name: http, containerPort: 8080}}]
+          readinessProbe:
+            httpGet: {{path: /readyz, port: http}}
+            periodSeconds: 1
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: probe
+  annotations: {{prometheus.io/scrape: "true", prometheus.io/port: "8080"}}
+spec:
+  selector: {{app: probe}}
+  ports: [{{name: http, port: 80, targetPort: http}}]
+"#
+        ),
+    )?;
+    d.wait_available(ns, "probe", SERVICES_READY).await?;
+    d.apply(ns, &probe_pacto("probe", "metrics", "/metrics"))?;
+    expect_all_evaluated(&wait_status(d, ns, "probe", "Compliant").await?)?;
+    // One read of the workload's counters, which counts itself once on /metrics.
+    let (_, metrics) = sample_counts(d)?;
+    ensure!(
+        metrics >= 2,
+        "the observer never scraped /metrics (one request is this read): {metrics}"
+    );
+    Ok(())
+}
+
+/// A Compliant Pacto of the probed workload: `RuntimeObserved=True Found`, no finding, the
+/// interface and the capability both evaluated.
+fn expect_all_evaluated(pacto: &serde_json::Value) -> Result<()> {
+    expect_condition(pacto, "RuntimeObserved", "True", "Found")?;
+    ensure!(
+        pacto["status"]["findings"]
+            .as_array()
+            .is_none_or(Vec::is_empty),
+        "findings on a Compliant Pacto: {:#}",
+        pacto["status"]
+    );
+    ensure!(
+        pacto["status"]["evaluationCoverage"] == serde_json::json!({"evaluated": 2, "required": 2}),
+        "the interface and the capability both evaluated: {:#}",
+        pacto["status"]
+    );
+    Ok(())
+}
+
+/// The sample workload's request counters for `/healthz` and `/metrics`, read through the API
+/// server's Service proxy (the read counts once on `/metrics`).
+fn sample_counts(d: &Deployed) -> Result<(u64, u64)> {
+    let exposition = d.kubectl(&[
+        "get",
+        "--raw",
+        &format!("/api/v1/namespaces/{PROBE_NS}/services/probe:http/proxy/metrics"),
+    ])?;
+    let count = |path: &str| -> u64 {
+        let prefix = format!("sample_http_requests_total{{path=\"{path}\"}} ");
+        exposition
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    Ok((count("/healthz"), count("/metrics")))
+}
+
+/// A contract declaring the `health` capability (`/healthz`) for the probed workload: with
+/// probing on (the `local` environment) the observer GETs `/healthz` through the Service's DNS
+/// name, and the Pacto is Compliant with both assertions evaluated. Only the observer asks for
+/// `/healthz` (the readiness probe is `/readyz`, so the passive fallback could not confirm it),
+/// and the workload's counter shows the probe arrived.
+async fn health_probed(d: &Deployed) -> Result<()> {
+    let (before, _) = sample_counts(d)?;
+    d.apply(PROBE_NS, &probe_pacto("health", "health", "/healthz"))?;
+    let pacto = wait_status(d, PROBE_NS, "health", "Compliant")
+        .await
+        .map_err(|e| {
+            let log = d
+                .kubectl(&[
+                    "logs",
+                    "-n",
+                    OPERATOR_NAMESPACE,
+                    "deployment/pacto-observer",
+                    "--since=10m",
+                ])
+                .unwrap_or_default();
+            let probes: Vec<&str> = log
+                .lines()
+                .filter(|l| l.contains("probe") || l.contains("health"))
+                .collect();
+            let tail = probes[probes.len().saturating_sub(20)..].join("\n");
+            e.context(format!("the observer's probe log:\n{tail}"))
+        })?;
+    expect_all_evaluated(&pacto)?;
+    let (after, _) = sample_counts(d)?;
+    ensure!(
+        after > before,
+        "the observer never probed /healthz: {before} then {after}"
+    );
+    Ok(())
+}
+
+/// A Pacto `name` for the probed workload: interface `http` and one capability of `kind` bound to
+/// it at `path`.
+fn probe_pacto(name: &str, kind: &str, path: &str) -> String {
+    format!(
+        r#"apiVersion: pacto.trianalab.io/v1alpha1
+kind: Pacto
+metadata: {{name: {name}}}
+spec:
+  contractRef:
+    inline: |
+      pactoVersion: "2.0"
+      service:
+        name: probe
+        version: 1.0.0
+      interfaces:
+        - name: http
+          type: openapi
+          ref: interfaces/openapi.yaml
+      capabilities:
+        - type: {kind}
+          binding: {{type: http, interface: http, path: {path}}}
+  target:
+    serviceName: probe
+    interfaceBindings:
+      - {{interface: http, servicePort: http}}
+"#
+    )
+}
+
+/// `contractStatus` of every Pacto of the scenario namespaces, as `namespace/name=status`.
+fn verdicts(d: &Deployed) -> Result<Vec<String>> {
+    let mut all = Vec::new();
+    for ns in [VERDICTS_NS, PROBE_NS] {
+        let list = d.kubectl_json(&["get", "pactos", "-n", ns])?;
+        for p in list["items"].as_array().into_iter().flatten() {
+            all.push(format!(
+                "{ns}/{}={}",
+                p["metadata"]["name"].as_str().unwrap_or("?"),
+                p["status"]["contractStatus"].as_str().unwrap_or("-")
+            ));
+        }
+    }
+    all.sort();
+    Ok(all)
+}
+
+/// The evaluator's pods as (name, Ready).
+fn evaluator_pods(d: &Deployed) -> Result<Vec<(String, bool)>> {
+    let pods = d.kubectl_json(&[
+        "get",
+        "pods",
+        "-n",
+        OPERATOR_NAMESPACE,
+        "-l",
+        "app.kubernetes.io/name=pacto-evaluator",
+    ])?;
+    Ok(pods["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+        .map(|p| {
+            let ready = p["status"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True");
+            (
+                p["metadata"]["name"].as_str().unwrap_or("?").to_owned(),
+                ready,
+            )
+        })
+        .collect())
+}
+
+/// `kubectl delete pod` of the evaluator while Pactos are reconciled (the probed one nudged
+/// with the guide's annotate command every half second): its Deployment replaces the pod, the
+/// probed Pacto reads at most `Unknown` meanwhile — with no findings, the status-writer's log
+/// naming the evaluator — and is Compliant again; a Pacto created after the healing is evaluated
+/// (Compliant); every verdict is the one before.
+async fn a_killed_service_pod_is_healed(d: &Deployed) -> Result<()> {
+    let before = verdicts(d)?;
+    let old = evaluator_pods(d)?;
+    ensure!(old.len() == 1, "one evaluator pod: {old:?}");
+    let old = old[0].0.clone();
+    d.kubectl(&[
+        "delete",
+        "pod",
+        "-n",
+        OPERATOR_NAMESPACE,
+        &old,
+        "--wait=false",
+    ])?;
+    let mut nudges = 0_u32;
+    let mut seen = std::collections::BTreeSet::new();
+    let mut unknown: Option<serde_json::Value> = None;
+    let mut healed = false;
+    d.wait(
+        "the evaluator pod replaced and the Pacto probe Compliant after it",
+        VERDICT,
+        |d| {
+            nudges += 1;
+            d.kubectl(&[
+                "annotate",
+                "pacto",
+                "-n",
+                PROBE_NS,
+                "probe",
+                &format!("reconcile-requested-at=outage-{nudges}"),
+                "--overwrite",
+            ])
+            .map_err(|e| e.to_string())?;
+            let p = d
+                .kubectl_json(&["get", "pacto", "-n", PROBE_NS, "probe"])
+                .map_err(|e| e.to_string())?;
+            let status = p["status"]["contractStatus"]
+                .as_str()
+                .unwrap_or("-")
+                .to_owned();
+            if status == "Unknown" && unknown.is_none() {
+                unknown = Some(p.clone());
+            }
+            seen.insert(status.clone());
+            // Compliant read in a round after the one that saw the new pod Ready.
+            if healed && status == "Compliant" {
+                return Ok(());
+            }
+            let pods = evaluator_pods(d).map_err(|e| e.to_string())?;
+            healed = pods.len() == 1 && pods[0].0 != old && pods[0].1;
+            Err(format!(
+                "status {status}, evaluator pods {pods:?}, seen {seen:?}"
+            ))
+        },
+    )
+    .await?;
+    d.wait_available(OPERATOR_NAMESPACE, "pacto-evaluator", SERVICES_READY)
+        .await?;
+    ensure!(
+        seen.iter().all(|s| s == "Compliant" || s == "Unknown"),
+        "an outage is never a verdict: seen {seen:?}"
+    );
+    if let Some(u) = &unknown {
+        ensure!(
+            u["status"]["findings"].as_array().is_none_or(Vec::is_empty),
+            "Unknown from an evaluator outage has no findings: {:#}",
+            u["status"]
+        );
+        let log = d.kubectl(&[
+            "logs",
+            "-n",
+            OPERATOR_NAMESPACE,
+            "deployment/pacto-status-writer",
+            "--since=10m",
+        ])?;
+        ensure!(
+            log.contains("evaluator unavailable"),
+            "the status-writer's log does not name the evaluator:\n{}",
+            log.lines().rev().take(40).collect::<Vec<_>>().join("\n")
+        );
+    }
+    eprintln!(
+        "deployed: evaluator outage: {nudges} nudges, statuses seen {seen:?}, Unknown seen: {}",
+        unknown.is_some()
+    );
+    // The healed evaluator evaluates a Pacto it never saw.
+    d.apply(PROBE_NS, &probe_pacto("probe-after", "metrics", "/metrics"))?;
+    wait_status(d, PROBE_NS, "probe-after", "Compliant").await?;
+    d.kubectl(&["delete", "pacto", "-n", PROBE_NS, "probe-after"])?;
+    let after = verdicts(d)?;
+    ensure!(
+        after == before,
+        "verdicts before the outage {before:?}, after {after:?}"
+    );
+    Ok(())
+}
+
+/// What a refused `helmfile sync` must leave untouched: the Helm release records and each
+/// service Deployment's generation and pod template.
+fn release_state(d: &Deployed) -> Result<Vec<String>> {
+    let mut state: Vec<String> = d
+        .kubectl(&[
+            "get",
+            "secrets",
+            "-n",
+            OPERATOR_NAMESPACE,
+            "-l",
+            "owner=helm",
+            "-o",
+            "name",
+        ])?
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    let deployments = d.kubectl_json(&["get", "deployments", "-n", OPERATOR_NAMESPACE])?;
+    for dep in deployments["items"].as_array().into_iter().flatten() {
+        state.push(format!(
+            "{} generation {} template {}",
+            dep["metadata"]["name"], dep["metadata"]["generation"], dep["spec"]["template"]
+        ));
+    }
+    state.sort();
+    Ok(state)
+}
+
+/// `helmfile sync` of the observer's release with a stabilization window the chart's schema
+/// refuses fails with the schema's message (the value's path and the pattern it misses), and
+/// nothing changes: no new release revision, no Deployment touched. The release is selected
+/// alone so that no other release (the CRDs, which come first) is upgraded before the refusal.
+fn a_refused_value_fails_helmfile_sync(d: &Deployed) -> Result<()> {
+    let before = release_state(d)?;
+    let out = d.helmfile_output(&[
+        "-e",
+        "local",
+        "--state-values-set",
+        "controller.stabilizationWindow=2 minutes",
+        "--selector",
+        "name=pacto-observer",
+        "sync",
+    ])?;
+    let text = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    ensure!(
+        !out.status.success(),
+        "helmfile sync accepted a refused value:\n{text}"
+    );
+    for needle in [
+        "values don't meet the specifications of the schema(s)",
+        "/controller/stabilizationWindow",
+        "does not match pattern",
+    ] {
+        ensure!(
+            text.contains(needle),
+            "the failure does not carry the schema's message ({needle}):\n{text}"
+        );
+    }
+    let after = release_state(d)?;
+    ensure!(
+        after == before,
+        "a refused sync changed the cluster: before {before:#?}, after {after:#?}"
+    );
     Ok(())
 }
