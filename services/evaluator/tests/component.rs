@@ -12,7 +12,10 @@ use std::{sync::Arc, time::Duration};
 
 use common::{STATUS_WRITER, Server, client, client_files};
 use pacto_proto::evaluator::{AssessReadinessRequest, ContractStatus};
-use pacto_runtime::testing::{admin_get, eventually, metric_value, promtool_check};
+use pacto_runtime::testing::{
+    admin_get, eventually, handshake_failures, metric_value, promtool_check,
+    wait_for_handshake_failure,
+};
 use pacto_runtime::{
     grpc::{self, ChannelSpec},
     testing::{TestCa, write_tls_files},
@@ -79,7 +82,7 @@ async fn unauthorised_identity_is_permission_denied() {
 #[tokio::test]
 async fn missing_client_certificate_is_refused() {
     let server = Server::start(&[STATUS_WRITER]).await;
-    let before = handshake_failures(&server, "no_client_certificate").await;
+    let before = handshake_failures(server.admin, "no_client_certificate").await;
     // Trusts the server's CA but presents no certificate.
     let mut roots = rustls::RootCertStore::empty();
     let ca_der =
@@ -107,7 +110,7 @@ async fn missing_client_certificate_is_refused() {
         .unwrap_err();
     assert_ne!(status.code(), Code::Ok);
     // The server refused the handshake for the right reason.
-    wait_for_handshake_failure(&server, "no_client_certificate", before).await;
+    wait_for_handshake_failure(server.admin, "no_client_certificate", before, DEADLINE).await;
     server.stop().await;
 }
 
@@ -117,29 +120,10 @@ use rustls::pki_types::pem::PemObject;
 // test reads its own `reason` series, which no other test here produces (the rotation test's
 // early client fails with `tls_error`: it rejects the server first), and requires it to grow
 // past the value read before its own connection.
-async fn handshake_failures(server: &Server, reason: &str) -> f64 {
-    let (_, metrics) = admin_get(server.admin, "/metrics").await;
-    let fragment = format!("reason=\"{reason}\"");
-    metric_value(
-        &metrics,
-        "pacto_tls_handshake_failures_total",
-        &[fragment.as_str()],
-    )
-}
-
-async fn wait_for_handshake_failure(server: &Server, reason: &str, before: f64) {
-    eventually(
-        &format!("{reason} handshake failure metric above {before}"),
-        DEADLINE,
-        || async { (handshake_failures(server, reason).await > before).then_some(()) },
-    )
-    .await;
-}
-
 #[tokio::test]
 async fn certificate_from_another_ca_is_refused() {
     let server = Server::start(&[STATUS_WRITER]).await;
-    let before = handshake_failures(&server, "untrusted_certificate").await;
+    let before = handshake_failures(server.admin, "untrusted_certificate").await;
     let rogue = TestCa::new("rogue CA").unwrap();
     // The client trusts the real CA (so it accepts the server) but its own certificate, with an
     // allowed identity, is signed by the rogue CA.
@@ -156,7 +140,7 @@ async fn certificate_from_another_ca_is_refused() {
         Code::PermissionDenied,
         "must be refused at the handshake"
     );
-    wait_for_handshake_failure(&server, "untrusted_certificate", before).await;
+    wait_for_handshake_failure(server.admin, "untrusted_certificate", before, DEADLINE).await;
     server.stop().await;
 }
 

@@ -21,7 +21,9 @@ use pacto_proto::observer::observer_client::ObserverClient;
 use pacto_runtime::CancellationToken;
 use pacto_runtime::grpc::{self, ChannelSpec};
 use pacto_runtime::testing::{TestCa, TestEndpoint, mtls_channel, write_tls_files};
-use pacto_runtime::testing::{admin_get, eventually, metric_value, promtool_check};
+use pacto_runtime::testing::{
+    admin_get, handshake_failures, metric_value, promtool_check, wait_for_handshake_failure,
+};
 use pacto_runtime::tls::TlsFiles;
 use rustls::pki_types::pem::PemObject;
 use tonic::Code;
@@ -153,29 +155,10 @@ type Corrupt = fn(&mut pb::ObserveRequest);
 // The metrics recorder is process-wide: every test of this binary writes to it. Each handshake
 // test reads its own `reason` series, which no other test here produces, and requires it to grow
 // past the value read before its own connection.
-async fn handshake_failures(server: &Server, reason: &str) -> f64 {
-    let (_, metrics) = admin_get(server.admin, "/metrics").await;
-    let fragment = format!("reason=\"{reason}\"");
-    metric_value(
-        &metrics,
-        "pacto_tls_handshake_failures_total",
-        &[fragment.as_str()],
-    )
-}
-
-async fn wait_for_handshake_failure(server: &Server, reason: &str, before: f64) {
-    eventually(
-        &format!("{reason} handshake failure above {before}"),
-        DEADLINE,
-        || async { (handshake_failures(server, reason).await > before).then_some(()) },
-    )
-    .await;
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn missing_client_certificate_is_refused_at_the_handshake() {
     let server = Server::start(&[STATUS_WRITER]).await;
-    let before = handshake_failures(&server, "no_client_certificate").await;
+    let before = handshake_failures(server.admin, "no_client_certificate").await;
     // Trusts the server's CA but presents no certificate.
     let mut roots = rustls::RootCertStore::empty();
     roots
@@ -198,14 +181,14 @@ async fn missing_client_certificate_is_refused_at_the_handshake() {
         Code::PermissionDenied,
         "must be refused at the handshake, not by the allow-list"
     );
-    wait_for_handshake_failure(&server, "no_client_certificate", before).await;
+    wait_for_handshake_failure(server.admin, "no_client_certificate", before, DEADLINE).await;
     server.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn certificate_from_another_ca_is_refused_at_the_handshake() {
     let server = Server::start(&[STATUS_WRITER]).await;
-    let before = handshake_failures(&server, "untrusted_certificate").await;
+    let before = handshake_failures(server.admin, "untrusted_certificate").await;
     // The client trusts the real CA (so it accepts the server), but its own certificate, with an
     // allowed identity, is signed by a rogue CA.
     let rogue = TestCa::new("rogue CA").unwrap();
@@ -219,7 +202,7 @@ async fn certificate_from_another_ca_is_refused_at_the_handshake() {
         Code::PermissionDenied,
         "must be refused at the handshake, not by the allow-list"
     );
-    wait_for_handshake_failure(&server, "untrusted_certificate", before).await;
+    wait_for_handshake_failure(server.admin, "untrusted_certificate", before, DEADLINE).await;
     server.stop().await;
 }
 

@@ -273,6 +273,34 @@ impl JsonLog {
     }
 }
 
+/// The `pacto_tls_handshake_failures_total{reason}` count on the admin port `admin`. The
+/// recorder is process-wide, so a test compares it before and after its own connection, on a
+/// `reason` no other test of its binary produces.
+pub async fn handshake_failures(admin: std::net::SocketAddr, reason: &str) -> f64 {
+    let (_, metrics) = admin_get(admin, "/metrics").await;
+    let fragment = format!("reason=\"{reason}\"");
+    metric_value(
+        &metrics,
+        "pacto_tls_handshake_failures_total",
+        &[fragment.as_str()],
+    )
+}
+
+/// Waits until [`handshake_failures`] for `reason` exceeds `before`.
+pub async fn wait_for_handshake_failure(
+    admin: std::net::SocketAddr,
+    reason: &str,
+    before: f64,
+    deadline: std::time::Duration,
+) {
+    eventually(
+        &format!("{reason} handshake failure above {before}"),
+        deadline,
+        || async { (handshake_failures(admin, reason).await > before).then_some(()) },
+    )
+    .await;
+}
+
 /// Sends SIGTERM to `child` (what Kubernetes sends a pod's containers); fails the test if
 /// `kill` does.
 pub fn sigterm(child: &std::process::Child) {
