@@ -19,6 +19,8 @@ pub mod readiness;
 pub mod reference;
 mod rules;
 pub mod schema;
+#[cfg(any(test, feature = "test-support"))]
+pub mod testing;
 mod validate;
 pub mod version;
 

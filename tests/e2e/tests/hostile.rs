@@ -5,25 +5,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
 
-use std::fmt::Write as _;
-
 use pacto_api::testing::PactoBuilder;
 use pacto_e2e::{STATUS_DEADLINE, Stack, expect_condition};
 
 const VALID: &str = "pactoVersion: \"2.0\"\nservice:\n  name: svc\n  version: 1.0.0\n";
 
-/// 2,000 anchored scalars, then five levels each repeating the previous one ten times:
-/// 2 * 10^8 nodes once expanded, from about 16 KiB of text.
 fn alias_bomb() -> String {
-    let mut doc = format!("{VALID}base: &l0 [{}]\n", vec!["x"; 2000].join(","));
-    for level in 1..=5 {
-        let items = vec![format!("*l{}", level - 1); 10].join(",");
-        writeln!(doc, "level{level}: &l{level} [{items}]").unwrap();
-    }
-    while doc.len() < 16 * 1024 {
-        doc.push_str("# padding\n");
-    }
-    doc
+    pacto_contract::testing::alias_bomb(VALID)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
