@@ -143,36 +143,7 @@ async fn helmfile_sync_brings_every_service_up(d: &Deployed) -> Result<()> {
 async fn a_real_workload_is_compliant(d: &Deployed) -> Result<()> {
     let ns = "deployed-web";
     d.kubectl(&["create", "namespace", ns])?;
-    d.apply(
-        ns,
-        &format!(
-            r"apiVersion: apps/v1
-kind: Deployment
-metadata: {{name: web}}
-spec:
-  replicas: 1
-  selector: {{matchLabels: {{app: web}}}}
-  template:
-    metadata: {{labels: {{app: web}}}}
-    spec:
-      containers:
-        - name: app
-          image: {SAMPLE_HTTP_IMAGE}
-          imagePullPolicy: IfNotPresent
-          ports: [{{name: http, containerPort: 8080}}]
-          readinessProbe:
-            httpGet: {{path: /readyz, port: http}}
-            periodSeconds: 1
----
-apiVersion: v1
-kind: Service
-metadata: {{name: web}}
-spec:
-  selector: {{app: web}}
-  ports: [{{name: http, port: 80, targetPort: http}}]
-"
-        ),
-    )?;
+    d.apply(ns, &sample_workload("web", "{}"))?;
     d.wait_available(ns, "web", SERVICES_READY).await?;
     d.apply(
         ns,
@@ -661,34 +632,9 @@ async fn metrics_scraped(d: &Deployed) -> Result<()> {
     d.kubectl(&["create", "namespace", ns])?;
     d.apply(
         ns,
-        &format!(
-            r#"apiVersion: apps/v1
-kind: Deployment
-metadata: {{name: probe}}
-spec:
-  replicas: 1
-  selector: {{matchLabels: {{app: probe}}}}
-  template:
-    metadata: {{labels: {{app: probe}}}}
-    spec:
-      containers:
-        - name: app
-          image: {SAMPLE_HTTP_IMAGE}
-          imagePullPolicy: IfNotPresent
-          ports: [{{name: http, containerPort: 8080}}]
-          readinessProbe:
-            httpGet: {{path: /readyz, port: http}}
-            periodSeconds: 1
----
-apiVersion: v1
-kind: Service
-metadata:
-  name: probe
-  annotations: {{prometheus.io/scrape: "true", prometheus.io/port: "8080"}}
-spec:
-  selector: {{app: probe}}
-  ports: [{{name: http, port: 80, targetPort: http}}]
-"#
+        &sample_workload(
+            "probe",
+            r#"{prometheus.io/scrape: "true", prometheus.io/port: "8080"}"#,
         ),
     )?;
     d.wait_available(ns, "probe", SERVICES_READY).await?;
@@ -1021,4 +967,38 @@ fn a_refused_value_fails_helmfile_sync(d: &Deployed) -> Result<()> {
         "a refused sync changed the cluster: before {before:#?}, after {after:#?}"
     );
     Ok(())
+}
+
+/// The sample HTTP workload `name` as a Deployment (readiness through its real `/readyz` probe,
+/// every second) behind a Service `name` with `annotations` (a YAML flow mapping).
+fn sample_workload(name: &str, annotations: &str) -> String {
+    format!(
+        r"apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: {name}}}
+spec:
+  replicas: 1
+  selector: {{matchLabels: {{app: {name}}}}}
+  template:
+    metadata: {{labels: {{app: {name}}}}}
+    spec:
+      containers:
+        - name: app
+          image: {SAMPLE_HTTP_IMAGE}
+          imagePullPolicy: IfNotPresent
+          ports: [{{name: http, containerPort: 8080}}]
+          readinessProbe:
+            httpGet: {{path: /readyz, port: http}}
+            periodSeconds: 1
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: {name}
+  annotations: {annotations}
+spec:
+  selector: {{app: {name}}}
+  ports: [{{name: http, port: 80, targetPort: http}}]
+"
+    )
 }
