@@ -392,15 +392,7 @@ fn invalid_contract_fail_path() {
         observation_windows: observed(vec![]).windows,
         ..PactoStatus::default()
     };
-    let validation = ValidationResult {
-        valid: false,
-        errors: vec![ValidationIssue {
-            code: Some("SCHEMA_VIOLATION".into()),
-            path: Some("service.version".into()),
-            message: "bad".into(),
-        }],
-        ..ValidationResult::default()
-    };
+    let validation = schema_violation();
     let mut c = case(
         true,
         Resolution::Invalid {
@@ -935,15 +927,7 @@ fn passes() -> Vec<(bool, Resolution, Option<Runtime>)> {
             }),
         })
     };
-    let invalid = ValidationResult {
-        valid: false,
-        errors: vec![ValidationIssue {
-            code: Some("SCHEMA_VIOLATION".into()),
-            path: Some("service.version".into()),
-            message: "bad".into(),
-        }],
-        ..ValidationResult::default()
-    };
+    let invalid = schema_violation();
     vec![
         (
             false,
@@ -1095,4 +1079,17 @@ fn every_event_of_every_transition_has_one_of_the_eight_reasons() {
             event_reason::READINESS_RECOVERED,
         ])
     );
+}
+
+/// A failed validation with one SCHEMA_VIOLATION error at `service.version`.
+fn schema_violation() -> ValidationResult {
+    ValidationResult {
+        valid: false,
+        errors: vec![ValidationIssue {
+            code: Some("SCHEMA_VIOLATION".into()),
+            path: Some("service.version".into()),
+            message: "bad".into(),
+        }],
+        ..ValidationResult::default()
+    }
 }
