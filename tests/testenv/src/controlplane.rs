@@ -50,12 +50,8 @@ pub enum ControlPlaneError {
     FreePort(#[source] std::io::Error),
     #[error("starting {0}")]
     Start(String, #[source] ProcessError),
-    #[error("{name} exited during start-up ({status}); last log lines:\n{log}")]
-    Exited {
-        name: String,
-        status: String,
-        log: String,
-    },
+    #[error(transparent)]
+    Exited(#[from] crate::process::Exited),
     #[error("building the /readyz request")]
     ReadyzRequest(#[source] http::Error),
     #[error(
@@ -341,8 +337,8 @@ impl ControlPlane {
         let mut attempt = 1;
         loop {
             match Self::start_once(&options).await {
-                Err(ControlPlaneError::Exited { log, .. })
-                    if attempt < 3 && log.contains("address already in use") =>
+                Err(ControlPlaneError::Exited(exited))
+                    if attempt < 3 && exited.log.contains("address already in use") =>
                 {
                     tracing::warn!(
                         attempt,
@@ -615,13 +611,11 @@ impl ControlPlane {
         let client = self.client()?;
         let mut last;
         loop {
-            if let Some(crate::process::Exited { name, status, log }) =
-                crate::process::first_exited([
-                    ("etcd", &mut self.etcd),
-                    ("kube-apiserver", &mut self.apiserver),
-                ])
-            {
-                return Err(ControlPlaneError::Exited { name, status, log });
+            if let Some(exited) = crate::process::first_exited([
+                ("etcd", &mut self.etcd),
+                ("kube-apiserver", &mut self.apiserver),
+            ]) {
+                return Err(exited.into());
             }
             let req = http::Request::get("/readyz")
                 .body(Vec::new())

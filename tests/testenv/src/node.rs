@@ -136,12 +136,8 @@ pub enum NodeError {
     ControlPlane(#[from] ControlPlaneError),
     #[error("starting {0}")]
     Start(String, #[source] ProcessError),
-    #[error("{name} exited during start-up ({status}); last log lines:\n{log}")]
-    Exited {
-        name: String,
-        status: String,
-        log: String,
-    },
+    #[error(transparent)]
+    Exited(#[from] crate::process::Exited),
     #[error("`{command}` failed ({status}): {output}")]
     Command {
         command: String,
@@ -640,9 +636,7 @@ impl RealNode {
             ("kubelet", &mut self.kubelet),
             ("kube-proxy", &mut self.kube_proxy),
         ]) {
-            Some(crate::process::Exited { name, status, log }) => {
-                Err(NodeError::Exited { name, status, log })
-            }
+            Some(exited) => Err(exited.into()),
             None => Ok(()),
         }
     }

@@ -149,7 +149,8 @@ impl Drop for ManagedProcess {
 }
 
 /// A managed process that exited while it should run: its name, exit status and log tail.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("{name} exited during start-up ({status}); last log lines:\n{log}")]
 pub struct Exited {
     pub name: String,
     pub status: String,
