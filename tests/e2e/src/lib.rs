@@ -382,7 +382,7 @@ impl Stack {
             None
         } else {
             ensure!(
-                effective_uid() == Some(0),
+                pacto_testenv::privilege::is_root(),
                 "probe_hosts needs root (the observer runs under `unshare --mount`); run as root, \
                  or guard the test with pacto_e2e::privileged"
             );
@@ -978,21 +978,7 @@ pub fn target_service(name: &str) -> String {
 /// root under CI (`CI` set and not `0`/`false`, as `.ci/run` does): panics, because a privileged
 /// tier must fail there, never skip.
 pub fn privileged(reason: &str) -> bool {
-    if effective_uid() == Some(0) {
-        return true;
-    }
-    let line = format!(
+    pacto_testenv::privilege::root_or_skip(&format!(
         "needs root ({reason}); run as root (e.g. `sudo -E cargo test -p pacto-e2e`) to include it"
-    );
-    let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && v != "false");
-    assert!(!ci, "{line}: CI requires every privileged test to run");
-    eprintln!("skipped: {line}");
-    false
-}
-
-/// The effective user id from `/proc/self/status` (None if it cannot be read).
-fn effective_uid() -> Option<u32> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("Uid:"))?;
-    line.split_whitespace().nth(2)?.parse().ok()
+    ))
 }

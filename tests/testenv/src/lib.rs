@@ -9,6 +9,7 @@
 //! * [`registry`]: a real docker-registry.
 //! * [`bins`]: where the binaries come from.
 //! * [`process`]: child processes that never outlive the test.
+//! * [`privilege`]: which tiers may run (root), skipped or failing under CI.
 //!
 //! See `docs/testing.md` for what is real and what is simulated.
 
@@ -16,6 +17,7 @@ pub mod bins;
 pub mod controlplane;
 pub mod node;
 pub mod pki;
+pub mod privilege;
 pub mod process;
 pub mod prometheus;
 pub mod registry;

@@ -12,6 +12,7 @@
 //! start, so a node whose process died without teardown is cleaned up by the next start or by
 //! [`cleanup_stale`] (`pacto-dev-cluster --cleanup-node`).
 
+pub use crate::privilege::is_root;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -219,7 +220,7 @@ pub struct Preflight {
 /// Checks everything [`RealNode::start`] needs, without changing anything: root, the programs,
 /// the CNI plugins, the node binaries, the image archives, the fixed ports, no other node.
 pub fn preflight(options: &RealNodeOptions) -> Result<Preflight, NodeError> {
-    if effective_uid() != Some(0) {
+    if !is_root() {
         return Err(NodeError::NotRoot);
     }
     let mut programs = BTreeMap::new();
@@ -312,7 +313,7 @@ impl RealNode {
     pub async fn start(options: RealNodeOptions) -> Result<Self, NodeError> {
         let started = Instant::now();
         // A node that died without teardown leaves its lock and host state: clean it first.
-        if effective_uid() == Some(0) && live_owner().is_none() && read_state().is_some() {
+        if is_root() && live_owner().is_none() && read_state().is_some() {
             for problem in cleanup_stale() {
                 tracing::warn!(%problem, "cleaning up a stale node");
             }
@@ -1003,17 +1004,6 @@ fn remove_lock() {
 }
 
 // ---- host helpers
-
-fn effective_uid() -> Option<u32> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("Uid:"))?;
-    line.split_whitespace().nth(2)?.parse().ok()
-}
-
-/// Whether this process runs as root (a real node can run).
-pub fn is_root() -> bool {
-    effective_uid() == Some(0)
-}
 
 fn find_program(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
