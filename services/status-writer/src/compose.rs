@@ -513,50 +513,63 @@ fn overflow_message(total: usize, what: &str, field: &str) -> String {
     )
 }
 
-/// Caps `issues` at [`LIST_CAP`] plus a [`LIST_TRUNCATED`] entry and bounds each message;
-/// returns the true count when entries were left out.
-pub fn cap_issues(issues: &mut Vec<ValidationIssue>, what: &str, field: &str) -> Option<u64> {
-    for issue in issues.iter_mut() {
-        issue.message = truncate_message(std::mem::take(&mut issue.message), ITEM_MESSAGE_LIMIT);
+/// Bounds the message of each of `items`, then caps the list at [`LIST_CAP`] plus one
+/// [`LIST_TRUNCATED`] entry made by `overflow` from the true count. A list already capped (its
+/// overflow entry last, as read back from the API server) is left as it is. Returns the true
+/// count when entries were left out.
+fn cap_list<T>(
+    items: &mut Vec<T>,
+    message: fn(&mut T) -> &mut String,
+    is_overflow: fn(&T) -> bool,
+    overflow: impl FnOnce(usize) -> T,
+) -> Option<u64> {
+    for item in items.iter_mut() {
+        let text = message(item);
+        *text = truncate_message(std::mem::take(text), ITEM_MESSAGE_LIMIT);
     }
-    let total = issues.len();
-    let capped = issues.last().and_then(|i| i.code.as_deref()) == Some(LIST_TRUNCATED);
+    let total = items.len();
+    let capped = items.last().is_some_and(is_overflow);
     if total <= LIST_CAP || (capped && total == LIST_CAP + 1) {
         return None;
     }
-    issues.truncate(LIST_CAP);
-    issues.push(ValidationIssue {
-        code: Some(LIST_TRUNCATED.to_owned()),
-        path: None,
-        message: overflow_message(total, what, field),
-    });
+    items.truncate(LIST_CAP);
+    items.push(overflow(total));
     Some(total as u64)
+}
+
+/// Caps `issues` at [`LIST_CAP`] plus a [`LIST_TRUNCATED`] entry and bounds each message;
+/// returns the true count when entries were left out.
+pub fn cap_issues(issues: &mut Vec<ValidationIssue>, what: &str, field: &str) -> Option<u64> {
+    cap_list(
+        issues,
+        |issue| &mut issue.message,
+        |issue| issue.code.as_deref() == Some(LIST_TRUNCATED),
+        |total| ValidationIssue {
+            code: Some(LIST_TRUNCATED.to_owned()),
+            path: None,
+            message: overflow_message(total, what, field),
+        },
+    )
 }
 
 /// Caps `findings` at [`LIST_CAP`] plus a [`LIST_TRUNCATED`] entry (severity info, so the
 /// summary's counts are not disturbed) and bounds each message; returns the true count when
 /// entries were left out.
 pub fn cap_findings(findings: &mut Vec<FindingStatus>) -> Option<u64> {
-    for finding in findings.iter_mut() {
-        finding.message =
-            truncate_message(std::mem::take(&mut finding.message), ITEM_MESSAGE_LIMIT);
-    }
-    let total = findings.len();
-    let capped = findings.last().is_some_and(|f| f.code == LIST_TRUNCATED);
-    if total <= LIST_CAP || (capped && total == LIST_CAP + 1) {
-        return None;
-    }
-    findings.truncate(LIST_CAP);
-    findings.push(FindingStatus {
-        code: LIST_TRUNCATED.to_owned(),
-        severity: Severity::Info,
-        category: "Overflow".to_owned(),
-        subject: None,
-        contract_path: None,
-        message: overflow_message(total, "findings", "status.totalFindings"),
-        evidence_refs: Vec::new(),
-    });
-    Some(total as u64)
+    cap_list(
+        findings,
+        |finding| &mut finding.message,
+        |finding| finding.code == LIST_TRUNCATED,
+        |total| FindingStatus {
+            code: LIST_TRUNCATED.to_owned(),
+            severity: Severity::Info,
+            category: "Overflow".to_owned(),
+            subject: None,
+            contract_path: None,
+            message: overflow_message(total, "findings", "status.totalFindings"),
+            evidence_refs: Vec::new(),
+        },
+    )
 }
 
 /// Bounds the lists and messages of a composed status. A status already bounded is left as it
