@@ -302,6 +302,7 @@ fn rbac_matches_the_architecture_table() -> Result<()> {
                 "cluster pacto.trianalab.io/pactos/status get",
                 "cluster pacto.trianalab.io/pactos/status patch",
                 "cluster pacto.trianalab.io/pactos/status update",
+                "cluster pacto.trianalab.io/pactos/finalizers update",
                 "cluster pacto.trianalab.io/pactorevisions get",
                 "cluster pacto.trianalab.io/pactorevisions list",
                 "cluster pacto.trianalab.io/pactorevisions watch",

@@ -457,7 +457,7 @@ impl ControlPlane {
             cmd.arg("--bind-address=0.0.0.0")
                 .arg(format!("--advertise-address={}", node.advertise_address))
                 .arg("--authorization-mode=Node,RBAC")
-                .arg("--enable-admission-plugins=NodeRestriction")
+                .arg("--enable-admission-plugins=NodeRestriction,OwnerReferencesPermissionEnforcement")
                 .arg(format!(
                     "--kubelet-client-certificate={}",
                     p("apiserver-kubelet-client.crt")
@@ -473,7 +473,11 @@ impl ControlPlane {
                 // The endpoint reconciler refuses a loopback address; nothing in this cluster
                 // needs endpoints for the `kubernetes` Service.
                 .arg("--endpoint-reconciler-type=none")
-                .arg("--authorization-mode=RBAC");
+                .arg("--authorization-mode=RBAC")
+                // As on clusters that enforce `blockOwnerDeletion` (OpenShift, hardened
+                // installs): an owner reference that blocks deletion needs `update` on the
+                // owner's `finalizers` subresource (docs/design/architecture.md#kubernetes-access).
+                .arg("--enable-admission-plugins=OwnerReferencesPermissionEnforcement");
         }
         cmd.arg(format!("--secure-port={port}"))
             .arg(format!(
