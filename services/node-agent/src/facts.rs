@@ -70,3 +70,27 @@ impl CollectionError {
         }
     }
 }
+
+/// The host side of attribution at one instant, read from `/proc` and the cgroup v2 tree
+/// (docs/design/node-agent.md#attribution). Pod uids are lowercase with dashes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HostView {
+    /// Inode of the host's network namespace (`/proc/1/ns/net`): sockets there belong to the host
+    /// or to hostNetwork pods (split by cgroup id, always Partial "hostNetwork").
+    pub host_netns: u32,
+    /// Network namespace inode → uids of the pods whose processes live in it (normally one).
+    pub netns_pods: std::collections::HashMap<u32, std::collections::BTreeSet<String>>,
+    /// cgroup id → pod uid, for every cgroup v2 directory whose path names a pod.
+    pub cgroup_pods: std::collections::HashMap<u64, String>,
+    /// Sockets that existed when the scan ran, as events: listeners as `Listen`, established
+    /// connections as `Inbound` when their local port is a listener's in the same namespace,
+    /// `Outbound` otherwise; `cookie` 0. One entry per (netns, local, peer).
+    pub snapshot: Vec<SocketEvent>,
+}
+
+/// Reads a [`HostView`]: `/proc` and the cgroup v2 mount in production, a directory tree in tests.
+pub trait HostScanner: Send {
+    /// Scans the host now. `with_sockets` also reads each namespace's `net/tcp` and `net/tcp6`
+    /// (the start-up snapshot); without it `snapshot` is empty (the periodic refresh).
+    fn scan(&mut self, with_sockets: bool) -> std::io::Result<HostView>;
+}
