@@ -2,3 +2,5 @@
 //! node's `NodeRuntimeObservation` and streamed to the observer (docs/design/node-agent.md).
 
 pub mod facts;
+pub mod host;
+pub mod kernel;
