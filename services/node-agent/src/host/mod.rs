@@ -47,9 +47,19 @@ impl ProcScanner {
     }
 }
 
+impl ProcScanner {
+    /// The host's network namespace: init's (pid 1), or, when init cannot be inspected (a
+    /// sandbox whose pid 1 holds capabilities we lack), kthreadd's (pid 2): kernel threads always
+    /// live in the initial network namespace. Both need the host's pid namespace (hostPID).
+    fn host_netns(&self) -> io::Result<u32> {
+        netns_inode(&self.proc_root.join("1/ns/net"))
+            .or_else(|first| netns_inode(&self.proc_root.join("2/ns/net")).map_err(|_| first))
+    }
+}
+
 impl HostScanner for ProcScanner {
     fn scan(&mut self, with_sockets: bool) -> io::Result<HostView> {
-        let host_netns = netns_inode(&self.proc_root.join("1/ns/net"))?;
+        let host_netns = self.host_netns()?;
         let mut view = HostView {
             host_netns,
             ..HostView::default()

@@ -237,6 +237,19 @@ fn a_missing_proc_is_an_error_not_a_panic() {
 }
 
 #[test]
+fn host_netns_falls_back_to_kthreadd_when_init_is_unreadable() {
+    let mut fake = fake_host();
+    let proc_root = fake.scanner.proc_root.clone();
+    fs::remove_file(proc_root.join("1/ns/net")).unwrap();
+    assert!(
+        fake.scanner.scan(false).is_err(),
+        "neither pid 1 nor pid 2 readable"
+    );
+    process(&proc_root, "2", 4_026_531_840, "0::/\n", &[], &[]);
+    assert_eq!(fake.scanner.scan(false).unwrap().host_netns, 4_026_531_840);
+}
+
+#[test]
 fn cgroup2_mount_on_hybrid_and_unified_hosts() {
     let hybrid = "\
 25 30 0:22 / /sys ro,nosuid shared:7 - sysfs sysfs rw
