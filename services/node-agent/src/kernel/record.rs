@@ -97,6 +97,14 @@ fn unspecified_like(addr: IpAddr) -> IpAddr {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn never_panics_on_any_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..100)) {
+            let _ = parse(&bytes);
+        }
+    }
 
     struct Rec {
         kind: u8,
