@@ -22,7 +22,28 @@ use pacto_node_agent::{
     kernel::{Collector, DEFAULT_BTF_PATH},
 };
 
-const PEER: &str = env!("CARGO_BIN_EXE_sockwatch-peer");
+/// A tiny TCP peer run with `python3 -c` (a `[[bin]]` would make the crate's first binary a test
+/// tool): `serve <ip>` listens on `<ip>:0`, prints `listening <port>`, accepts and closes
+/// connections until its stdin closes, then exits (closing the listener); `connect <ip:port>`
+/// connects, prints `connected <local port>` and exits.
+const PEER: &str = r#"
+import socket, sys, threading
+if sys.argv[1] == "serve":
+    listener = socket.socket()
+    listener.bind((sys.argv[2], 0))
+    listener.listen(16)
+    print("listening", listener.getsockname()[1], flush=True)
+    def accept_all():
+        while True:
+            conn, _ = listener.accept()
+            conn.close()
+    threading.Thread(target=accept_all, daemon=True).start()
+    sys.stdin.read()
+else:
+    host, port = sys.argv[2].rsplit(":", 1)
+    conn = socket.create_connection((host, int(port)))
+    print("connected", conn.getsockname()[1], flush=True)
+"#;
 
 fn may_run() -> bool {
     let require = std::env::var("PACTO_REQUIRE_EBPF").is_ok_and(|v| v == "1");
@@ -72,7 +93,7 @@ impl Sandbox {
         let child = Command::new("sh")
             .arg("-c")
             .arg(
-                r#"echo $$ > "$1/cgroup.procs" && shift && exec nsenter --net="$1" "$2" "$3" "$4""#,
+                r#"echo $$ > "$1/cgroup.procs" && shift && exec nsenter --net="$1" python3 -c "$2" "$3" "$4""#,
             )
             .arg("sh")
             .arg(cgroup)
