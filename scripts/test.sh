@@ -49,6 +49,10 @@ step "chart tools: helm, helmfile, kubectl, kubernetes-validate (cached)"
 PACTO_CHART_TOOLS="$(scripts/chart-tools.sh)"
 export PACTO_CHART_TOOLS
 
+# The node agent's kernel program is built from source (no silent fallback to the committed object)
+# and its privileged tier runs (services/node-agent/tests/privileged.rs); either may be overridden.
+export SOCKWATCH_REQUIRE_CLANG="${SOCKWATCH_REQUIRE_CLANG:-1}" PACTO_REQUIRE_EBPF="${PACTO_REQUIRE_EBPF:-1}"
+
 step "cargo fmt --check"
 cargo fmt --all --check
 
