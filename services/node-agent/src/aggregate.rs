@@ -85,6 +85,9 @@ struct PodState {
     connections: HashMap<ConnKey, ConnStats>,
 }
 
+/// A pod, its state and its connections in publishing order.
+type Ranked<'a> = (&'a PodMeta, &'a PodState, Vec<(ConnKey, ConnStats)>);
+
 /// Who an event belongs to.
 #[derive(Debug, PartialEq, Eq)]
 enum Owner {
@@ -336,7 +339,7 @@ impl Aggregator {
         let mut order: Vec<&PodMeta> = self.pods.values().collect();
         order.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
         let empty = PodState::default();
-        let ranked: Vec<(&PodMeta, &PodState, Vec<(ConnKey, ConnStats)>)> = order
+        let ranked: Vec<Ranked<'_>> = order
             .into_iter()
             .map(|meta| {
                 let state = self.state.get(&meta.uid).unwrap_or(&empty);
@@ -461,7 +464,7 @@ fn conn_order(key: &ConnKey) -> (bool, IpAddr, u16) {
 }
 
 fn fits(pods: &[PodObservation], max_bytes: usize) -> bool {
-    serde_json::to_vec(pods).map_or(false, |bytes| bytes.len() <= max_bytes)
+    serde_json::to_vec(pods).is_ok_and(|bytes| bytes.len() <= max_bytes)
 }
 
 #[cfg(test)]

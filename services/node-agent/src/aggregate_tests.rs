@@ -9,6 +9,7 @@ const HOST_NS: u32 = 4_026_531_840;
 const WEB_NS: u32 = 4_026_532_100;
 const DB_NS: u32 = 4_026_532_200;
 const AGENT_CG: u64 = 900;
+const NEW_NS: u32 = 4_026_532_300;
 
 fn at(secs: i64) -> Timestamp {
     Timestamp::from_second(1_800_000_000 + secs).unwrap()
@@ -250,7 +251,6 @@ fn coverage_reasons_host_network_started_after_pod_and_overflow() {
 #[test]
 fn events_for_an_unknown_namespace_wait_for_the_next_scan() {
     let mut agg = started(Limits::default());
-    const NEW_NS: u32 = 4_026_532_300;
     agg.apply(
         ev(
             SocketEventKind::Listen,

@@ -112,13 +112,13 @@ pub struct ReportTarget {
 fn bearer(target: &ReportTarget) -> Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>> {
     let path = target.token_path.as_ref()?;
     match std::fs::read_to_string(path) {
-        Ok(token) => match format!("Bearer {}", token.trim()).parse() {
-            Ok(value) => Some(value),
-            Err(_) => {
+        Ok(token) => {
+            let value = format!("Bearer {}", token.trim()).parse().ok();
+            if value.is_none() {
                 tracing::warn!(path = %path.display(), "node-agent token is not valid header text; reporting without it");
-                None
             }
-        },
+            value
+        }
         Err(error) => {
             tracing::warn!(path = %path.display(), %error, "node-agent cannot read its token; reporting without it");
             None
@@ -165,10 +165,12 @@ pub async fn stream_reports(
         if !failing {
             match &ended {
                 Ok(()) => {
-                    tracing::warn!("the observer closed the node-agent report stream; reconnecting")
+                    tracing::warn!(
+                        "the observer closed the node-agent report stream; reconnecting"
+                    );
                 }
                 Err(status) => {
-                    tracing::warn!(code = ?status.code(), message = status.message(), "node-agent report stream failed; reconnecting with backoff")
+                    tracing::warn!(code = ?status.code(), message = status.message(), "node-agent report stream failed; reconnecting with backoff");
                 }
             }
         }
