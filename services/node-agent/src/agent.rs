@@ -2,6 +2,7 @@
 //! publish the view every interval (docs/design/node-agent.md#publishing).
 
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -82,8 +83,26 @@ fn collection_status(started: &Result<(), CollectionError>) -> CollectionStatus 
     }
 }
 
-fn scan(scanner: &mut dyn HostScanner, with_sockets: bool) -> Option<HostView> {
-    match scanner.scan(with_sockets) {
+/// The scanner, shared with the blocking task that runs each scan.
+type SharedScanner = Arc<Mutex<Box<dyn HostScanner>>>;
+
+/// Scans the host in a blocking task (a scan reads `/proc` of every process); `None` when it
+/// failed (logged; the caller keeps its previous view).
+async fn scan(scanner: &SharedScanner, with_sockets: bool) -> Option<HostView> {
+    let scanner = Arc::clone(scanner);
+    let scanned = tokio::task::spawn_blocking(move || {
+        scanner
+            .lock()
+            .map_err(|_| std::io::Error::other("an earlier host scan panicked"))
+            .and_then(|mut scanner| scanner.scan(with_sockets))
+    })
+    .await
+    .unwrap_or_else(|join| {
+        Err(std::io::Error::other(format!(
+            "host scan task failed: {join}"
+        )))
+    });
+    match scanned {
         Ok(view) => Some(view),
         Err(error) => {
             tracing::warn!(%error, with_sockets, "node-agent host scan failed; keeping the previous view");
@@ -99,11 +118,12 @@ pub async fn run_agent(
     client: Client,
     config: AgentConfig,
     source: SourceFactory,
-    mut scanner: Box<dyn HostScanner>,
+    scanner: Box<dyn HostScanner>,
     outputs: Outputs,
     shutdown: CancellationToken,
 ) {
     crate::metrics::describe();
+    let scanner: SharedScanner = Arc::new(Mutex::new(scanner));
     let heartbeat = tokio::spawn(publish::heartbeat(
         client.clone(),
         LeaseSettings {
@@ -152,7 +172,7 @@ pub async fn run_agent(
         0.0
     });
     if source.is_some() {
-        let view = scan(scanner.as_mut(), true).unwrap_or_default();
+        let view = scan(&scanner, true).await.unwrap_or_default();
         metrics::counter!(crate::metrics::EVENTS_TOTAL).increment(view.snapshot.len() as u64);
         agg.start(view, Timestamp::now());
         tracing::info!(node = %config.node_name, "node-agent collection running");
@@ -184,7 +204,7 @@ pub async fn run_agent(
                     metrics::counter!(crate::metrics::EVENTS_DROPPED_TOTAL).absolute(drops);
                     agg.note_drops(drops);
                     if agg.wants_scan() && last_scan.elapsed() >= RESCAN_MIN {
-                        if let Some(view) = scan(scanner.as_mut(), false) {
+                        if let Some(view) = scan(&scanner, false).await {
                             agg.set_view(view, now);
                         }
                         last_scan = Instant::now();
@@ -199,7 +219,7 @@ pub async fn run_agent(
                 if let Some(index) = pods_rx.borrow_and_update().clone() {
                     agg.set_pods(index.values().cloned());
                 }
-                if source.is_some() && let Some(view) = scan(scanner.as_mut(), false) {
+                if source.is_some() && let Some(view) = scan(&scanner, false).await {
                     agg.set_view(view, Timestamp::now());
                     last_scan = Instant::now();
                 }
@@ -215,7 +235,7 @@ pub async fn run_agent(
                     ..NodeRuntimeObservationStatus::default()
                 };
                 if source.is_some() {
-                    if let Some(view) = scan(scanner.as_mut(), false) {
+                    if let Some(view) = scan(&scanner, false).await {
                         agg.set_view(view, now);
                         last_scan = Instant::now();
                     }
