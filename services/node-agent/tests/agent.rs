@@ -98,6 +98,7 @@ type Received = (Option<String>, NodeReport);
 #[derive(Clone, Default)]
 struct Recorder {
     reports: Arc<Mutex<Vec<Received>>>,
+    streams: Arc<AtomicU64>,
     gone: CancellationToken,
 }
 
@@ -111,6 +112,7 @@ impl NodeAgentReports for Recorder {
         &self,
         request: tonic::Request<tonic::Streaming<NodeReport>>,
     ) -> Result<tonic::Response<AckStream>, tonic::Status> {
+        self.streams.fetch_add(1, Ordering::SeqCst);
         let token = request
             .metadata()
             .get("authorization")
@@ -264,13 +266,20 @@ async fn observation_lists_only_own_node_pods_with_their_sockets_and_reports_rea
     let server = recorder.serve(serve_config.grpc, serve_config.transport.clone());
     let token = dir.path().join("token");
     std::fs::write(&token, "token-one\n").unwrap();
-    let channel = ca.channel(
-        dir.path(),
-        "agent",
-        &["node-agent.pacto.svc"],
-        observer_addr,
-        "observer.pacto.svc",
-    );
+    // A request deadline shorter than the stream's life: it bounds opening the stream only.
+    let client_files = ca.client_files(dir.path(), "agent", &["node-agent.pacto.svc"]);
+    let channel = pacto_runtime::grpc::channel(
+        &pacto_runtime::grpc::ChannelSpec {
+            address: observer_addr.to_string(),
+            server_name: Some("observer.pacto.svc".to_owned()),
+            connect_timeout: Duration::from_secs(5),
+            request_timeout: Duration::from_secs(1),
+        },
+        &pacto_runtime::grpc::Transport::Mtls(
+            pacto_runtime::tls::TlsStore::load(client_files).unwrap(),
+        ),
+    )
+    .unwrap();
 
     let script = Script::default();
     let host = Host::default();
@@ -445,6 +454,17 @@ async fn observation_lists_only_own_node_pods_with_their_sockets_and_reports_rea
     assert_eq!(report.1.collection.as_ref().unwrap().state, "Running");
     assert_eq!(report.1.pods.len(), 1);
     assert!(report.1.published_at.is_some());
+    // Several publishes later (well past the 1 s request deadline) it is still the first stream.
+    let acked_before = recorder.tokens_of(&node).len();
+    eventually("three more reports", WAIT, || async {
+        recorder.tokens_of(&node).len() >= acked_before + 3
+    })
+    .await;
+    assert_eq!(
+        recorder.streams.load(Ordering::SeqCst),
+        1,
+        "the report stream was reopened"
+    );
 
     // The observer goes away and comes back on the same address: the agent reconnects, with the
     // token file read again.
