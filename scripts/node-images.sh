@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds every container image the project's test node needs, without any registry, as one
 # docker-archive per image (see docs/images.md):
-#   ghcr.io/trianalab/pacto-operator-rs/<component>:<appVersion>   the four services, named as the charts
+#   ghcr.io/trianalab/pacto-operator-rs/<component>:<appVersion>   the five services, named as the charts
 #                                                                  default (services/<component>/Containerfile)
 #   localhost/pause:3.10                    the pod sandbox (images/pause)
 #   localhost/coredns:<version>             the minimal CoreDNS of scripts/k8s-binaries.sh --node (images/coredns)
@@ -25,7 +25,7 @@ set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE="${PACTO_CACHE:-${HOME:-/root}/.cache/pacto}"
-COMPONENTS=(contract-resolver evaluator observer status-writer)
+COMPONENTS=(contract-resolver evaluator observer status-writer node-agent)
 IMAGE_REPOSITORY="ghcr.io/trianalab/pacto-operator-rs"
 BUSYBOX=/bin/busybox
 

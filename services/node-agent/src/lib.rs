@@ -4,3 +4,108 @@
 pub mod facts;
 pub mod host;
 pub mod kernel;
+
+pub mod agent;
+pub mod aggregate;
+mod args;
+pub mod metrics;
+pub mod pods;
+pub mod publish;
+pub mod report;
+pub mod wiring;
+
+pub use agent::{AgentConfig, Outputs, SourceFactory, run_agent};
+pub use args::{Args, cgroup2_mount};
+
+use pacto_runtime::admin::{AdminServer, MetricsEndpoint, Readiness};
+use pacto_runtime::grpc::{self, ChannelSpec};
+use pacto_runtime::{CancellationToken, RuntimeError};
+use tokio::sync::watch;
+
+/// The agent failed to start (it never fails once running).
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// The shared runtime failed (flags, logging, signals, TLS, the observer channel, admin).
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    /// No Kubernetes client configuration.
+    #[error("no Kubernetes client configuration (in-cluster or KUBECONFIG)")]
+    Kubernetes(#[source] kube::Error),
+}
+
+/// Runs the agent with its report stream (when `observer` is given) until `shutdown`.
+/// `/readyz` (through `readiness`) turns ready once collection started (Running or Failed)
+/// and the first status was written.
+pub async fn serve(
+    client: kube::Client,
+    config: AgentConfig,
+    source: SourceFactory,
+    scanner: Box<dyn facts::HostScanner>,
+    observer: Option<report::ReportTarget>,
+    readiness: Readiness,
+    shutdown: CancellationToken,
+) {
+    let (reports_tx, reports_rx) = watch::channel(None);
+    let (published_tx, mut published_rx) = watch::channel(0_u64);
+    let reporter = observer
+        .map(|target| tokio::spawn(report::stream_reports(target, reports_rx, shutdown.clone())));
+    let ready = {
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                () = shutdown.cancelled() => {}
+                seen = published_rx.wait_for(|n| *n > 0) => if seen.is_ok() {
+                    readiness.set(true);
+                    tracing::info!("node-agent ready");
+                },
+            }
+        })
+    };
+    let outputs = Outputs {
+        reports: reports_tx,
+        published: published_tx,
+    };
+    run_agent(client, config, source, scanner, outputs, shutdown.clone()).await;
+    shutdown.cancel();
+    if let Some(reporter) = reporter {
+        let _ = reporter.await;
+    }
+    let _ = ready.await;
+}
+
+/// The binary: flags → clients → agent.
+pub async fn run(args: Args) -> Result<(), AgentError> {
+    let process = pacto_runtime::process::start(&args.runtime)?;
+    let client = kube::Client::try_default()
+        .await
+        .map_err(AgentError::Kubernetes)?;
+    let mut spec = ChannelSpec::new(&args.observer_addr, &args.client);
+    spec.server_name.clone_from(&args.observer_server_name);
+    let channel = grpc::channel(&spec, &process.transport).map_err(RuntimeError::from)?;
+    let recorder = pacto_runtime::metrics::install_recorder().map_err(RuntimeError::from)?;
+    let admin = AdminServer::spawn(
+        process.bind_admin().await?,
+        MetricsEndpoint::new(recorder),
+        &process.shutdown,
+    );
+    let config = args.config();
+    tracing::info!(node = %config.node_name, namespace = %config.namespace, "node-agent starting");
+    let btf = args.btf_path.clone();
+    let cgroup_root = args.cgroup_root();
+    serve(
+        client,
+        config,
+        Box::new(move || wiring::kernel_source(&btf)),
+        wiring::host_scanner(args.proc_root.clone(), cgroup_root),
+        Some(report::ReportTarget {
+            channel,
+            token_path: args.token_path.clone(),
+        }),
+        admin.readiness().clone(),
+        process.shutdown.clone(),
+    )
+    .await;
+    admin.stop().await.map_err(RuntimeError::from)?;
+    tracing::info!("node-agent stopped");
+    Ok(())
+}

@@ -211,10 +211,11 @@ pub struct GrpcClientArgs {
     pub max_retries: usize,
 }
 
-/// Variables Kubernetes fills from the pod's own metadata (the charts set them on every pod);
-/// a service flag may read one of these instead of a `PACTO_<SERVICE>_` variable.
+/// Variables Kubernetes fills from the pod's own metadata and spec (the charts set them through
+/// the downward API); a service flag may read one of these instead of a `PACTO_<SERVICE>_`
+/// variable. `NODE_NAME` (`spec.nodeName`) is the node agent's.
 #[cfg(any(test, feature = "test-support"))]
-const POD_ENV: &[&str] = &["POD_NAME", "POD_NAMESPACE"];
+const POD_ENV: &[&str] = &["POD_NAME", "POD_NAMESPACE", "NODE_NAME"];
 
 /// Where the flags of a service binary break the environment-variable rule: every flag reads
 /// `PACTO_<FLAG>` if it is a shared runtime flag ([`RuntimeArgs`], [`GrpcClientArgs`]) and

@@ -14,7 +14,7 @@ const REGENERATE: &str = "PACTO_UPDATE_DOCS=1 cargo test -p pacto-chart-tests --
 
 /// Charts whose binary is not in the workspace yet: their flags are provisional and documented
 /// as such. When the binary lands, this test fails until it is added to [`binaries`].
-const PENDING: &[(&str, &str)] = &[("pacto-node-agent", "services/node-agent")];
+const PENDING: &[(&str, &str)] = &[];
 
 /// `(chart, binary name, clap command)` of every service binary that exists.
 fn binaries() -> Vec<(&'static str, Command)> {
@@ -26,6 +26,7 @@ fn binaries() -> Vec<(&'static str, Command)> {
         ("pacto-observer", pacto_observer::Args::command()),
         ("pacto-evaluator", pacto_evaluator::Args::command()),
         ("pacto-status-writer", pacto_status_writer::Args::command()),
+        ("pacto-node-agent", pacto_node_agent::Args::command()),
     ]
 }
 
@@ -36,6 +37,7 @@ fn env_service(chart: &str) -> Result<&'static str> {
         "pacto-observer" => "OBSERVER",
         "pacto-evaluator" => "EVALUATOR",
         "pacto-status-writer" => "STATUS_WRITER",
+        "pacto-node-agent" => "NODE_AGENT",
         other => bail!("no environment prefix for {other}"),
     })
 }
@@ -62,6 +64,11 @@ fn parse(chart: &str, args: &[String]) -> Result<()> {
         "pacto-observer" => pacto_observer::Args::try_parse_from(argv).map(drop),
         "pacto-evaluator" => pacto_evaluator::Args::try_parse_from(argv).map(drop),
         "pacto-status-writer" => pacto_status_writer::Args::try_parse_from(argv).map(drop),
+        // The DaemonSet passes the node name in NODE_NAME (downward API), not as an argument.
+        "pacto-node-agent" => pacto_node_agent::Args::try_parse_from(
+            argv.chain(std::iter::once("--node-name=node-1".to_owned())),
+        )
+        .map(drop),
         other => bail!("no parser for {other}"),
     };
     result.map_err(|e| anyhow::anyhow!("{chart} rejects the chart's arguments {args:?}:\n{e}"))

@@ -1,9 +1,9 @@
 //! The container images agree with the charts that run them (docs/images.md):
 //! - every chart that runs a container (its own spec naming `ghcr.io/trianalab/pacto-operator-rs`,
-//!   or the library's Deployment) has a service with a `Containerfile` (the node agent's chart
-//!   excepted while its binary is unreleased);
+//!   or the library's Deployment) has a service with a `Containerfile`;
 //! - each service `Containerfile` builds `FROM scratch`, starts the crate's own binary from
-//!   `/usr/local/bin`, and runs as the non-root user the chart's `podSecurityContext` names;
+//!   `/usr/local/bin`, and runs as the non-root user the chart's `podSecurityContext` names (the
+//!   node agent as root, in its chart's privileged container: [`ROOT_IMAGES`]);
 //! - `scripts/node-images.sh` builds exactly those services under the repository the charts
 //!   default to.
 
@@ -18,7 +18,23 @@ const IMAGE_REPOSITORY: &str = "ghcr.io/trianalab/pacto-operator-rs";
 
 /// Charts with a default image whose service has no Containerfile yet, and why. An entry whose
 /// service directory appears fails the test, so the exception cannot outlive its reason.
-const NOT_YET_BUILT: &[(&str, &str)] = &[("node-agent", "the agent binary is not released yet")];
+const NOT_YET_BUILT: &[(&str, &str)] = &[];
+
+/// Images that run as root, and the chart whose privileged container needs it: the node agent
+/// loads eBPF programs and reads every process's namespaces under /proc.
+const ROOT_IMAGES: &[(&str, &str)] = &[(
+    "node-agent",
+    "charts/pacto-node-agent/templates/daemonset.yaml",
+)];
+
+/// Every component with an image: the service charts and the root images.
+fn image_components() -> Vec<&'static str> {
+    SERVICE_CHARTS
+        .iter()
+        .map(|c| c.trim_start_matches("pacto-"))
+        .chain(ROOT_IMAGES.iter().map(|(c, _)| *c))
+        .collect()
+}
 
 fn read(path: &Path) -> Result<String> {
     std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
@@ -105,6 +121,17 @@ fn check_containerfile(component: &str) -> Result<()> {
         .split_once(':')
         .and_then(|(u, g)| Some((u.parse::<u64>().ok()?, g.parse::<u64>().ok()?)))
         .with_context(|| format!("{shown}: USER must be numeric uid:gid, found {user}"))?;
+    if let Some((_, template)) = ROOT_IMAGES.iter().find(|(c, _)| *c == component) {
+        ensure!(
+            uid == 0 && gid == 0,
+            "{shown}: USER {user}, but the image must run as root (0:0)"
+        );
+        ensure!(
+            read(&root.join(template))?.contains("privileged: true"),
+            "{shown}: runs as root, but {template} no longer runs a privileged container"
+        );
+        return Ok(());
+    }
     ensure!(uid != 0 && gid != 0, "{shown}: USER {user} is root");
 
     let values_path = root
@@ -126,8 +153,7 @@ fn check_containerfile(component: &str) -> Result<()> {
 #[test]
 fn every_service_image_runs_its_crate_binary_as_the_charts_non_root_user() -> Result<()> {
     let mut failures = Vec::new();
-    for chart in SERVICE_CHARTS {
-        let component = chart.trim_start_matches("pacto-");
+    for component in image_components() {
         if let Err(e) = check_containerfile(component) {
             failures.push(format!("{e:#}"));
         }
@@ -202,10 +228,7 @@ fn node_images_builds_every_service_under_the_charts_repository() -> Result<()> 
         .find_map(|l| l.strip_prefix("COMPONENTS=("))
         .context("scripts/node-images.sh has no COMPONENTS=(...) line")?;
     let built: BTreeSet<&str> = line.trim_end_matches(')').split_whitespace().collect();
-    let charts: BTreeSet<&str> = SERVICE_CHARTS
-        .iter()
-        .map(|c| c.trim_start_matches("pacto-"))
-        .collect();
+    let charts: BTreeSet<&str> = image_components().into_iter().collect();
     ensure!(
         built == charts,
         "scripts/node-images.sh builds {built:?}, the service charts are {charts:?}"

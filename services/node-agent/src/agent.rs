@@ -1,0 +1,276 @@
+//! The agent's main loop: start collection, then drain events, follow the node's pods, and
+//! publish the view every interval (docs/design/node-agent.md#publishing).
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::Client;
+use pacto_api::{CollectionState, CollectionStatus, KernelInfo, NodeRuntimeObservationStatus};
+use pacto_proto::observer::NodeReport;
+use pacto_runtime::CancellationToken;
+use tokio::sync::watch;
+
+use crate::aggregate::{Aggregator, Limits};
+use crate::facts::{CollectionError, EventSource, HostScanner, HostView, SocketEvent};
+use crate::pods::{self, PodIndex};
+use crate::publish::{self, Backoff, LeaseSettings, Observations};
+use crate::report;
+
+/// How often the event source is drained.
+const DRAIN_EVERY: Duration = Duration::from_millis(100);
+/// Rescans the host at most this often when events name an unknown network namespace.
+const RESCAN_MIN: Duration = Duration::from_secs(1);
+/// How long the start waits for the first list of the node's pods.
+const PODS_WAIT: Duration = Duration::from_secs(10);
+
+/// Starts the event source: the kernel collector in the binary, a scripted one in tests.
+pub type SourceFactory =
+    Box<dyn FnOnce() -> Result<Box<dyn EventSource>, CollectionError> + Send + 'static>;
+
+/// What the agent does, from its flags.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    /// The node this agent runs on (`NODE_NAME`).
+    pub node_name: String,
+    /// The agent namespace, where both objects live.
+    pub namespace: String,
+    /// `holderIdentity` of the Lease (the agent's pod name).
+    pub holder: String,
+    pub publish_interval: Duration,
+    pub lease_renew: Duration,
+    pub lease_duration_seconds: i32,
+    /// Whether BTF exists here decides `kernel.btf`.
+    pub btf_path: PathBuf,
+    pub limits: Limits,
+    /// How long pods that were running before collection started read "started after pod".
+    pub warm_up: Duration,
+}
+
+/// Where the agent's results go besides the API server.
+#[derive(Debug)]
+pub struct Outputs {
+    /// The latest report (sent after every publish attempt, written or not).
+    pub reports: watch::Sender<Option<NodeReport>>,
+    /// Count of statuses written to the API server.
+    pub published: watch::Sender<u64>,
+}
+
+fn kernel_info(btf_path: &std::path::Path) -> KernelInfo {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_default();
+    KernelInfo {
+        release,
+        btf: btf_path.exists(),
+    }
+}
+
+fn collection_status(started: &Result<(), CollectionError>) -> CollectionStatus {
+    match started {
+        Ok(()) => CollectionStatus {
+            state: CollectionState::Running,
+            reason: None,
+            message: None,
+        },
+        Err(error) => CollectionStatus {
+            state: CollectionState::Failed,
+            reason: Some(error.reason().to_owned()),
+            message: Some(error.to_string()),
+        },
+    }
+}
+
+/// The scanner, shared with the blocking task that runs each scan.
+type SharedScanner = Arc<Mutex<Box<dyn HostScanner>>>;
+
+/// Scans the host in a blocking task (a scan reads `/proc` of every process); `None` when it
+/// failed (logged; the caller keeps its previous view).
+async fn scan(scanner: &SharedScanner, with_sockets: bool) -> Option<HostView> {
+    let scanner = Arc::clone(scanner);
+    let scanned = tokio::task::spawn_blocking(move || {
+        scanner
+            .lock()
+            .map_err(|_| std::io::Error::other("an earlier host scan panicked"))
+            .and_then(|mut scanner| scanner.scan(with_sockets))
+    })
+    .await
+    .unwrap_or_else(|join| {
+        Err(std::io::Error::other(format!(
+            "host scan task failed: {join}"
+        )))
+    });
+    match scanned {
+        Ok(view) => Some(view),
+        Err(error) => {
+            tracing::warn!(%error, with_sockets, "node-agent host scan failed; keeping the previous view");
+            None
+        }
+    }
+}
+
+/// Runs the agent until `shutdown`: the Lease heartbeat, the pod watch, collection and the
+/// periodic publish. Nothing here ends the process: API and scan failures are logged and
+/// retried; a collection failure is published as `collection.state: Failed`.
+pub async fn run_agent(
+    client: Client,
+    config: AgentConfig,
+    source: SourceFactory,
+    scanner: Box<dyn HostScanner>,
+    outputs: Outputs,
+    shutdown: CancellationToken,
+) {
+    crate::metrics::describe();
+    let scanner: SharedScanner = Arc::new(Mutex::new(scanner));
+    let heartbeat = tokio::spawn(publish::heartbeat(
+        client.clone(),
+        LeaseSettings {
+            namespace: config.namespace.clone(),
+            node: config.node_name.clone(),
+            holder: config.holder.clone(),
+            duration_seconds: config.lease_duration_seconds,
+            renew_every: config.lease_renew,
+        },
+        shutdown.clone(),
+    ));
+    let (pods_tx, mut pods_rx) = watch::channel::<Option<PodIndex>>(None);
+    let pod_watch = tokio::spawn(pods::watch_pods(
+        client.clone(),
+        config.node_name.clone(),
+        pods_tx,
+        shutdown.clone(),
+    ));
+
+    let mut agg = Aggregator::new(config.limits, config.warm_up);
+    // The first pod list, so the start-up snapshot can be attributed at once.
+    let _ = tokio::time::timeout(PODS_WAIT, pods_rx.wait_for(Option::is_some)).await;
+    if let Some(index) = pods_rx.borrow_and_update().clone() {
+        agg.set_pods(index.values().cloned());
+    }
+
+    // Collection: the source first (BTF → load → attach), then the snapshot.
+    let started = tokio::task::spawn_blocking(source)
+        .await
+        .unwrap_or_else(|join| {
+            Err(CollectionError::LoadFailed(format!(
+                "collector start panicked: {join}"
+            )))
+        });
+    let (mut source, started) = match started {
+        Ok(source) => (Some(source), Ok(())),
+        Err(error) => {
+            tracing::error!(node = %config.node_name, reason = error.reason(), %error, "node-agent kernel collection failed; publishing collection Failed and keeping the heartbeat");
+            (None, Err(error))
+        }
+    };
+    let collection = collection_status(&started);
+    metrics::gauge!(crate::metrics::COLLECTION_RUNNING).set(if started.is_ok() {
+        1.0
+    } else {
+        0.0
+    });
+    if source.is_some() {
+        let view = scan(&scanner, true).await.unwrap_or_default();
+        metrics::counter!(crate::metrics::EVENTS_TOTAL).increment(view.snapshot.len() as u64);
+        agg.start(view, Timestamp::now());
+        tracing::info!(node = %config.node_name, "node-agent collection running");
+    }
+    let kernel = kernel_info(&config.btf_path);
+
+    let mut observations = Observations::new(client, &config.namespace, &config.node_name);
+    let mut drain = tokio::time::interval(DRAIN_EVERY);
+    drain.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut next_publish = tokio::time::Instant::now();
+    let mut backoff = Backoff::new(config.publish_interval);
+    let mut last_scan = Instant::now();
+    let mut buffer: Vec<SocketEvent> = Vec::new();
+    let mut publish_failing = false;
+    let mut written = 0_u64;
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => break,
+            _ = drain.tick() => {
+                if let Some(source) = source.as_mut() {
+                    buffer.clear();
+                    source.drain(&mut buffer);
+                    let now = Timestamp::now();
+                    metrics::counter!(crate::metrics::EVENTS_TOTAL).increment(buffer.len() as u64);
+                    for event in buffer.drain(..) {
+                        agg.apply(event, now);
+                    }
+                    let drops = source.drops();
+                    metrics::counter!(crate::metrics::EVENTS_DROPPED_TOTAL).absolute(drops);
+                    agg.note_drops(drops);
+                    if agg.wants_scan() && last_scan.elapsed() >= RESCAN_MIN {
+                        if let Some(view) = scan(&scanner, false).await {
+                            agg.set_view(view, now);
+                        }
+                        last_scan = Instant::now();
+                    }
+                }
+            }
+            changed = pods_rx.changed() => {
+                if changed.is_err() {
+                    // The watch task ended (only on shutdown).
+                    break;
+                }
+                if let Some(index) = pods_rx.borrow_and_update().clone() {
+                    agg.set_pods(index.values().cloned());
+                }
+                if source.is_some() && let Some(view) = scan(&scanner, false).await {
+                    agg.set_view(view, Timestamp::now());
+                    last_scan = Instant::now();
+                }
+            }
+            () = tokio::time::sleep_until(next_publish) => {
+                let begun = Instant::now();
+                let now = Timestamp::now();
+                let mut status = NodeRuntimeObservationStatus {
+                    last_published: Some(Time(now)),
+                    agent_version: Some(env!("CARGO_PKG_VERSION").to_owned()),
+                    kernel: Some(kernel.clone()),
+                    collection: Some(collection.clone()),
+                    ..NodeRuntimeObservationStatus::default()
+                };
+                if source.is_some() {
+                    if let Some(view) = scan(&scanner, false).await {
+                        agg.set_view(view, now);
+                        last_scan = Instant::now();
+                    }
+                    let (pods, truncated) = agg.publish(now);
+                    status.pod_count = i32::try_from(pods.len()).unwrap_or(i32::MAX);
+                    status.pods = pods;
+                    status.truncated = truncated;
+                }
+                metrics::gauge!(crate::metrics::PODS_TRACKED).set(agg.pods_tracked() as f64);
+                outputs.reports.send_replace(Some(report::to_report(&config.node_name, &status)));
+                match observations.publish(&status).await {
+                    Ok(()) => {
+                        if publish_failing {
+                            tracing::info!(node = %config.node_name, "node-agent published its observation again");
+                        }
+                        publish_failing = false;
+                        backoff.reset();
+                        written += 1;
+                        outputs.published.send_replace(written);
+                        next_publish = tokio::time::Instant::now() + config.publish_interval;
+                    }
+                    Err(error) => {
+                        metrics::counter!(crate::metrics::WRITE_ERRORS_TOTAL, "object" => "NodeRuntimeObservation").increment(1);
+                        if !publish_failing {
+                            tracing::warn!(node = %config.node_name, %error, "node-agent could not publish its NodeRuntimeObservation; retrying");
+                        }
+                        publish_failing = true;
+                        next_publish = tokio::time::Instant::now() + backoff.failed();
+                    }
+                }
+                metrics::histogram!(crate::metrics::PUBLISH_DURATION_SECONDS).record(begun.elapsed().as_secs_f64());
+            }
+        }
+    }
+    shutdown.cancel();
+    let _ = heartbeat.await;
+    let _ = pod_watch.await;
+}

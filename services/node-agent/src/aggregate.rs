@@ -1,0 +1,472 @@
+//! Turning socket events into per-pod views: attribution through the [`HostView`], listeners and
+//! aggregated connections per pod, coverage, and the size bounds of the published status
+//! (docs/design/node-agent.md#aggregation). Pure: time comes in as an argument, nothing here does
+//! I/O, and no event can make it panic.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::IpAddr;
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use pacto_api::{Connection, Direction, Listener, PodCoverage, PodObservation, Protocol};
+
+use crate::facts::{HostView, SocketEvent, SocketEventKind};
+
+/// Partial reason: the pod was already running when collection started.
+pub const STARTED_AFTER_POD: &str = "started after pod";
+/// Partial reason: the kernel dropped events since the previous publish.
+pub const RING_BUFFER_OVERFLOW: &str = "ring buffer overflow";
+/// Partial reason: the pod shares the host's network namespace.
+pub const HOST_NETWORK: &str = "hostNetwork";
+
+/// Events whose namespace is not (yet) known to belong to a pod are kept this long, waiting for
+/// the next host scan, and at most [`PENDING_CAP`] of them.
+const PENDING_TTL: SignedDuration = SignedDuration::from_mins(1);
+const PENDING_CAP: usize = 4096;
+
+/// What the agent knows about one pod of its node (from the pod watch).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodMeta {
+    /// Pod uid (lowercase, with dashes).
+    pub uid: String,
+    pub namespace: String,
+    pub name: String,
+    pub host_network: bool,
+    /// `status.startTime`, once the kubelet set it.
+    pub start_time: Option<Timestamp>,
+}
+
+/// Bounds of the aggregation and of the published view.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Connections published per pod (the most frequent, then the most recent).
+    pub top_connections: usize,
+    /// Size cap of the serialized `pods` list.
+    pub max_bytes: usize,
+    /// Connection entries kept in memory per pod; beyond it the least used one is forgotten.
+    pub tracked_per_pod: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            top_connections: 50,
+            max_bytes: 1024 * 1024,
+            tracked_per_pod: 4096,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+struct ListenerKey {
+    address: IpAddr,
+    port: u16,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct ConnKey {
+    outbound: bool,
+    peer_ip: IpAddr,
+    peer_port: u16,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct ConnStats {
+    first_seen: Timestamp,
+    last_seen: Timestamp,
+    count: u64,
+}
+
+#[derive(Clone, Debug, Default)]
+struct PodState {
+    /// Listening sockets and the cookies of the sockets behind each (0: from the snapshot).
+    listeners: BTreeMap<ListenerKey, BTreeSet<u64>>,
+    connections: HashMap<ConnKey, ConnStats>,
+}
+
+/// A pod, its state and its connections in publishing order.
+type Ranked<'a> = (&'a PodMeta, &'a PodState, Vec<(ConnKey, ConnStats)>);
+
+/// Who an event belongs to.
+#[derive(Debug, PartialEq, Eq)]
+enum Owner {
+    Pods(Vec<String>),
+    /// The host itself (or a host-netns process outside any pod of this node): not reported.
+    Host,
+    /// A namespace the last scan did not know: wait for the next one.
+    Unknown,
+}
+
+/// The per-pod socket views of one node.
+#[derive(Debug)]
+pub struct Aggregator {
+    limits: Limits,
+    warm_up: Duration,
+    view: HostView,
+    pods: BTreeMap<String, PodMeta>,
+    state: HashMap<String, PodState>,
+    cookies: HashMap<u64, Vec<(String, ListenerKey)>>,
+    pending: Vec<(SocketEvent, Timestamp)>,
+    collection_start: Option<Timestamp>,
+    drops_seen: u64,
+    overflow: bool,
+    evicted: bool,
+    wants_scan: bool,
+    events: u64,
+}
+
+impl Aggregator {
+    /// An empty aggregator. Pods that were running before collection started read Partial
+    /// "started after pod" for `warm_up` after it started.
+    pub fn new(limits: Limits, warm_up: Duration) -> Self {
+        Self {
+            limits,
+            warm_up,
+            view: HostView::default(),
+            pods: BTreeMap::new(),
+            state: HashMap::new(),
+            cookies: HashMap::new(),
+            pending: Vec::new(),
+            collection_start: None,
+            drops_seen: 0,
+            overflow: false,
+            evicted: false,
+            wants_scan: false,
+            events: 0,
+        }
+    }
+
+    /// Replaces the pods of this node; the views of pods no longer listed are forgotten.
+    pub fn set_pods(&mut self, pods: impl IntoIterator<Item = PodMeta>) {
+        self.pods = pods.into_iter().map(|p| (p.uid.clone(), p)).collect();
+        let known = &self.pods;
+        self.state.retain(|uid, _| known.contains_key(uid));
+        self.cookies.retain(|_, owners| {
+            owners.retain(|(uid, _)| known.contains_key(uid));
+            !owners.is_empty()
+        });
+    }
+
+    /// Number of pods of this node the agent knows.
+    pub fn pods_tracked(&self) -> usize {
+        self.pods.len()
+    }
+
+    /// Events applied so far (snapshot entries included).
+    pub fn events_applied(&self) -> u64 {
+        self.events
+    }
+
+    /// Replaces the host view (its `snapshot` is ignored here: see [`Aggregator::start`]) and
+    /// retries the events that waited for it.
+    pub fn set_view(&mut self, mut view: HostView, now: Timestamp) {
+        view.snapshot.clear();
+        self.view = view;
+        self.wants_scan = false;
+        let pending = std::mem::take(&mut self.pending);
+        for (event, seen) in pending {
+            if now.duration_since(seen) <= PENDING_TTL {
+                self.apply_at(event, seen, false);
+            }
+        }
+    }
+
+    /// Collection started at `now` with this host view: its snapshot entries are applied as
+    /// events seen now.
+    pub fn start(&mut self, view: HostView, now: Timestamp) {
+        self.collection_start = Some(now);
+        let snapshot = view.snapshot.clone();
+        self.set_view(view, now);
+        for event in snapshot {
+            self.apply(event, now);
+        }
+    }
+
+    /// Whether an event named a network namespace the last scan did not know.
+    pub fn wants_scan(&self) -> bool {
+        self.wants_scan
+    }
+
+    /// The source's drop counter: growth since the previous publish marks every pod Partial
+    /// "ring buffer overflow" in the next one.
+    pub fn note_drops(&mut self, total: u64) {
+        if total > self.drops_seen {
+            self.overflow = true;
+        }
+        self.drops_seen = self.drops_seen.max(total);
+    }
+
+    /// Applies one event seen at `now`.
+    pub fn apply(&mut self, event: SocketEvent, now: Timestamp) {
+        self.apply_at(event, now, true);
+    }
+
+    fn apply_at(&mut self, event: SocketEvent, now: Timestamp, first_time: bool) {
+        if first_time {
+            self.events += 1;
+        }
+        let uids = match self.owner(&event) {
+            Owner::Pods(uids) => uids,
+            Owner::Host => return,
+            Owner::Unknown => {
+                self.wants_scan = true;
+                if self.pending.len() >= PENDING_CAP {
+                    self.pending.remove(0);
+                }
+                self.pending.push((event, now));
+                return;
+            }
+        };
+        match event.kind {
+            SocketEventKind::Listen => {
+                let key = ListenerKey {
+                    address: event.local.ip(),
+                    port: event.local.port(),
+                };
+                for uid in uids {
+                    let state = self.state.entry(uid.clone()).or_default();
+                    state.listeners.entry(key).or_default().insert(event.cookie);
+                    if event.cookie != 0 {
+                        self.cookies
+                            .entry(event.cookie)
+                            .or_default()
+                            .push((uid, key));
+                    }
+                }
+            }
+            SocketEventKind::ListenClosed => self.close_listener(&event, &uids),
+            SocketEventKind::Outbound | SocketEventKind::Inbound => {
+                let outbound = event.kind == SocketEventKind::Outbound;
+                let key = ConnKey {
+                    outbound,
+                    peer_ip: event.peer.ip(),
+                    // An inbound peer's port is ephemeral: inbound connections aggregate by
+                    // peer IP alone.
+                    peer_port: if outbound { event.peer.port() } else { 0 },
+                };
+                for uid in uids {
+                    self.count_connection(&uid, key, now);
+                }
+            }
+        }
+    }
+
+    fn close_listener(&mut self, event: &SocketEvent, uids: &[String]) {
+        if let Some(owners) = self
+            .cookies
+            .remove(&event.cookie)
+            .filter(|_| event.cookie != 0)
+        {
+            for (uid, key) in owners {
+                remove_cookie(self.state.get_mut(&uid), key, event.cookie);
+            }
+            return;
+        }
+        // A listener known only from the snapshot (cookie 0): pair by address and port when the
+        // event carries them.
+        if event.local.port() == 0 {
+            return;
+        }
+        let key = ListenerKey {
+            address: event.local.ip(),
+            port: event.local.port(),
+        };
+        for uid in uids {
+            remove_cookie(self.state.get_mut(uid), key, 0);
+        }
+    }
+
+    fn count_connection(&mut self, uid: &str, key: ConnKey, now: Timestamp) {
+        let cap = self.limits.tracked_per_pod.max(1);
+        let state = self.state.entry(uid.to_owned()).or_default();
+        if let Some(stats) = state.connections.get_mut(&key) {
+            stats.count = stats.count.saturating_add(1);
+            stats.last_seen = stats.last_seen.max(now);
+            return;
+        }
+        if state.connections.len() >= cap {
+            let least = state
+                .connections
+                .iter()
+                .min_by_key(|(_, s)| (s.count, s.last_seen))
+                .map(|(k, _)| *k);
+            if let Some(least) = least {
+                state.connections.remove(&least);
+                self.evicted = true;
+            }
+        }
+        state.connections.insert(
+            key,
+            ConnStats {
+                first_seen: now,
+                last_seen: now,
+                count: 1,
+            },
+        );
+    }
+
+    fn owner(&self, event: &SocketEvent) -> Owner {
+        let known = |uid: &String| self.pods.contains_key(uid);
+        if event.netns_ino == self.view.host_netns {
+            return match self.view.cgroup_pods.get(&event.cgroup_id) {
+                Some(uid) if self.pods.get(uid).is_some_and(|p| p.host_network) => {
+                    Owner::Pods(vec![uid.clone()])
+                }
+                Some(uid) if !known(uid) => Owner::Unknown,
+                _ => Owner::Host,
+            };
+        }
+        match self.view.netns_pods.get(&event.netns_ino) {
+            Some(uids) => {
+                let owners: Vec<String> = uids.iter().filter(|u| known(u)).cloned().collect();
+                if owners.is_empty() {
+                    Owner::Unknown
+                } else {
+                    Owner::Pods(owners)
+                }
+            }
+            None => Owner::Unknown,
+        }
+    }
+
+    /// The published view at `now`: one entry per pod of this node (sorted by namespace and
+    /// name), bounded by [`Limits`], and whether a bound dropped anything. Clears the
+    /// per-publish marks (overflow, evictions).
+    pub fn publish(&mut self, now: Timestamp) -> (Vec<PodObservation>, bool) {
+        let mut truncated = std::mem::take(&mut self.evicted);
+        let overflow = std::mem::take(&mut self.overflow);
+        let mut order: Vec<&PodMeta> = self.pods.values().collect();
+        order.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        let empty = PodState::default();
+        let ranked: Vec<Ranked<'_>> = order
+            .into_iter()
+            .map(|meta| {
+                let state = self.state.get(&meta.uid).unwrap_or(&empty);
+                let mut conns: Vec<(ConnKey, ConnStats)> =
+                    state.connections.iter().map(|(k, s)| (*k, *s)).collect();
+                conns.sort_by(|a, b| {
+                    (b.1.count, b.1.last_seen)
+                        .cmp(&(a.1.count, a.1.last_seen))
+                        .then_with(|| conn_order(&a.0).cmp(&conn_order(&b.0)))
+                });
+                (meta, state, conns)
+            })
+            .collect();
+        let mut limit = self.limits.top_connections;
+        loop {
+            let mut pods = Vec::with_capacity(ranked.len());
+            let mut cut = false;
+            for (meta, state, conns) in &ranked {
+                cut |= conns.len() > limit;
+                let shown = &conns[..conns.len().min(limit)];
+                pods.push(self.pod_view(meta, state, shown, overflow, now));
+            }
+            if fits(&pods, self.limits.max_bytes) {
+                return (pods, truncated || cut);
+            }
+            if limit == 0 {
+                // Even without connections the list is too large: drop whole pods from the end.
+                truncated = true;
+                while !pods.is_empty() && !fits(&pods, self.limits.max_bytes) {
+                    pods.pop();
+                }
+                return (pods, truncated);
+            }
+            limit /= 2;
+            truncated = true;
+        }
+    }
+
+    fn pod_view(
+        &self,
+        meta: &PodMeta,
+        state: &PodState,
+        conns: &[(ConnKey, ConnStats)],
+        overflow: bool,
+        now: Timestamp,
+    ) -> PodObservation {
+        let mut reasons = Vec::new();
+        if meta.host_network {
+            reasons.push(HOST_NETWORK);
+        }
+        if self.started_before_collection(meta, now) {
+            reasons.push(STARTED_AFTER_POD);
+        }
+        if overflow {
+            reasons.push(RING_BUFFER_OVERFLOW);
+        }
+        let partial = !reasons.is_empty();
+        PodObservation {
+            uid: meta.uid.clone(),
+            namespace: meta.namespace.clone(),
+            name: meta.name.clone(),
+            coverage: Some(if partial {
+                PodCoverage::Partial
+            } else {
+                PodCoverage::Complete
+            }),
+            partial_reason: partial.then(|| reasons.join(", ")),
+            listeners: state
+                .listeners
+                .keys()
+                .map(|key| Listener {
+                    protocol: Protocol::Tcp,
+                    port: i32::from(key.port),
+                    address: Some(key.address.to_string()),
+                })
+                .collect(),
+            connections: conns
+                .iter()
+                .map(|(key, stats)| Connection {
+                    direction: if key.outbound {
+                        Direction::Outbound
+                    } else {
+                        Direction::Inbound
+                    },
+                    protocol: Protocol::Tcp,
+                    peer_ip: key.peer_ip.to_string(),
+                    peer_port: i32::from(key.peer_port),
+                    first_seen: Some(Time(stats.first_seen)),
+                    last_seen: Some(Time(stats.last_seen)),
+                    count: i64::try_from(stats.count).unwrap_or(i64::MAX),
+                })
+                .collect(),
+        }
+    }
+
+    /// The agent started after the pod, and the warm-up since collection started is not over
+    /// (docs/design/node-agent.md#aggregation).
+    fn started_before_collection(&self, meta: &PodMeta, now: Timestamp) -> bool {
+        let Some(start) = self.collection_start else {
+            return false;
+        };
+        let Some(pod_start) = meta.start_time else {
+            return false;
+        };
+        let warm = SignedDuration::try_from(self.warm_up).unwrap_or(SignedDuration::MAX);
+        pod_start < start && now.duration_since(start) < warm
+    }
+}
+
+fn remove_cookie(state: Option<&mut PodState>, key: ListenerKey, cookie: u64) {
+    let Some(state) = state else { return };
+    if let Some(cookies) = state.listeners.get_mut(&key) {
+        cookies.remove(&cookie);
+        if cookies.is_empty() {
+            state.listeners.remove(&key);
+        }
+    }
+}
+
+fn conn_order(key: &ConnKey) -> (bool, IpAddr, u16) {
+    (key.outbound, key.peer_ip, key.peer_port)
+}
+
+fn fits(pods: &[PodObservation], max_bytes: usize) -> bool {
+    serde_json::to_vec(pods).is_ok_and(|bytes| bytes.len() <= max_bytes)
+}
+
+#[cfg(test)]
+#[path = "aggregate_tests.rs"]
+mod tests;

@@ -1,0 +1,384 @@
+#![allow(clippy::unwrap_used, reason = "tests")]
+
+use std::collections::{BTreeSet, HashMap};
+use std::net::SocketAddr;
+
+use super::*;
+
+const HOST_NS: u32 = 4_026_531_840;
+const WEB_NS: u32 = 4_026_532_100;
+const DB_NS: u32 = 4_026_532_200;
+const AGENT_CG: u64 = 900;
+const NEW_NS: u32 = 4_026_532_300;
+
+fn at(secs: i64) -> Timestamp {
+    Timestamp::from_second(1_800_000_000 + secs).unwrap()
+}
+
+fn pod(uid: &str, name: &str, host_network: bool, started: i64) -> PodMeta {
+    PodMeta {
+        uid: uid.to_owned(),
+        namespace: "shop".to_owned(),
+        name: name.to_owned(),
+        host_network,
+        start_time: Some(at(started)),
+    }
+}
+
+fn view() -> HostView {
+    HostView {
+        host_netns: HOST_NS,
+        netns_pods: HashMap::from([
+            (WEB_NS, BTreeSet::from(["uid-web".to_owned()])),
+            (DB_NS, BTreeSet::from(["uid-db".to_owned()])),
+        ]),
+        cgroup_pods: HashMap::from([(AGENT_CG, "uid-agent".to_owned())]),
+        snapshot: Vec::new(),
+    }
+}
+
+fn ev(kind: SocketEventKind, netns: u32, local: &str, peer: &str, cookie: u64) -> SocketEvent {
+    SocketEvent {
+        kind,
+        cgroup_id: 1,
+        netns_ino: netns,
+        local: local.parse::<SocketAddr>().unwrap(),
+        peer: peer.parse::<SocketAddr>().unwrap(),
+        cookie,
+    }
+}
+
+fn started(limits: Limits) -> Aggregator {
+    let mut agg = Aggregator::new(limits, Duration::from_mins(5));
+    agg.set_pods([
+        pod("uid-web", "web", false, 10),
+        pod("uid-db", "db", false, 10),
+        pod("uid-agent", "agent", true, 10),
+    ]);
+    agg.start(view(), at(0));
+    agg
+}
+
+fn find<'a>(pods: &'a [PodObservation], name: &str) -> &'a PodObservation {
+    pods.iter().find(|p| p.name == name).unwrap()
+}
+
+#[test]
+fn listeners_and_connections_are_credited_by_network_namespace() {
+    let mut agg = started(Limits::default());
+    agg.apply(
+        ev(
+            SocketEventKind::Listen,
+            WEB_NS,
+            "0.0.0.0:8080",
+            "0.0.0.0:0",
+            7,
+        ),
+        at(20),
+    );
+    for t in [21, 25, 30] {
+        agg.apply(
+            ev(
+                SocketEventKind::Outbound,
+                WEB_NS,
+                "10.244.0.5:40000",
+                "10.96.0.12:5432",
+                0,
+            ),
+            at(t),
+        );
+    }
+    agg.apply(
+        ev(
+            SocketEventKind::Inbound,
+            DB_NS,
+            "10.244.0.6:5432",
+            "10.244.0.5:40000",
+            0,
+        ),
+        at(21),
+    );
+    agg.apply(
+        ev(
+            SocketEventKind::Inbound,
+            DB_NS,
+            "10.244.0.6:5432",
+            "10.244.0.5:40001",
+            0,
+        ),
+        at(22),
+    );
+    let (pods, truncated) = agg.publish(at(31));
+    assert!(!truncated);
+    assert_eq!(
+        pods.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(),
+        ["agent", "db", "web"]
+    );
+    let web = find(&pods, "web");
+    assert_eq!(web.coverage, Some(PodCoverage::Complete));
+    assert_eq!(web.partial_reason, None);
+    assert_eq!(
+        web.listeners,
+        [Listener {
+            protocol: Protocol::Tcp,
+            port: 8080,
+            address: Some("0.0.0.0".into())
+        }]
+    );
+    assert_eq!(web.connections.len(), 1);
+    let c = &web.connections[0];
+    assert_eq!(
+        (c.direction, c.peer_ip.as_str(), c.peer_port, c.count),
+        (Direction::Outbound, "10.96.0.12", 5432, 3)
+    );
+    assert_eq!(
+        (c.first_seen.clone(), c.last_seen.clone()),
+        (Some(Time(at(21))), Some(Time(at(30))))
+    );
+    // Inbound: aggregated by peer IP (the peer's port is ephemeral).
+    let db = find(&pods, "db");
+    assert_eq!(db.connections.len(), 1);
+    assert_eq!(
+        (
+            db.connections[0].direction,
+            db.connections[0].peer_port,
+            db.connections[0].count
+        ),
+        (Direction::Inbound, 0, 2)
+    );
+}
+
+#[test]
+fn listen_closed_removes_the_listener_by_cookie_or_by_port_for_snapshot_entries() {
+    let mut agg = Aggregator::new(Limits::default(), Duration::ZERO);
+    agg.set_pods([pod("uid-web", "web", false, -100)]);
+    let mut with_snapshot = view();
+    with_snapshot.snapshot = vec![ev(
+        SocketEventKind::Listen,
+        WEB_NS,
+        "0.0.0.0:9000",
+        "0.0.0.0:0",
+        0,
+    )];
+    agg.start(with_snapshot, at(0));
+    agg.apply(
+        ev(
+            SocketEventKind::Listen,
+            WEB_NS,
+            "0.0.0.0:8080",
+            "0.0.0.0:0",
+            7,
+        ),
+        at(1),
+    );
+    let ports = |agg: &mut Aggregator| {
+        let (pods, _) = agg.publish(at(2));
+        pods[0].listeners.iter().map(|l| l.port).collect::<Vec<_>>()
+    };
+    assert_eq!(ports(&mut agg), [8080, 9000]);
+    // The kernel may read port 0 on close: the cookie pairs it.
+    agg.apply(
+        ev(
+            SocketEventKind::ListenClosed,
+            WEB_NS,
+            "0.0.0.0:0",
+            "0.0.0.0:0",
+            7,
+        ),
+        at(3),
+    );
+    assert_eq!(ports(&mut agg), [9000]);
+    // A snapshot listener (cookie 0) pairs by address and port.
+    agg.apply(
+        ev(
+            SocketEventKind::ListenClosed,
+            WEB_NS,
+            "0.0.0.0:9000",
+            "0.0.0.0:0",
+            99,
+        ),
+        at(4),
+    );
+    assert_eq!(ports(&mut agg), Vec::<i32>::new());
+}
+
+#[test]
+fn coverage_reasons_host_network_started_after_pod_and_overflow() {
+    let mut agg = Aggregator::new(Limits::default(), Duration::from_mins(5));
+    agg.set_pods([
+        pod("uid-web", "web", false, -100), // running before the agent
+        pod("uid-db", "db", false, 10),     // started after the agent
+        pod("uid-agent", "agent", true, 10),
+    ]);
+    agg.start(view(), at(0));
+    // Host netns: split by the socket's cgroup; an unrelated host socket is not reported.
+    let mut host = ev(
+        SocketEventKind::Listen,
+        HOST_NS,
+        "0.0.0.0:9100",
+        "0.0.0.0:0",
+        3,
+    );
+    host.cgroup_id = AGENT_CG;
+    agg.apply(host, at(1));
+    host.cgroup_id = 12345;
+    host.local = "0.0.0.0:22".parse().unwrap();
+    agg.apply(host, at(1));
+    let (pods, _) = agg.publish(at(60));
+    let reason = |pods: &[PodObservation], name: &str| find(pods, name).partial_reason.clone();
+    assert_eq!(reason(&pods, "web").as_deref(), Some(STARTED_AFTER_POD));
+    assert_eq!(find(&pods, "db").coverage, Some(PodCoverage::Complete));
+    let agent = find(&pods, "agent");
+    assert_eq!(agent.partial_reason.as_deref(), Some(HOST_NETWORK));
+    assert_eq!(
+        agent.listeners.iter().map(|l| l.port).collect::<Vec<_>>(),
+        [9100]
+    );
+
+    // After the warm-up the early pod reads Complete; drops mark every pod for one publish.
+    agg.note_drops(5);
+    let (pods, _) = agg.publish(at(301));
+    assert_eq!(reason(&pods, "web").as_deref(), Some(RING_BUFFER_OVERFLOW));
+    assert_eq!(
+        reason(&pods, "agent").as_deref(),
+        Some("hostNetwork, ring buffer overflow")
+    );
+    agg.note_drops(5);
+    let (pods, _) = agg.publish(at(331));
+    assert_eq!(find(&pods, "web").coverage, Some(PodCoverage::Complete));
+}
+
+#[test]
+fn events_for_an_unknown_namespace_wait_for_the_next_scan() {
+    let mut agg = started(Limits::default());
+    agg.apply(
+        ev(
+            SocketEventKind::Listen,
+            NEW_NS,
+            "0.0.0.0:7000",
+            "0.0.0.0:0",
+            1,
+        ),
+        at(1),
+    );
+    assert!(agg.wants_scan());
+    let mut pods: Vec<PodMeta> = ["web", "db"]
+        .iter()
+        .map(|n| pod(&format!("uid-{n}"), n, false, 10))
+        .collect();
+    pods.push(pod("uid-new", "new", false, 10));
+    agg.set_pods(pods);
+    let mut v = view();
+    v.netns_pods
+        .insert(NEW_NS, BTreeSet::from(["uid-new".to_owned()]));
+    agg.set_view(v, at(2));
+    assert!(!agg.wants_scan());
+    let (pods, _) = agg.publish(at(3));
+    assert_eq!(find(&pods, "new").listeners.len(), 1);
+    // A pod that left the node takes its view with it.
+    agg.set_pods([pod("uid-web", "web", false, 10)]);
+    assert_eq!(agg.publish(at(4)).0.len(), 1);
+}
+
+#[test]
+fn top_n_and_size_cap_set_truncated() {
+    let limits = Limits {
+        top_connections: 2,
+        max_bytes: 1024 * 1024,
+        tracked_per_pod: 100,
+    };
+    let mut agg = started(limits);
+    for (port, times) in [(1_u16, 1), (2, 3), (3, 2)] {
+        for t in 0..times {
+            agg.apply(
+                ev(
+                    SocketEventKind::Outbound,
+                    WEB_NS,
+                    "10.0.0.1:1",
+                    &format!("10.0.0.9:{port}"),
+                    0,
+                ),
+                at(20 + t),
+            );
+        }
+    }
+    let (pods, truncated) = agg.publish(at(30));
+    assert!(truncated);
+    let ports: Vec<i32> = find(&pods, "web")
+        .connections
+        .iter()
+        .map(|c| c.peer_port)
+        .collect();
+    assert_eq!(ports, [2, 3], "most frequent first");
+
+    // A tiny size cap: connections go first, then whole pods; never a panic.
+    let limits = Limits {
+        top_connections: 50,
+        max_bytes: 300,
+        tracked_per_pod: 100,
+    };
+    let mut agg = started(limits);
+    for port in 0..200_u16 {
+        agg.apply(
+            ev(
+                SocketEventKind::Outbound,
+                WEB_NS,
+                "10.0.0.1:1",
+                &format!("10.0.0.9:{port}"),
+                0,
+            ),
+            at(20),
+        );
+    }
+    let (pods, truncated) = agg.publish(at(30));
+    assert!(truncated);
+    assert!(serde_json::to_vec(&pods).unwrap().len() <= 300);
+
+    // The in-memory cap forgets the least used entry and says so once.
+    let limits = Limits {
+        top_connections: 50,
+        max_bytes: 1024 * 1024,
+        tracked_per_pod: 3,
+    };
+    let mut agg = started(limits);
+    for port in 0..5_u16 {
+        agg.apply(
+            ev(
+                SocketEventKind::Outbound,
+                WEB_NS,
+                "10.0.0.1:1",
+                &format!("10.0.0.9:{port}"),
+                0,
+            ),
+            at(20),
+        );
+    }
+    let (pods, truncated) = agg.publish(at(30));
+    assert!(truncated);
+    assert_eq!(find(&pods, "web").connections.len(), 3);
+    assert!(!agg.publish(at(31)).1);
+}
+
+#[test]
+fn arbitrary_events_never_panic() {
+    let mut agg = started(Limits {
+        top_connections: 1,
+        max_bytes: 10,
+        tracked_per_pod: 1,
+    });
+    let kinds = [
+        SocketEventKind::Listen,
+        SocketEventKind::ListenClosed,
+        SocketEventKind::Outbound,
+        SocketEventKind::Inbound,
+    ];
+    for i in 0..10_000_u32 {
+        let kind = kinds[(i % 4) as usize];
+        let netns = [HOST_NS, WEB_NS, DB_NS, 0, u32::MAX][(i % 5) as usize];
+        let mut e = ev(kind, netns, "[::]:0", "[::1]:65535", u64::from(i % 7));
+        e.cgroup_id = u64::from(i % 3) * AGENT_CG;
+        agg.apply(e, at(i64::from(i % 50)));
+        agg.note_drops(u64::from(i));
+    }
+    let _ = agg.publish(at(100));
+}
