@@ -321,14 +321,12 @@ async fn only_the_agent_on_a_node_reports_about_that_node() {
     );
 
     let (_, metrics) = admin_get(endpoint.admin, "/metrics").await;
-    assert_eq!(
-        metric_value(
-            &metrics,
-            "pacto_observer_node_reports_total",
-            &["result=\"accepted\""]
-        ),
-        3.0
+    let accepted = metric_value(
+        &metrics,
+        "pacto_observer_node_reports_total",
+        &["result=\"accepted\""],
     );
+    assert!((accepted - 3.0).abs() < 0.5, "accepted reports: {accepted}");
     assert!(
         metric_value(
             &metrics,
