@@ -32,6 +32,12 @@
 {{- if .Values.rbac.secretMetadata }}
 - --observe-secrets
 {{- end }}
+{{- if .Values.nodeAgent.enabled }}
+- --node-agent-identities={{ join "," .Values.nodeAgent.identities }}
+- --node-agent-namespace={{ .Values.nodeAgent.namespace }}
+- --node-agent-service-account={{ .Values.nodeAgent.serviceAccount }}
+- --node-agent-token-audience={{ .Values.nodeAgent.tokenAudience }}
+{{- end }}
 {{- end }}
 
 {{/* The status-writer calls Observe/WatchTargets; node agents stream their reports. */}}

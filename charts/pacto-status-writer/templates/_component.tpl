@@ -33,6 +33,9 @@
 {{- with .Values.controller.maxConcurrentReconciles }}
 - --max-concurrent-reconciles={{ . }}
 {{- end }}
+{{- if .Values.nodeAgent.enabled }}
+- --node-agent-namespace={{ .Values.nodeAgent.namespace }}
+{{- end }}
 {{- if .Values.leaderElection.enabled }}
 - --leader-elect
 - --leader-election-id={{ .Values.leaderElection.leaseName }}

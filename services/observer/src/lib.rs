@@ -18,7 +18,8 @@
 //! - [`observe`]: the orchestration of one Observe call;
 //! - [`probe`]: SSRF-safe HTTP probing and scraping;
 //! - [`targets`]: the WatchTargets index and coalesced notifications;
-//! - [`service`]: the gRPC service; this module: flags, serving and `run`.
+//! - [`service`]: the gRPC service; [`node_reports`]: the node agents' report stream and the
+//!   latest report per node; this module: flags, serving and `run`.
 
 mod cache;
 mod configuration;
@@ -29,6 +30,7 @@ mod interfaces;
 mod k8s;
 mod metrics;
 mod metrics_capability;
+pub mod node_reports;
 mod observe;
 mod probe;
 mod service;
@@ -43,19 +45,21 @@ mod workload;
 use std::time::Duration;
 
 use clap::Parser;
+use pacto_proto::observer::node_agent_reports_server::NodeAgentReportsServer;
 use pacto_proto::observer::observer_server::ObserverServer;
 pub use pacto_runtime::service::ServeConfig;
 use pacto_runtime::{
-    CancellationToken, RuntimeError,
+    Authorizer, CancellationToken, RuntimeError,
     args::{RuntimeArgs, ServerArgs, server_env},
     service::ServiceNames,
 };
 
 pub use fetch::{KubeCluster, is_forbidden};
 pub use metrics::watch_streams_started;
+pub use node_reports::{AgentAccount, NodeReports, NodeReportsService, StoredReport};
 pub use observe::{ObserveInput, ObserveOutput, Observer, Options};
 pub use probe::Prober;
-pub use service::ObserverService;
+pub use service::{NodeAgentEndpoint, ObserverService};
 pub use target::Target;
 pub use window::Window;
 
@@ -110,9 +114,77 @@ pub struct Args {
         value_name = "NS"
     )]
     pub watch_namespace: Option<String>,
+    /// Who may stream node-agent reports.
+    #[command(flatten)]
+    pub node_agents: NodeAgentArgs,
     /// mTLS, admin port, logging.
     #[command(flatten)]
     pub runtime: RuntimeArgs,
+}
+
+/// The NodeAgentReports endpoint's callers (docs/design/node-agent.md#report-stream).
+#[derive(Debug, Clone, clap::Args)]
+pub struct NodeAgentArgs {
+    /// Client certificate identities allowed to call NodeAgentReports (separate from
+    /// --allowed-identities, which guards Observe and WatchTargets).
+    #[arg(
+        long = "node-agent-identities",
+        env = "PACTO_OBSERVER_NODE_AGENT_IDENTITIES",
+        value_name = "NAMES",
+        value_delimiter = ',',
+        default_value = "node-agent.pacto.svc"
+    )]
+    pub identities: Vec<String>,
+    /// Audience the node agents' projected ServiceAccount tokens are issued for (the TokenReview
+    /// checks it).
+    #[arg(
+        long = "node-agent-token-audience",
+        env = "PACTO_OBSERVER_NODE_AGENT_TOKEN_AUDIENCE",
+        value_name = "AUDIENCE",
+        default_value = "pacto-observer"
+    )]
+    pub token_audience: String,
+    /// Namespace of the node agents' ServiceAccount.
+    #[arg(
+        long = "node-agent-namespace",
+        env = "PACTO_OBSERVER_NODE_AGENT_NAMESPACE",
+        value_name = "NS",
+        default_value = "pacto-node-agent"
+    )]
+    pub namespace: String,
+    /// The node agents' ServiceAccount.
+    #[arg(
+        long = "node-agent-service-account",
+        env = "PACTO_OBSERVER_NODE_AGENT_SERVICE_ACCOUNT",
+        value_name = "NAME",
+        default_value = "pacto-node-agent"
+    )]
+    pub service_account: String,
+}
+
+impl NodeAgentArgs {
+    /// The ServiceAccount whose tokens are accepted.
+    pub fn account(&self) -> AgentAccount {
+        AgentAccount {
+            namespace: self.namespace.clone(),
+            service_account: self.service_account.clone(),
+        }
+    }
+
+    /// The NodeAgentReports endpoint these flags describe, reviewing tokens with `client`.
+    pub fn endpoint(&self, client: kube::Client, registry: NodeReports) -> NodeAgentEndpoint {
+        NodeAgentEndpoint {
+            service: NodeReportsService::new(
+                registry,
+                std::sync::Arc::new(node_reports::KubeTokenReviewer::new(
+                    client,
+                    self.token_audience.clone(),
+                )),
+                self.account(),
+            ),
+            allowed: pacto_runtime::AllowList::new(&self.identities),
+        }
+    }
 }
 
 impl Args {
@@ -154,6 +226,7 @@ pub async fn serve(
         let service = service.clone();
         async move { service.wait_ready().await }
     };
+    let node_agents = service.node_agents().cloned();
     let router = tonic::transport::Server::builder().add_service(
         tonic::service::interceptor::InterceptedService::new(
             ObserverServer::new(service)
@@ -162,6 +235,20 @@ pub async fn serve(
             config.authorizer(SERVICE_NAME),
         ),
     );
+    // Node agents: their own allow-list (plaintext --insecure admits everyone, as for Observe).
+    let router = router.add_optional_service(node_agents.map(|endpoint| {
+        let authorizer = if config.transport.is_mtls() {
+            Authorizer::new(node_reports::NODE_REPORTS_SERVICE, endpoint.allowed)
+        } else {
+            Authorizer::insecure(node_reports::NODE_REPORTS_SERVICE)
+        };
+        tonic::service::interceptor::InterceptedService::new(
+            NodeAgentReportsServer::new(endpoint.service)
+                .max_decoding_message_size(pacto_runtime::grpc::GRPC_MAX_MESSAGE_BYTES)
+                .max_encoding_message_size(pacto_runtime::grpc::GRPC_MAX_MESSAGE_BYTES),
+            authorizer,
+        )
+    }));
     let names = ServiceNames {
         grpc: "Observer",
         process: "observer",
@@ -186,6 +273,9 @@ pub async fn run(args: Args) -> Result<(), ObserverError> {
         secrets: args.observe_secrets,
     };
     let caches = watch::spawn(&client, namespace.as_deref(), Some(&hub), kinds, &shutdown).caches;
+    let node_agents = args
+        .node_agents
+        .endpoint(client.clone(), NodeReports::new());
     let observer = Observer::new(
         fetch::KubeCluster::with_caches(client, namespace, caches),
         probe::Prober::new()?,
@@ -194,7 +284,7 @@ pub async fn run(args: Args) -> Result<(), ObserverError> {
     let config = process.bind(&args.server).await?;
     serve(
         config,
-        ObserverService::new(observer, hub, shutdown.clone()),
+        ObserverService::new(observer, hub, shutdown.clone()).with_node_agents(node_agents),
         shutdown,
     )
     .await
@@ -227,6 +317,12 @@ mod tests {
                 && !options.observe_secrets
         );
         assert_eq!(args.server.allowed_identities, ["status-writer.pacto.svc"]);
+        assert_eq!(args.node_agents.identities, ["node-agent.pacto.svc"]);
+        assert_eq!(args.node_agents.token_audience, "pacto-observer");
+        assert_eq!(
+            args.node_agents.account().username(),
+            "system:serviceaccount:pacto-node-agent:pacto-node-agent"
+        );
         let args = Args::try_parse_from([
             "pacto-observer",
             "--insecure",

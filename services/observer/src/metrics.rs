@@ -17,6 +17,11 @@ pub const CACHE_OBJECTS: &str = "pacto_observer_cache_objects";
 /// WatchTargets notifications sent.
 pub const TARGET_CHANGES_TOTAL: &str = "pacto_observer_target_changes_total";
 
+/// Node-agent reports received, by `result` (`accepted` or `refused`).
+pub const NODE_REPORTS_TOTAL: &str = "pacto_observer_node_reports_total";
+/// Node-agent report streams open now.
+pub const NODE_AGENTS_CONNECTED: &str = "pacto_observer_node_agents_connected";
+
 /// Kubernetes watch streams started by the process, by `kind` (e.g. `Service`, `Secret`).
 pub const WATCH_STREAMS_TOTAL: &str = "pacto_observer_watch_streams_started_total";
 
@@ -61,6 +66,16 @@ pub fn describe() {
         WATCH_STREAMS_TOTAL,
         Unit::Count,
         "Kubernetes watch streams started by the observer, by kind."
+    );
+    describe_counter!(
+        NODE_REPORTS_TOTAL,
+        Unit::Count,
+        "Node-agent reports received, by result (accepted or refused)."
+    );
+    describe_gauge!(
+        NODE_AGENTS_CONNECTED,
+        Unit::Count,
+        "Node-agent report streams open now."
     );
     describe_counter!(
         TARGET_CHANGES_TOTAL,

@@ -1,4 +1,5 @@
-//! The Observer gRPC service: Observe and WatchTargets.
+//! The Observer gRPC service: Observe and WatchTargets (and, when configured, the
+//! NodeAgentReports endpoint served beside it).
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -9,10 +10,11 @@ use pacto_engine::Timestamp;
 use pacto_proto::observer::{
     ObserveRequest, ObserveResponse, TargetChange, WatchTargetsRequest, observer_server,
 };
-use pacto_runtime::CancellationToken;
 use pacto_runtime::metrics::RpcTimer;
+use pacto_runtime::{AllowList, CancellationToken};
 use tonic::{Request, Response, Status};
 
+use crate::node_reports::NodeReportsService;
 use crate::observe::Observer;
 use crate::targets::TargetHub;
 use crate::{SERVICE_NAME, wire};
@@ -27,6 +29,17 @@ pub struct ObserverService {
     hub: TargetHub,
     shutdown: CancellationToken,
     clock: Clock,
+    node_agents: Option<NodeAgentEndpoint>,
+}
+
+/// The NodeAgentReports service and the client identities allowed to call it (a list separate
+/// from the Observe allow-list: docs/design/node-agent.md#report-stream).
+#[derive(Debug, Clone)]
+pub struct NodeAgentEndpoint {
+    /// The service.
+    pub service: NodeReportsService,
+    /// Certificate identities of node agents.
+    pub allowed: AllowList,
 }
 
 impl std::fmt::Debug for ObserverService {
@@ -55,7 +68,20 @@ impl ObserverService {
             hub,
             shutdown,
             clock,
+            node_agents: None,
         }
+    }
+
+    /// Also serves NodeAgentReports, to callers on `endpoint.allowed`.
+    #[must_use]
+    pub fn with_node_agents(mut self, endpoint: NodeAgentEndpoint) -> Self {
+        self.node_agents = Some(endpoint);
+        self
+    }
+
+    /// The NodeAgentReports endpoint, when served.
+    pub fn node_agents(&self) -> Option<&NodeAgentEndpoint> {
+        self.node_agents.as_ref()
     }
 }
 

@@ -16,6 +16,7 @@
 //!   notification streams that start a pass or follow a deletion;
 //! - `events`: the Events on a Pacto, aggregated (one object per recurring event, its count);
 //! - `mirror`: the revision mirror (TagOverwritten); `leader`: Lease leader election;
+//! - [`node_agent`]: the node agent namespace's Pod Security labels;
 //! - this module: flags, `run`, and the admin server, whose `/metrics` appends the contract
 //!   gauges to the process metrics.
 //!
@@ -32,6 +33,7 @@ mod leader;
 mod metrics;
 mod mirror;
 mod model;
+pub mod node_agent;
 mod reconcile;
 mod revision;
 mod trigger;
@@ -180,6 +182,23 @@ pub struct Args {
         value_parser = parse_duration
     )]
     pub lease_duration: Duration,
+    /// The node agent's namespace: its Pod Security labels are kept at privileged (set when the
+    /// chart's nodeAgent.enabled is on; unset, no namespace is touched).
+    #[arg(
+        long = "node-agent-namespace",
+        env = "PACTO_STATUS_WRITER_NODE_AGENT_NAMESPACE",
+        value_name = "NS"
+    )]
+    pub node_agent_namespace: Option<String>,
+    /// How often the node agent namespace's labels are checked (and restored).
+    #[arg(
+        long = "node-agent-resync-interval",
+        env = "PACTO_STATUS_WRITER_NODE_AGENT_RESYNC_INTERVAL",
+        value_name = "DURATION",
+        default_value = "1m",
+        value_parser = parse_duration
+    )]
+    pub node_agent_resync_interval: Duration,
     /// The reporting instance of events (the pod name).
     #[arg(long = "pod-name", env = "POD_NAME", value_name = "NAME")]
     pub pod_name: Option<String>,
@@ -352,6 +371,15 @@ pub async fn run(args: Args) -> Result<(), StatusWriterError> {
         None
     };
     let admin_listener = process.bind_admin().await?;
+    // Every replica keeps the labels (an idempotent patch), leader or not.
+    if let Some(namespace) = args.node_agent_namespace.clone().filter(|n| !n.is_empty()) {
+        tokio::spawn(node_agent::keep_privileged(
+            ctx.client.clone(),
+            namespace,
+            args.node_agent_resync_interval,
+            process.shutdown.clone(),
+        ));
+    }
     serve_elected(
         ctx,
         args.watch_namespace.clone(),

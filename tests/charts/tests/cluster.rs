@@ -667,6 +667,73 @@ fn lease(name: &str) -> Lease {
     }
 }
 
+/// A client acting as ServiceAccount `sa` with a token bound to a new Pod on a new Node `node`
+/// (the token then carries the node name, as the agent's projected token does).
+async fn agent_client(cp: &ControlPlane, ns: &str, sa: &str, node: &str) -> Result<Client> {
+    let admin = cp.client()?;
+    Api::<Node>::all(admin.clone())
+        .create(
+            &PostParams::default(),
+            &Node {
+                metadata: meta(node),
+                ..Node::default()
+            },
+        )
+        .await?;
+    Api::<ServiceAccount>::namespaced(admin.clone(), ns)
+        .get(sa)
+        .await?;
+    let pod = Api::<Pod>::namespaced(admin.clone(), ns)
+        .create(
+            &PostParams::default(),
+            &Pod {
+                metadata: meta(&format!("agent-{node}")),
+                spec: Some(PodSpec {
+                    node_name: Some(node.to_owned()),
+                    service_account_name: Some(sa.to_owned()),
+                    automount_service_account_token: Some(false),
+                    containers: vec![Container {
+                        name: "agent".into(),
+                        image: Some("example.invalid/agent".into()),
+                        ..Container::default()
+                    }],
+                    ..PodSpec::default()
+                }),
+                ..Pod::default()
+            },
+        )
+        .await?;
+    let token = Api::<ServiceAccount>::namespaced(admin, ns)
+        .create_token_request(
+            sa,
+            &PostParams::default(),
+            &TokenRequest {
+                spec: Some(TokenRequestSpec {
+                    expiration_seconds: Some(3600),
+                    bound_object_ref: Some(BoundObjectReference {
+                        api_version: Some("v1".into()),
+                        kind: Some("Pod".into()),
+                        name: pod.metadata.name.clone(),
+                        uid: pod.metadata.uid.clone(),
+                    }),
+                    ..TokenRequestSpec::default()
+                }),
+                ..TokenRequest::default()
+            },
+        )
+        .await?
+        .status
+        .and_then(|s| s.token)
+        .filter(|t| !t.is_empty())
+        .context("no token")?;
+    let mut config = cp.admin_config();
+    config.auth_info = kube::config::AuthInfo {
+        token: Some(token.into()),
+        ..kube::config::AuthInfo::default()
+    };
+    Ok(Client::try_from(config)?)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_agent_writes_only_the_objects_named_after_its_node() -> Result<()> {
     let cp = cluster().await;
@@ -711,77 +778,24 @@ async fn node_agent_writes_only_the_objects_named_after_its_node() -> Result<()>
             .await,
         "forbidden",
     )?;
+    // It reads pods cluster-wide (the ClusterRole; it keeps those of its own node).
+    Api::<Pod>::all(plain.clone())
+        .list(&ListParams::default())
+        .await
+        .context("the agent lists pods")?;
     forbidden_with(
-        Api::<Pod>::all(plain.clone())
-            .list(&ListParams::default())
+        Api::<Pod>::namespaced(plain.clone(), &agents)
+            .delete("anything", &kube::api::DeleteParams::default())
             .await,
         "forbidden",
     )?;
 
-    // A token bound to a pod on node `node`: it may write Lease/<node> and
-    // NodeRuntimeObservation/<node>, and nothing named otherwise.
-    let node = pacto_testenv::controlplane::unique_name("node");
-    Api::<Node>::all(admin.clone())
-        .create(
-            &PostParams::default(),
-            &Node {
-                metadata: meta(&node),
-                ..Node::default()
-            },
-        )
-        .await?;
-    Api::<ServiceAccount>::namespaced(admin.clone(), &agents)
-        .get(sa)
-        .await?;
-    let pod = Api::<Pod>::namespaced(admin.clone(), &agents)
-        .create(
-            &PostParams::default(),
-            &Pod {
-                metadata: meta("agent"),
-                spec: Some(PodSpec {
-                    node_name: Some(node.clone()),
-                    service_account_name: Some(sa.to_owned()),
-                    automount_service_account_token: Some(false),
-                    containers: vec![Container {
-                        name: "agent".into(),
-                        image: Some("example.invalid/agent".into()),
-                        ..Container::default()
-                    }],
-                    ..PodSpec::default()
-                }),
-                ..Pod::default()
-            },
-        )
-        .await?;
-    let token = Api::<ServiceAccount>::namespaced(admin.clone(), &agents)
-        .create_token_request(
-            sa,
-            &PostParams::default(),
-            &TokenRequest {
-                spec: Some(TokenRequestSpec {
-                    expiration_seconds: Some(3600),
-                    bound_object_ref: Some(BoundObjectReference {
-                        api_version: Some("v1".into()),
-                        kind: Some("Pod".into()),
-                        name: pod.metadata.name.clone(),
-                        uid: pod.metadata.uid.clone(),
-                    }),
-                    ..TokenRequestSpec::default()
-                }),
-                ..TokenRequest::default()
-            },
-        )
-        .await?
-        .status
-        .and_then(|s| s.token)
-        .filter(|t| !t.is_empty())
-        .context("no token")?;
-    let mut config = cp.admin_config();
-    config.auth_info = kube::config::AuthInfo {
-        token: Some(token.into()),
-        ..kube::config::AuthInfo::default()
-    };
-    let bound = Client::try_from(config)?;
+    // Tokens bound to a pod on node `node` (A) and on `node_b` (B): each agent may write Lease
+    // and NodeRuntimeObservation named after its own node, and nothing named otherwise.
+    let node = pacto_testenv::controlplane::unique_name("node-a");
+    let node_b = pacto_testenv::controlplane::unique_name("node-b");
+    let bound = agent_client(cp, &agents, sa, &node).await?;
+    let bound_b = agent_client(cp, &agents, sa, &node_b).await?;
     let leases = Api::<Lease>::namespaced(bound.clone(), &agents);
     leases
         .create(&PostParams::default(), &lease(&node))
@@ -831,6 +845,33 @@ async fn node_agent_writes_only_the_objects_named_after_its_node() -> Result<()>
                     "another-node",
                     serde_json::json!({ "spec": { "nodeName": "another-node" } }),
                 )?,
+            )
+            .await,
+        "may only write the objects named after its node",
+    )?;
+
+    // The agent on node B: its own Lease is fine; node A's Lease and observation status are not.
+    let leases_b = Api::<Lease>::namespaced(bound_b.clone(), &agents);
+    leases_b
+        .create(&PostParams::default(), &lease(&node_b))
+        .await
+        .context("agent B's own Lease")?;
+    forbidden_with(
+        leases_b
+            .patch(
+                &node,
+                &PatchParams::default(),
+                &Patch::Merge(serde_json::json!({ "spec": { "holderIdentity": "b" } })),
+            )
+            .await,
+        "may only write the objects named after its node",
+    )?;
+    forbidden_with(
+        Api::<DynamicObject>::namespaced_with(bound_b, &agents, &observation_resource())
+            .patch_status(
+                &node,
+                &PatchParams::default(),
+                &Patch::Merge(serde_json::json!({ "status": { "agentVersion": "b" } })),
             )
             .await,
         "may only write the objects named after its node",

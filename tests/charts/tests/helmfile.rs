@@ -22,6 +22,20 @@ pub fn helmfile_template(tools: &Tools, env: &str) -> Result<String> {
     )?)
 }
 
+/// Whether `scripts/node-images.sh` builds the node agent's image (`COMPONENTS=(... node-agent ...)`).
+fn node_agent_image_is_built() -> Result<bool> {
+    let script = std::fs::read_to_string(repo_root().join("scripts/node-images.sh"))
+        .context("read scripts/node-images.sh")?;
+    let components = script
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("COMPONENTS=("))
+        .context("scripts/node-images.sh has no COMPONENTS=(...) line")?;
+    Ok(components
+        .trim_end_matches(')')
+        .split_whitespace()
+        .any(|c| c == "node-agent"))
+}
+
 #[test]
 fn helmfile_lints_in_every_environment() -> Result<()> {
     let tools = Tools::new()?;
@@ -70,10 +84,11 @@ fn helmfile_orders_crds_first_and_needs_are_declared() -> Result<()> {
             names.contains(&"pacto-pki") == (*env == "production"),
             "{env}: {names:?}"
         );
-        // The node agent has no binary and no image yet: no environment deploys it.
+        // An environment deploys the node agent only once scripts/node-images.sh builds its
+        // image (its COMPONENTS list names node-agent).
         ensure!(
-            !names.contains(&"pacto-node-agent"),
-            "{env} deploys the node agent before its image exists: {names:?}"
+            !names.contains(&"pacto-node-agent") || node_agent_image_is_built()?,
+            "{env} deploys the node agent, but scripts/node-images.sh does not build its image: {names:?}"
         );
     }
     // The DAG: `helmfile template` renders in dependency order (crds, pki, backends,

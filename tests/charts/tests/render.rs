@@ -847,3 +847,102 @@ fn alert_texts_name_only_chart_values_that_exist() -> Result<()> {
     }
     Ok(())
 }
+
+/// The node agent's pod and RBAC: the fewest rights (docs/design/node-agent.md#admission).
+#[test]
+fn node_agent_has_least_privilege() -> Result<()> {
+    let tools = Tools::new()?;
+    let docs = render(&tools, "pacto-node-agent", None, &[])?;
+    let ds = of_kind(&docs, "DaemonSet")[0];
+    let pod = &ds["spec"]["template"]["spec"];
+    ensure!(pod["hostPID"] == true, "hostPID missing");
+    let c = container(ds);
+    ensure!(
+        c["securityContext"]["privileged"] == true,
+        "privileged is the default"
+    );
+    let a = args(ds);
+    for flag in [
+        "--node-name=$(NODE_NAME)",
+        "--namespace=pacto-system",
+        "--btf-path=/sys/kernel/btf/vmlinux",
+        "--proc-root=/proc",
+        "--cgroup-root=/host/sys/fs/cgroup",
+        "--token-path=/var/run/secrets/pacto/observer-token/token",
+    ] {
+        ensure!(a.iter().any(|x| x == flag), "{flag} missing from {a:?}");
+    }
+    // Host mounts: BTF and the cgroup file system, read-only; no bpffs, no tracefs.
+    let host_paths: BTreeSet<String> = pod["volumes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v["hostPath"]["path"].as_str().map(str::to_owned))
+        .collect();
+    ensure!(
+        host_paths == set(&["/sys/kernel/btf", "/sys/fs/cgroup"]),
+        "{host_paths:?}"
+    );
+    for mount in c["volumeMounts"].as_array().into_iter().flatten() {
+        ensure!(mount["readOnly"] == true, "writable mount {mount}");
+    }
+    let audience = pod["volumes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|v| v["projected"]["sources"].as_array().into_iter().flatten())
+        .find_map(|s| s["serviceAccountToken"]["audience"].as_str());
+    ensure!(audience == Some("pacto-observer"), "{audience:?}");
+    ensure!(
+        permissions(&docs)
+            == set(&[
+                "cluster /pods get",
+                "cluster /pods list",
+                "cluster /pods watch",
+                "ns=pacto-system pacto.trianalab.io/noderuntimeobservations get",
+                "ns=pacto-system pacto.trianalab.io/noderuntimeobservations create",
+                "ns=pacto-system pacto.trianalab.io/noderuntimeobservations/status get",
+                "ns=pacto-system pacto.trianalab.io/noderuntimeobservations/status update",
+                "ns=pacto-system pacto.trianalab.io/noderuntimeobservations/status patch",
+                "ns=pacto-system coordination.k8s.io/leases get",
+                "ns=pacto-system coordination.k8s.io/leases create",
+                "ns=pacto-system coordination.k8s.io/leases update",
+                "ns=pacto-system coordination.k8s.io/leases patch",
+            ]),
+        "{:?}",
+        permissions(&docs)
+    );
+
+    // Capabilities mode: BPF, PERFMON and SYS_PTRACE, every other capability dropped.
+    let docs = render(
+        &tools,
+        "pacto-node-agent",
+        None,
+        &["securityContext.mode=capabilities"],
+    )?;
+    let sc = &container(of_kind(&docs, "DaemonSet")[0])["securityContext"];
+    ensure!(sc["privileged"] == false, "{sc}");
+    ensure!(
+        sc["capabilities"]["drop"] == serde_json::json!(["ALL"]),
+        "{sc}"
+    );
+    ensure!(
+        sc["capabilities"]["add"] == serde_json::json!(["BPF", "PERFMON", "SYS_PTRACE"]),
+        "{sc}"
+    );
+
+    // The observer reviews the agents' tokens only when the node agent is on.
+    let observer = |sets: &[&str]| -> Result<BTreeSet<String>> {
+        Ok(permissions(&render(&tools, "pacto-observer", None, sets)?))
+    };
+    let review = "cluster authentication.k8s.io/tokenreviews create";
+    ensure!(
+        !observer(&[])?.contains(review),
+        "TokenReview without the node agent"
+    );
+    ensure!(
+        observer(&["nodeAgent.enabled=true"])?.contains(review),
+        "no TokenReview with nodeAgent.enabled"
+    );
+    Ok(())
+}
