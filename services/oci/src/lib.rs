@@ -10,6 +10,7 @@
 mod client;
 mod credentials;
 mod error;
+mod fetch;
 mod manifest;
 
 pub use client::{
