@@ -130,6 +130,34 @@ pub struct Args {
         default_value_t = 512
     )]
     pub bundle_cache_size: usize,
+    /// Most bytes of bundle files kept in the cache (the oldest bundles are dropped first; a
+    /// bundle larger than this is not cached).
+    #[arg(
+        long = "bundle-cache-bytes",
+        env = "PACTO_RESOLVER_BUNDLE_CACHE_BYTES",
+        value_name = "BYTES",
+        default_value_t = 256 * 1024 * 1024
+    )]
+    pub bundle_cache_bytes: u64,
+    /// Most bundle pulls in flight at once (further pulls wait for a slot).
+    #[arg(
+        long = "max-concurrent-pulls",
+        env = "PACTO_RESOLVER_MAX_CONCURRENT_PULLS",
+        value_name = "N",
+        default_value_t = 8,
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
+    pub max_concurrent_pulls: u32,
+    /// Hosts (`host` or `host:port`) besides a registry's own host that its redirects and token
+    /// realms may send the resolver to, for example a CDN serving blobs or a separate token
+    /// service (`auth.docker.io` for Docker Hub). Comma-separated; anything else is refused.
+    #[arg(
+        long = "registry-allowed-hosts",
+        env = "PACTO_RESOLVER_REGISTRY_ALLOWED_HOSTS",
+        value_name = "HOST,…",
+        value_delimiter = ','
+    )]
+    pub registry_allowed_hosts: Vec<String>,
     /// Run without Kubernetes access (development): any pull Secret is then Unavailable.
     #[arg(
         long = "no-kubernetes",
@@ -156,16 +184,24 @@ impl Args {
             connect_timeout: self.registry_connect_timeout,
             operation_timeout: self.registry_timeout,
             max_layer_bytes: self.max_bundle_bytes,
+            allowed_hosts: self
+                .registry_allowed_hosts
+                .iter()
+                .map(|h| h.trim().to_ascii_lowercase())
+                .filter(|h| !h.is_empty())
+                .collect(),
             ..ClientOptions::default()
         };
         ResolverConfig {
             registry: registry::RegistryOptions {
                 client,
                 max_retries: self.registry_max_retries,
+                max_concurrent_pulls: self.max_concurrent_pulls as usize,
                 ..defaults.registry.clone()
             },
             bundle_ttl: self.bundle_cache_ttl,
             bundle_capacity: self.bundle_cache_size,
+            bundle_cache_bytes: self.bundle_cache_bytes,
             tags_ttl: self.tags_cache_ttl,
             max_inline_bytes: self.max_inline_bytes,
             ..defaults
