@@ -40,6 +40,10 @@ pub use service::ResolverService;
 /// The gRPC service name (what the allow-list guards).
 pub const SERVICE_NAME: &str = "pacto.resolver.v1.ContractResolver";
 
+/// The token service and blob CDN hosts of Docker Hub and ghcr.io, trusted by default.
+pub const DEFAULT_ALLOWED_HOSTS: &str =
+    "auth.docker.io,production.cloudflare.docker.com,pkg-containers.githubusercontent.com";
+
 /// Command line of `pacto-contract-resolver`.
 #[derive(Debug, Clone, Parser)]
 #[command(
@@ -149,13 +153,15 @@ pub struct Args {
     )]
     pub max_concurrent_pulls: u32,
     /// Hosts (`host` or `host:port`) besides a registry's own host that its redirects and token
-    /// realms may send the resolver to, for example a CDN serving blobs or a separate token
-    /// service (`auth.docker.io` for Docker Hub). Comma-separated; anything else is refused.
+    /// realms may send the resolver to: a CDN serving blobs or a separate token service. The
+    /// default trusts those of Docker Hub and GitHub's registry; an empty value trusts none.
+    /// Comma-separated; anything else is refused.
     #[arg(
         long = "registry-allowed-hosts",
         env = "PACTO_RESOLVER_REGISTRY_ALLOWED_HOSTS",
         value_name = "HOST,…",
-        value_delimiter = ','
+        value_delimiter = ',',
+        default_value = DEFAULT_ALLOWED_HOSTS
     )]
     pub registry_allowed_hosts: Vec<String>,
     /// Run without Kubernetes access (development): any pull Secret is then Unavailable.
@@ -290,6 +296,21 @@ mod tests {
         assert_eq!(config.tags_ttl, Duration::from_mins(5));
         assert_eq!(config.registry.max_retries, 2);
         assert_eq!(args.server.allowed_identities, ["status-writer.pacto.svc"]);
+        assert_eq!(config.registry.max_concurrent_pulls, 8);
+        assert_eq!(config.bundle_cache_bytes, 256 * 1024 * 1024);
+        assert_eq!(
+            config.registry.client.allowed_hosts.join(","),
+            DEFAULT_ALLOWED_HOSTS
+        );
+        let none = Args::try_parse_from(["x", "--registry-allowed-hosts="]).expect("parses");
+        assert!(
+            none.resolver_config()
+                .registry
+                .client
+                .allowed_hosts
+                .is_empty()
+        );
+        assert!(Args::try_parse_from(["x", "--max-concurrent-pulls=0"]).is_err());
         assert_eq!(
             pacto_runtime::args::env_rule_violations(&Args::command(), "RESOLVER"),
             Vec::<String>::new()

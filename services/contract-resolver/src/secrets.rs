@@ -8,8 +8,9 @@
 //! 2. any other type (normally `Opaque`) with a `token` key: a registry bearer token (wins over 3);
 //! 3. any other type with `username` + `password`: HTTP basic authentication.
 //!
-//! An optional `registry` key on a key-based Secret (kinds 2 and 3) binds the credentials to that
-//! registry: a request for any other registry is refused rather than leaking the credentials.
+//! A key-based Secret (kinds 2 and 3) must carry a `registry` key binding the credentials to that
+//! registry: a request for any other registry is refused rather than leaking the credentials, and
+//! so is a Secret without the key (docs/design/resolution.md#credentials).
 //!
 //! Secret values never leave this module except as [`Credentials`] (whose `Debug` redacts them);
 //! [`SecretData`]'s `Debug` prints key names only. Nothing here logs.
