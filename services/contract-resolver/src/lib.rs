@@ -34,13 +34,14 @@ pub use outcome::{
 };
 pub use registry::RegistryOptions;
 pub use resolve::{Resolver, ResolverConfig, sha256_hex};
-pub use secrets::{KubeSecrets, SecretSource};
+pub use secrets::{KubeSecrets, SecretData, SecretReadError, SecretSource};
 pub use service::ResolverService;
 
 /// The gRPC service name (what the allow-list guards).
 pub const SERVICE_NAME: &str = "pacto.resolver.v1.ContractResolver";
 
-/// The token service and blob CDN hosts of Docker Hub and ghcr.io, trusted by default.
+/// The token service and blob CDN hosts of Docker Hub and ghcr.io, trusted by default
+/// (`pacto_oci::DEFAULT_ALLOWED_HOSTS`, joined; a unit test keeps the two equal).
 pub const DEFAULT_ALLOWED_HOSTS: &str =
     "auth.docker.io,production.cloudflare.docker.com,pkg-containers.githubusercontent.com";
 
@@ -300,6 +301,10 @@ mod tests {
         assert_eq!(config.bundle_cache_bytes, 256 * 1024 * 1024);
         assert_eq!(
             config.registry.client.allowed_hosts.join(","),
+            DEFAULT_ALLOWED_HOSTS
+        );
+        assert_eq!(
+            pacto_oci::DEFAULT_ALLOWED_HOSTS.join(","),
             DEFAULT_ALLOWED_HOSTS
         );
         let none = Args::try_parse_from(["x", "--registry-allowed-hosts="]).expect("parses");

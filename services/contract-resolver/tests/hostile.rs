@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use pacto_contract_resolver::{Outcome, Resolver};
+use pacto_contract_resolver::{Outcome, Resolver, SecretData, SecretReadError, SecretSource};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpListener;
 
@@ -44,6 +44,8 @@ fn reply(status: u16, body: &str) -> Reply {
 
 #[derive(Default)]
 struct Seen {
+    /// Authorization headers received.
+    authorizations: std::sync::Mutex<Vec<String>>,
     connections: AtomicU64,
     written: AtomicU64,
     in_flight: AtomicU64,
@@ -71,6 +73,16 @@ async fn serve(handler: Handler) -> (String, Arc<Seen>) {
                     }
                 }
                 let text = String::from_utf8_lossy(&head).into_owned();
+                if let Some((_, v)) = text
+                    .lines()
+                    .filter_map(|l| l.split_once(':'))
+                    .find(|(k, _)| k.eq_ignore_ascii_case("authorization"))
+                {
+                    seen.authorizations
+                        .lock()
+                        .unwrap()
+                        .push(v.trim().to_owned());
+                }
                 let mut first = text.lines().next().unwrap_or_default().split(' ');
                 let method = first.next().unwrap_or_default().to_owned();
                 let path = first.next().unwrap_or_default().to_owned();
@@ -237,4 +249,131 @@ async fn hostile_registry_outcomes_are_bounded_clear_and_never_echo_answers() {
     let max = seen.max_in_flight.load(Ordering::SeqCst);
     println!("concurrent pulls: at most {max} in flight");
     assert!((1..=2).contains(&max), "{max} pulls in flight");
+}
+
+/// One Secret held in memory: name, type, data.
+type FakeSecret = (&'static str, &'static str, Vec<(&'static str, String)>);
+
+/// Secrets held in memory.
+struct Secrets(Vec<FakeSecret>);
+
+impl SecretSource for Secrets {
+    fn get<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+    ) -> std::pin::Pin<Box<dyn Future<Output = Result<SecretData, SecretReadError>> + Send + 'a>>
+    {
+        let found = self
+            .0
+            .iter()
+            .find(|(n, _, _)| *n == name)
+            .map(|(_, kind, data)| SecretData {
+                kind: (*kind).to_owned(),
+                data: data
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), v.as_bytes().to_vec()))
+                    .collect(),
+            });
+        Box::pin(async move {
+            found.ok_or_else(|| SecretReadError::NotFound {
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+            })
+        })
+    }
+}
+
+const SECRET_MARKER: &str = "PULL-SECRET-CONTENT-5c3a";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pull_secret_credentials_reach_only_their_registry_and_are_never_echoed() {
+    // A registry that wants credentials for everything and records what it is sent.
+    let (host, seen) = serve(Arc::new(|_: &str, _: &str| {
+        reply(401, r#"{"errors":[{"code":"UNAUTHORIZED"}]}"#)
+    }))
+    .await;
+    let malformed = format!(r#"{{"auths":{{"{host}":{{"auth":{SECRET_MARKER}}}}}}}"#);
+    let secrets = Secrets(vec![
+        (
+            "unscoped",
+            "Opaque",
+            vec![("token", format!("tok-{SECRET_MARKER}"))],
+        ),
+        (
+            "other-registry",
+            "Opaque",
+            vec![
+                ("registry", "ghcr.io".to_owned()),
+                ("username", "alice".to_owned()),
+                ("password", format!("pw-{SECRET_MARKER}")),
+            ],
+        ),
+        (
+            "dockercfg-other",
+            "kubernetes.io/dockerconfigjson",
+            vec![(
+                ".dockerconfigjson",
+                format!(
+                    r#"{{"auths":{{"ghcr.io":{{"username":"a","password":"{SECRET_MARKER}"}}}}}}"#
+                ),
+            )],
+        ),
+        (
+            "malformed",
+            "kubernetes.io/dockerconfigjson",
+            vec![(".dockerconfigjson", malformed)],
+        ),
+        (
+            "scoped-here",
+            "Opaque",
+            vec![
+                ("registry", host.clone()),
+                ("token", "right-token".to_owned()),
+            ],
+        ),
+    ]);
+    let mut config = common::config(std::slice::from_ref(&host));
+    config.registry.max_retries = 0;
+    let resolver = Resolver::new(config, Some(Arc::new(secrets) as Arc<dyn SecretSource>)).unwrap();
+    let reference = format!("{host}/acme/svc:1.0.0");
+    for name in ["unscoped", "other-registry", "dockercfg-other", "malformed"] {
+        let outcome = resolver
+            .resolve(&common::oci_input(&reference, Some(name)))
+            .await;
+        let text = outcome_text(&outcome);
+        println!("{name}: {text}");
+        let reason = common::expect_unavailable(outcome);
+        assert!(
+            reason.contains(name),
+            "the message names the Secret: {reason}"
+        );
+        assert!(
+            !text.contains(SECRET_MARKER),
+            "Secret content echoed: {text}"
+        );
+    }
+    assert!(
+        seen.authorizations.lock().unwrap().is_empty(),
+        "credentials of another registry were sent: {:?}",
+        seen.authorizations.lock().unwrap()
+    );
+    // The malformed config is reported by key and position.
+    let reason = common::expect_unavailable(
+        resolver
+            .resolve(&common::oci_input(&reference, Some("malformed")))
+            .await,
+    );
+    assert!(
+        reason.contains(".dockerconfigjson") && reason.contains("line 1"),
+        "{reason}"
+    );
+    // A Secret scoped to this registry is sent, and only that.
+    let _ = resolver
+        .resolve(&common::oci_input(&reference, Some("scoped-here")))
+        .await;
+    assert_eq!(
+        *seen.authorizations.lock().unwrap(),
+        ["Bearer right-token".to_owned()]
+    );
 }

@@ -23,6 +23,14 @@ const HEAD_ACCEPT: &str = "application/vnd.oci.image.manifest.v1+json, \
      application/vnd.oci.image.index.v1+json, \
      application/vnd.docker.distribution.manifest.list.v2+json";
 
+/// The token service and blob CDN hosts of Docker Hub and ghcr.io: the default
+/// [`ClientOptions::allowed_hosts`], so that the two most common registries work out of the box.
+pub const DEFAULT_ALLOWED_HOSTS: &[&str] = &[
+    "auth.docker.io",
+    "production.cloudflare.docker.com",
+    "pkg-containers.githubusercontent.com",
+];
+
 /// Options of a [`RegistryClient`].
 #[derive(Debug, Clone)]
 pub struct ClientOptions {
@@ -62,7 +70,10 @@ impl Default for ClientOptions {
             bundle_limits,
             max_tag_pages: 100,
             max_tag_page_bytes: 1024 * 1024,
-            allowed_hosts: Vec::new(),
+            allowed_hosts: DEFAULT_ALLOWED_HOSTS
+                .iter()
+                .map(|h| (*h).to_owned())
+                .collect(),
         }
     }
 }

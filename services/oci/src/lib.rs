@@ -14,7 +14,8 @@ mod fetch;
 mod manifest;
 
 pub use client::{
-    ClientOptions, Inspection, Progress, PulledBundle, PushResult, RegistryClient, Resolved,
+    ClientOptions, DEFAULT_ALLOWED_HOSTS, Inspection, Progress, PulledBundle, PushResult,
+    RegistryClient, Resolved,
 };
 pub use credentials::{Credentials, CredentialsError, DockerConfig, Keychain};
 pub use error::{ErrorClass, OciError};
