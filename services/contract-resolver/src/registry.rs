@@ -143,8 +143,8 @@ pub struct RegistryAccess {
     options: RegistryOptions,
     http: reqwest::Client,
     clients: Mutex<HashMap<CredentialScope, ClientEntry>>,
-    /// (scope, registry) pairs whose registry wants a token exchange: HEADs go through the OCI
-    /// client there.
+    /// (scope, registry) pairs whose registry wants a token exchange or redirects manifest HEADs:
+    /// HEADs go through the OCI client there.
     token_exchange: Mutex<HashSet<(CredentialScope, String)>>,
     /// Slots for bundle pulls (docs/design/resolution.md#hostile-registries).
     pulls: tokio::sync::Semaphore,
@@ -283,6 +283,11 @@ impl RegistryAccess {
                         source,
                     })?;
                 let status = response.status().as_u16();
+                // A redirect: the OCI client follows it within the rules of
+                // docs/design/resolution.md#hostile-registries (or refuses it as Unavailable).
+                if (300..400).contains(&status) {
+                    return Ok(None);
+                }
                 if status == 401
                     && !matches!(credentials, Credentials::Bearer(_))
                     && response

@@ -154,6 +154,12 @@ async fn hostile_registry_outcomes_are_bounded_clear_and_never_echo_answers() {
                 400,
                 &format!(r#"{{"errors":[{{"code":"X","message":"{MARKER}"}}]}}"#),
             ),
+            ("HEAD", Some("headredir"), Some("manifests")) => {
+                let mut r = reply(307, "");
+                r.headers
+                    .push(("Location".into(), format!("{canary_url}/v2/x/manifests/y")));
+                r
+            }
             ("HEAD", Some(_), Some("manifests")) => {
                 let mut r = reply(200, "");
                 r.headers
@@ -231,6 +237,13 @@ async fn hostile_registry_outcomes_are_bounded_clear_and_never_echo_answers() {
         reason.contains(&canary) && reason.contains("--registry-allowed-hosts"),
         "{reason}"
     );
+    let reason = common::expect_unavailable(
+        resolver
+            .resolve(&common::oci_input(&format!("{host}/headredir:1.0.0"), None))
+            .await,
+    );
+    println!("HEAD redirect: {reason}");
+    assert!(reason.contains("--registry-allowed-hosts"), "{reason}");
     assert_eq!(canary_seen.connections.load(Ordering::SeqCst), 0);
 
     // Six pulls at once (distinct repositories): at most two in flight.
