@@ -106,34 +106,60 @@ pub struct TagsKey {
     pub repository: String,
 }
 
-/// A bounded map whose entries expire `ttl` after insertion. When full, expired entries are
-/// dropped first, then the oldest.
+/// A bounded map whose entries expire `ttl` after insertion, bounded both in entries and in
+/// bytes (docs/design/resolution.md#hostile-registries: a count bound alone lets a registry fill
+/// memory with large bundles). When full, expired entries are dropped first, then the oldest. A
+/// value heavier than the whole byte bound is not cached.
 #[derive(Debug)]
 pub struct TtlCache<K, V> {
     ttl: Duration,
     capacity: usize,
-    entries: Mutex<HashMap<K, (V, Instant)>>,
+    max_bytes: u64,
+    weigh: fn(&V) -> u64,
+    entries: Mutex<Entries<K, V>>,
+}
+
+#[derive(Debug)]
+struct Entries<K, V> {
+    map: HashMap<K, (V, Instant, u64)>,
+    bytes: u64,
 }
 
 impl<K: Hash + Eq + Clone, V: Clone> TtlCache<K, V> {
-    /// A cache of at most `capacity` entries living `ttl` each (`capacity` 0 disables caching).
+    /// A cache of at most `capacity` entries living `ttl` each (`capacity` 0 disables caching),
+    /// without a byte bound until [`TtlCache::with_max_bytes`].
     pub fn new(ttl: Duration, capacity: usize) -> Self {
         Self {
             ttl,
             capacity,
-            entries: Mutex::new(HashMap::new()),
+            max_bytes: u64::MAX,
+            weigh: |_| 0,
+            entries: Mutex::new(Entries {
+                map: HashMap::new(),
+                bytes: 0,
+            }),
         }
+    }
+
+    /// Bounds the sum of the entries' weights (`weigh`, in bytes) by `max_bytes`.
+    #[must_use]
+    pub fn with_max_bytes(mut self, max_bytes: u64, weigh: fn(&V) -> u64) -> Self {
+        self.max_bytes = max_bytes;
+        self.weigh = weigh;
+        self
     }
 
     /// The live value for `key` at `now`.
     pub fn get(&self, key: &K, now: Instant) -> Option<V> {
         let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
-        match entries.get(key) {
-            Some((value, at)) if now.saturating_duration_since(*at) < self.ttl => {
+        match entries.map.get(key) {
+            Some((value, at, _)) if now.saturating_duration_since(*at) < self.ttl => {
                 Some(value.clone())
             }
             Some(_) => {
-                entries.remove(key);
+                if let Some((_, _, weight)) = entries.map.remove(key) {
+                    entries.bytes -= weight;
+                }
                 None
             }
             None => None,
@@ -142,27 +168,43 @@ impl<K: Hash + Eq + Clone, V: Clone> TtlCache<K, V> {
 
     /// Stores `value` for `key` at `now`.
     pub fn insert(&self, key: K, value: V, now: Instant) {
-        if self.capacity == 0 || self.ttl.is_zero() {
+        let weight = (self.weigh)(&value);
+        if self.capacity == 0 || self.ttl.is_zero() || weight > self.max_bytes {
             return;
         }
-        let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
-        if entries.len() >= self.capacity && !entries.contains_key(&key) {
+        let mut guard = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        let entries = &mut *guard;
+        if let Some((_, _, old)) = entries.map.remove(&key) {
+            entries.bytes -= old;
+        }
+        let full = |e: &Entries<K, V>| {
+            e.map.len() >= self.capacity || e.bytes.saturating_add(weight) > self.max_bytes
+        };
+        if full(entries) {
             let ttl = self.ttl;
-            entries.retain(|_, (_, at)| now.saturating_duration_since(*at) < ttl);
-            while entries.len() >= self.capacity {
+            let mut freed = 0;
+            entries.map.retain(|_, (_, at, w)| {
+                let live = now.saturating_duration_since(*at) < ttl;
+                if !live {
+                    freed += *w;
+                }
+                live
+            });
+            entries.bytes -= freed;
+            while full(entries) {
                 let oldest = entries
+                    .map
                     .iter()
-                    .min_by_key(|(_, (_, at))| *at)
+                    .min_by_key(|(_, (_, at, _))| *at)
                     .map(|(k, _)| k.clone());
-                match oldest {
-                    Some(k) => {
-                        entries.remove(&k);
-                    }
+                match oldest.and_then(|k| entries.map.remove(&k)) {
+                    Some((_, _, w)) => entries.bytes -= w,
                     None => break,
                 }
             }
         }
-        entries.insert(key, (value, now));
+        entries.bytes += weight;
+        entries.map.insert(key, (value, now, weight));
     }
 }
 
@@ -183,6 +225,7 @@ mod tests {
             self.entries
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
+                .map
                 .len()
         }
 
@@ -216,6 +259,38 @@ mod tests {
         let off = TtlCache::new(Duration::from_secs(10), 0);
         off.insert("a", 1, t0);
         assert!(off.is_empty());
+    }
+
+    #[test]
+    fn the_byte_bound_evicts_oldest_and_refuses_oversized_values() {
+        let cache = TtlCache::new(Duration::from_secs(10), 100)
+            .with_max_bytes(100, |v: &Vec<u8>| v.len() as u64);
+        let t0 = Instant::now();
+        let at = |s| t0 + Duration::from_secs(s);
+        cache.insert("a", vec![0; 40], at(0));
+        cache.insert("b", vec![0; 40], at(1));
+        cache.insert("c", vec![0; 40], at(2));
+        assert_eq!(cache.get(&"a", at(2)), None, "oldest evicted for bytes");
+        assert!(cache.get(&"b", at(2)).is_some());
+        assert!(cache.get(&"c", at(2)).is_some());
+        cache.insert("huge", vec![0; 101], at(3));
+        assert_eq!(cache.get(&"huge", at(3)), None, "heavier than the bound");
+        assert_eq!(
+            cache.len(),
+            2,
+            "nothing evicted for a value that is not cached"
+        );
+        cache.insert("b", vec![0; 60], at(4));
+        assert_eq!(
+            cache.get(&"c", at(4)),
+            Some(vec![0; 40]),
+            "replacing frees the old weight"
+        );
+        assert_eq!(cache.entries.lock().expect("lock").bytes, 100);
+        // Expired entries are released first and their bytes with them.
+        cache.insert("d", vec![0; 100], at(20));
+        assert_eq!(cache.len(), 1);
+        assert_eq!(cache.entries.lock().expect("lock").bytes, 100);
     }
 
     #[test]

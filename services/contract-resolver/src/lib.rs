@@ -34,11 +34,16 @@ pub use outcome::{
 };
 pub use registry::RegistryOptions;
 pub use resolve::{Resolver, ResolverConfig, sha256_hex};
-pub use secrets::{KubeSecrets, SecretSource};
+pub use secrets::{KubeSecrets, SecretData, SecretReadError, SecretSource};
 pub use service::ResolverService;
 
 /// The gRPC service name (what the allow-list guards).
 pub const SERVICE_NAME: &str = "pacto.resolver.v1.ContractResolver";
+
+/// The token service and blob CDN hosts of Docker Hub and ghcr.io, trusted by default
+/// (`pacto_oci::DEFAULT_ALLOWED_HOSTS`, joined; a unit test keeps the two equal).
+pub const DEFAULT_ALLOWED_HOSTS: &str =
+    "auth.docker.io,production.cloudflare.docker.com,pkg-containers.githubusercontent.com";
 
 /// Command line of `pacto-contract-resolver`.
 #[derive(Debug, Clone, Parser)]
@@ -130,6 +135,36 @@ pub struct Args {
         default_value_t = 512
     )]
     pub bundle_cache_size: usize,
+    /// Most bytes of bundle files kept in the cache (the oldest bundles are dropped first; a
+    /// bundle larger than this is not cached).
+    #[arg(
+        long = "bundle-cache-bytes",
+        env = "PACTO_RESOLVER_BUNDLE_CACHE_BYTES",
+        value_name = "BYTES",
+        default_value_t = 256 * 1024 * 1024
+    )]
+    pub bundle_cache_bytes: u64,
+    /// Most bundle pulls in flight at once (further pulls wait for a slot).
+    #[arg(
+        long = "max-concurrent-pulls",
+        env = "PACTO_RESOLVER_MAX_CONCURRENT_PULLS",
+        value_name = "N",
+        default_value_t = 8,
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
+    pub max_concurrent_pulls: u32,
+    /// Hosts (`host` or `host:port`) besides a registry's own host that its redirects and token
+    /// realms may send the resolver to: a CDN serving blobs or a separate token service. The
+    /// default trusts those of Docker Hub and GitHub's registry; an empty value trusts none.
+    /// Comma-separated; anything else is refused.
+    #[arg(
+        long = "registry-allowed-hosts",
+        env = "PACTO_RESOLVER_REGISTRY_ALLOWED_HOSTS",
+        value_name = "HOST,…",
+        value_delimiter = ',',
+        default_value = DEFAULT_ALLOWED_HOSTS
+    )]
+    pub registry_allowed_hosts: Vec<String>,
     /// Run without Kubernetes access (development): any pull Secret is then Unavailable.
     #[arg(
         long = "no-kubernetes",
@@ -156,16 +191,24 @@ impl Args {
             connect_timeout: self.registry_connect_timeout,
             operation_timeout: self.registry_timeout,
             max_layer_bytes: self.max_bundle_bytes,
+            allowed_hosts: self
+                .registry_allowed_hosts
+                .iter()
+                .map(|h| h.trim().to_ascii_lowercase())
+                .filter(|h| !h.is_empty())
+                .collect(),
             ..ClientOptions::default()
         };
         ResolverConfig {
             registry: registry::RegistryOptions {
                 client,
                 max_retries: self.registry_max_retries,
+                max_concurrent_pulls: self.max_concurrent_pulls as usize,
                 ..defaults.registry.clone()
             },
             bundle_ttl: self.bundle_cache_ttl,
             bundle_capacity: self.bundle_cache_size,
+            bundle_cache_bytes: self.bundle_cache_bytes,
             tags_ttl: self.tags_cache_ttl,
             max_inline_bytes: self.max_inline_bytes,
             ..defaults
@@ -254,6 +297,25 @@ mod tests {
         assert_eq!(config.tags_ttl, Duration::from_mins(5));
         assert_eq!(config.registry.max_retries, 2);
         assert_eq!(args.server.allowed_identities, ["status-writer.pacto.svc"]);
+        assert_eq!(config.registry.max_concurrent_pulls, 8);
+        assert_eq!(config.bundle_cache_bytes, 256 * 1024 * 1024);
+        assert_eq!(
+            config.registry.client.allowed_hosts.join(","),
+            DEFAULT_ALLOWED_HOSTS
+        );
+        assert_eq!(
+            pacto_oci::DEFAULT_ALLOWED_HOSTS.join(","),
+            DEFAULT_ALLOWED_HOSTS
+        );
+        let none = Args::try_parse_from(["x", "--registry-allowed-hosts="]).expect("parses");
+        assert!(
+            none.resolver_config()
+                .registry
+                .client
+                .allowed_hosts
+                .is_empty()
+        );
+        assert!(Args::try_parse_from(["x", "--max-concurrent-pulls=0"]).is_err());
         assert_eq!(
             pacto_runtime::args::env_rule_violations(&Args::command(), "RESOLVER"),
             Vec::<String>::new()

@@ -44,6 +44,8 @@ pub struct RegistryOptions {
     pub retry_max_delay: Duration,
     /// How long an idle per-scope OCI client is kept.
     pub client_ttl: Duration,
+    /// Most bundle pulls in flight at once.
+    pub max_concurrent_pulls: usize,
 }
 
 impl Default for RegistryOptions {
@@ -57,6 +59,7 @@ impl Default for RegistryOptions {
             retry_min_delay: Duration::from_millis(200),
             retry_max_delay: Duration::from_secs(2),
             client_ttl: Duration::from_mins(10),
+            max_concurrent_pulls: 8,
         }
     }
 }
@@ -140,9 +143,11 @@ pub struct RegistryAccess {
     options: RegistryOptions,
     http: reqwest::Client,
     clients: Mutex<HashMap<CredentialScope, ClientEntry>>,
-    /// (scope, registry) pairs whose registry wants a token exchange: HEADs go through the OCI
-    /// client there.
+    /// (scope, registry) pairs whose registry wants a token exchange or redirects manifest HEADs:
+    /// HEADs go through the OCI client there.
     token_exchange: Mutex<HashSet<(CredentialScope, String)>>,
+    /// Slots for bundle pulls (docs/design/resolution.md#hostile-registries).
+    pulls: tokio::sync::Semaphore,
 }
 
 impl std::fmt::Debug for RegistryAccess {
@@ -167,10 +172,11 @@ impl RegistryAccess {
             .build()
             .map_err(RegistryError::Build)?;
         Ok(Self {
-            options,
             http,
             clients: Mutex::new(HashMap::new()),
             token_exchange: Mutex::new(HashSet::new()),
+            pulls: tokio::sync::Semaphore::new(options.max_concurrent_pulls.max(1)),
+            options,
         })
     }
 
@@ -277,6 +283,11 @@ impl RegistryAccess {
                         source,
                     })?;
                 let status = response.status().as_u16();
+                // A redirect: the OCI client follows it within the rules of
+                // docs/design/resolution.md#hostile-registries (or refuses it as Unavailable).
+                if (300..400).contains(&status) {
+                    return Ok(None);
+                }
                 if status == 401
                     && !matches!(credentials, Credentials::Bearer(_))
                     && response
@@ -371,6 +382,8 @@ impl RegistryAccess {
         let client = self.client(scope, credentials)?;
         let no_progress = |_: pacto_oci::Progress| {};
         self.retrying(|| async {
+            // A closed semaphore cannot happen (it is never closed); pull without a slot then.
+            let _slot = self.pulls.acquire().await.ok();
             record("bundle_pull");
             client
                 .pull(reference, &no_progress)

@@ -45,10 +45,14 @@ pub struct ResolverConfig {
     pub bundle_ttl: Duration,
     /// Most bundles kept.
     pub bundle_capacity: usize,
+    /// Most bytes of bundle files kept (file contents plus names).
+    pub bundle_cache_bytes: u64,
     /// How long a tag list is kept.
     pub tags_ttl: Duration,
     /// Most tag lists kept.
     pub tags_capacity: usize,
+    /// Most bytes of tags kept over all cached tag lists.
+    pub tags_cache_bytes: u64,
     /// Largest inline contract, in bytes.
     pub max_inline_bytes: usize,
     /// Most policy bundles fetched for one contract (over all nesting levels).
@@ -61,8 +65,10 @@ impl Default for ResolverConfig {
             registry: RegistryOptions::default(),
             bundle_ttl: Duration::from_hours(1),
             bundle_capacity: 512,
+            bundle_cache_bytes: 256 * 1024 * 1024,
             tags_ttl: Duration::from_mins(5),
             tags_capacity: 1024,
+            tags_cache_bytes: 64 * 1024 * 1024,
             max_inline_bytes: 1024 * 1024,
             max_policy_fetches: 16,
         }
@@ -281,6 +287,19 @@ fn sort_revisions(revisions: &mut [TagRevision]) {
     );
 }
 
+/// What a cached bundle weighs: its files' contents and names, plus a per-file overhead.
+fn bundle_weight(files: &Arc<BundleFiles>) -> u64 {
+    files
+        .iter()
+        .map(|(name, bytes)| (name.len() + bytes.len() + 64) as u64)
+        .sum()
+}
+
+/// What a cached tag list weighs: its tags plus a per-tag overhead.
+fn tags_weight(tags: &Arc<Vec<String>>) -> u64 {
+    tags.iter().map(|t| (t.len() + 24) as u64).sum()
+}
+
 /// The contract resolver: holds the registry edge, the Secret source and the caches.
 pub struct Resolver {
     config: ResolverConfig,
@@ -309,8 +328,10 @@ impl Resolver {
     ) -> Result<Self, RegistryError> {
         Ok(Self {
             registry: RegistryAccess::new(config.registry.clone())?,
-            bundles: TtlCache::new(config.bundle_ttl, config.bundle_capacity),
-            tags: TtlCache::new(config.tags_ttl, config.tags_capacity),
+            bundles: TtlCache::new(config.bundle_ttl, config.bundle_capacity)
+                .with_max_bytes(config.bundle_cache_bytes, bundle_weight),
+            tags: TtlCache::new(config.tags_ttl, config.tags_capacity)
+                .with_max_bytes(config.tags_cache_bytes, tags_weight),
             secrets,
             salt: Salt::random(),
             config,

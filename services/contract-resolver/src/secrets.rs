@@ -8,8 +8,9 @@
 //! 2. any other type (normally `Opaque`) with a `token` key: a registry bearer token (wins over 3);
 //! 3. any other type with `username` + `password`: HTTP basic authentication.
 //!
-//! An optional `registry` key on a key-based Secret (kinds 2 and 3) binds the credentials to that
-//! registry: a request for any other registry is refused rather than leaking the credentials.
+//! A key-based Secret (kinds 2 and 3) must carry a `registry` key binding the credentials to that
+//! registry: a request for any other registry is refused rather than leaking the credentials, and
+//! so is a Secret without the key (docs/design/resolution.md#credentials).
 //!
 //! Secret values never leave this module except as [`Credentials`] (whose `Debug` redacts them);
 //! [`SecretData`]'s `Debug` prints key names only. Nothing here logs.
@@ -70,6 +71,16 @@ pub enum SecretError {
         /// The key.
         key: &'static str,
     },
+    /// A key-based Secret without a `registry` key: its credentials are not for any particular
+    /// registry, so they are sent to none (docs/design/resolution.md#credentials).
+    #[error(
+        "has no \"registry\" key: credentials from \"token\" or \"username\"/\"password\" are sent \
+         only to the registry a \"registry\" key names; add one (for example registry: {requested})"
+    )]
+    Unscoped {
+        /// The registry of the reference (normalised).
+        requested: String,
+    },
     /// The Secret is bound to another registry.
     #[error("is scoped to registry {scoped:?} but credentials were requested for {requested:?}")]
     WrongRegistry {
@@ -110,30 +121,36 @@ pub fn credentials_from_secret(
             .require_credentials_for(&requested)
             .map_err(SecretError::DockerConfig);
     }
-    if let Some(scope) = text(&secret.data, "registry")? {
+    let scope = text(&secret.data, "registry")?;
+    if let Some(scope) = scope {
         let scoped = normalize_registry_host(scope.trim());
         if scope.trim().is_empty() || scoped != requested {
             return Err(SecretError::WrongRegistry { scoped, requested });
         }
     }
-    if let Some(token) = text(&secret.data, "token")? {
+    let credentials = key_credentials(&secret.data)?;
+    if scope.is_none() {
+        return Err(SecretError::Unscoped { requested });
+    }
+    Ok(credentials)
+}
+
+/// The credentials of a key-based Secret (`token`, else `username` + `password`).
+fn key_credentials(data: &BTreeMap<String, Vec<u8>>) -> Result<Credentials, SecretError> {
+    if let Some(token) = text(data, "token")? {
         if token.is_empty() {
             return Err(SecretError::Empty { key: "token" });
         }
         return Ok(Credentials::Bearer(token.to_owned()));
     }
-    match (
-        text(&secret.data, "username")?,
-        text(&secret.data, "password")?,
-    ) {
+    match (text(data, "username")?, text(data, "password")?) {
         (Some(""), Some(_)) => Err(SecretError::Empty { key: "username" }),
         (Some(username), Some(password)) => Ok(Credentials::Basic {
             username: username.to_owned(),
             password: password.to_owned(),
         }),
         _ => Err(SecretError::NoCredentials {
-            keys: secret
-                .data
+            keys: data
                 .keys()
                 .map(String::as_str)
                 .collect::<Vec<_>>()
@@ -274,7 +291,12 @@ mod tests {
     fn opaque_token_wins_over_basic() {
         let s = secret(
             "Opaque",
-            &[("token", "tok\n"), ("username", "u"), ("password", "p")],
+            &[
+                ("registry", "ghcr.io"),
+                ("token", "tok\n"),
+                ("username", "u"),
+                ("password", "p"),
+            ],
         );
         assert_eq!(
             credentials_from_secret(&s, "ghcr.io").unwrap(),
@@ -284,7 +306,14 @@ mod tests {
 
     #[test]
     fn opaque_basic_and_empty_type() {
-        let s = secret("", &[("username", "alice"), ("password", "pw")]);
+        let s = secret(
+            "",
+            &[
+                ("registry", "127.0.0.1:5000"),
+                ("username", "alice"),
+                ("password", "pw"),
+            ],
+        );
         assert_eq!(
             credentials_from_secret(&s, "127.0.0.1:5000").unwrap(),
             Credentials::Basic {
@@ -332,6 +361,44 @@ mod tests {
     }
 
     #[test]
+    fn unscoped_key_secrets_are_sent_nowhere() {
+        for pairs in [
+            &[("token", "t0ken-value")][..],
+            &[("username", "alice"), ("password", "pw-value")][..],
+        ] {
+            let err = credentials_from_secret(&secret("Opaque", pairs), "ghcr.io").unwrap_err();
+            assert!(matches!(err, SecretError::Unscoped { .. }), "{err}");
+            let text = err.to_string();
+            assert!(
+                text.contains("\"registry\" key") && text.contains("ghcr.io"),
+                "{text}"
+            );
+            assert!(!text.contains("value"), "{text}");
+        }
+        // Missing credentials are reported first: that is what to fix.
+        assert!(matches!(
+            credentials_from_secret(&secret("Opaque", &[("user", "x")]), "ghcr.io"),
+            Err(SecretError::NoCredentials { .. })
+        ));
+    }
+
+    #[test]
+    fn malformed_dockerconfigjson_names_the_key_never_the_content() {
+        const MARKER: &str = "PULL-SECRET-MARKER-91ab";
+        for json in [
+            format!(r#"{{"auths":{{"ghcr.io":{{"auth":{MARKER}}}}}}}"#),
+            format!(r#"{{"auths":{{"ghcr.io":"{MARKER}"}}}}"#),
+            format!(r#"{{"auths":{{"ghcr.io":{{"password":"{MARKER}","username":7}}}}}}"#),
+        ] {
+            let s = secret(DOCKER_CONFIG_JSON_TYPE, &[(DOCKER_CONFIG_JSON_KEY, &json)]);
+            let err = credentials_from_secret(&s, "ghcr.io").unwrap_err();
+            let text = format!("{err} {err:?}");
+            assert!(!text.contains(MARKER), "secret content in {text}");
+            assert!(text.contains(DOCKER_CONFIG_JSON_KEY), "{text}");
+        }
+    }
+
+    #[test]
     fn dockerconfigjson_matches_host() {
         let json = r#"{"auths":{"https://127.0.0.1:5000":{"auth":"YWxpY2U6cHc="},"ghcr.io":{"username":"g","password":"h"}}}"#;
         let s = secret(DOCKER_CONFIG_JSON_TYPE, &[(DOCKER_CONFIG_JSON_KEY, json)]);
@@ -373,7 +440,14 @@ mod tests {
 
     #[test]
     fn debug_never_shows_values() {
-        let s = secret("Opaque", &[("username", "alice"), ("password", "hunter2")]);
+        let s = secret(
+            "Opaque",
+            &[
+                ("registry", "x.io"),
+                ("username", "alice"),
+                ("password", "hunter2"),
+            ],
+        );
         let shown = format!("{s:?}");
         assert!(
             !shown.contains("hunter2") && shown.contains("password"),

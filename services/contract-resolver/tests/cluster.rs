@@ -121,7 +121,11 @@ async fn htpasswd_registry_with_each_secret_kind_and_least_privilege() {
         (
             "basic",
             "Opaque",
-            vec![("username", "alice"), ("password", "wonderland")],
+            vec![
+                ("registry", host.as_str()),
+                ("username", "alice"),
+                ("password", "wonderland"),
+            ],
         ),
         (
             "dockercfg",
@@ -136,7 +140,11 @@ async fn htpasswd_registry_with_each_secret_kind_and_least_privilege() {
         (
             "wrong",
             "Opaque",
-            vec![("username", "alice"), ("password", "queen-of-hearts")],
+            vec![
+                ("registry", host.as_str()),
+                ("username", "alice"),
+                ("password", "queen-of-hearts"),
+            ],
         ),
         (
             "scoped-here",
@@ -166,7 +174,11 @@ async fn htpasswd_registry_with_each_secret_kind_and_least_privilege() {
         &other,
         "basic",
         "Opaque",
-        &[("username", "alice"), ("password", "nope")],
+        &[
+            ("registry", host.as_str()),
+            ("username", "alice"),
+            ("password", "nope"),
+        ],
     )
     .await;
     grant_get_secrets(&admin, &ns).await;
@@ -262,7 +274,11 @@ async fn htpasswd_registry_with_each_secret_kind_and_least_privilege() {
         &ungranted,
         "basic",
         "Opaque",
-        &[("username", "alice"), ("password", "wonderland")],
+        &[
+            ("registry", host.as_str()),
+            ("username", "alice"),
+            ("password", "wonderland"),
+        ],
     )
     .await;
     let reason = expect_unavailable(
@@ -308,8 +324,22 @@ async fn token_registry_with_an_opaque_token_secret() {
     let untrusted = registry
         .mint_untrusted_token("acme/svc", &["pull"])
         .unwrap();
-    secret(&admin, &ns, "token", "Opaque", &[("token", &pull)]).await;
-    secret(&admin, &ns, "untrusted", "Opaque", &[("token", &untrusted)]).await;
+    secret(
+        &admin,
+        &ns,
+        "token",
+        "Opaque",
+        &[("registry", &host), ("token", &pull)],
+    )
+    .await;
+    secret(
+        &admin,
+        &ns,
+        "untrusted",
+        "Opaque",
+        &[("registry", &host), ("token", &untrusted)],
+    )
+    .await;
     grant_get_secrets(&admin, &ns).await;
     let source = KubeSecrets::new(cp.user_client(RESOLVER_USER, &[]).await.unwrap());
     wait_readable(&source, &ns, "token").await;

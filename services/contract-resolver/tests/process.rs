@@ -62,10 +62,14 @@ async fn binary_resolves_with_a_pull_secret_and_stops_on_sigterm() {
         },
         type_: Some("Opaque".into()),
         string_data: Some(
-            [("username", "bob"), ("password", "builder-s3cr3t-pw")]
-                .into_iter()
-                .map(|(k, v)| (k.to_owned(), v.to_owned()))
-                .collect(),
+            [
+                ("registry", host.as_str()),
+                ("username", "bob"),
+                ("password", "builder-s3cr3t-pw"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect(),
         ),
         ..Secret::default()
     };

@@ -3,11 +3,8 @@
 
 use std::time::Duration;
 
-use futures::StreamExt as _;
 use oci_client::client::{ClientConfig, ClientProtocol};
-use pacto_contract::bundle::{
-    BundleFiles, DOCKER_MANIFEST_MEDIA_TYPE, Limits, MANIFEST_MEDIA_TYPE,
-};
+use pacto_contract::bundle::{BundleFiles, Limits, MANIFEST_MEDIA_TYPE};
 use pacto_contract::reference::Reference;
 use pacto_contract::version::{Constraint, SelectError, Version, select_highest_tag};
 use sha2::{Digest as _, Sha256};
@@ -15,6 +12,24 @@ use sha2::{Digest as _, Sha256};
 use crate::credentials::Credentials;
 use crate::error::{ErrorClass, OciError};
 use crate::manifest::{BundleConfig, BundleMeta, ImageManifest};
+
+/// Media types accepted when pulling a bundle manifest.
+const PULL_ACCEPT: &str = "application/vnd.oci.image.manifest.v1+json, \
+     application/vnd.docker.distribution.manifest.v2+json";
+
+/// Media types accepted on a digest `HEAD` (indexes too, so any artifact reports its digest).
+const HEAD_ACCEPT: &str = "application/vnd.oci.image.manifest.v1+json, \
+     application/vnd.docker.distribution.manifest.v2+json, \
+     application/vnd.oci.image.index.v1+json, \
+     application/vnd.docker.distribution.manifest.list.v2+json";
+
+/// The token service and blob CDN hosts of Docker Hub and ghcr.io: the default
+/// [`ClientOptions::allowed_hosts`], so that the two most common registries work out of the box.
+pub const DEFAULT_ALLOWED_HOSTS: &[&str] = &[
+    "auth.docker.io",
+    "production.cloudflare.docker.com",
+    "pkg-containers.githubusercontent.com",
+];
 
 /// Options of a [`RegistryClient`].
 #[derive(Debug, Clone)]
@@ -33,8 +48,13 @@ pub struct ClientOptions {
     pub max_layer_bytes: u64,
     /// Limits for the extracted bundle.
     pub bundle_limits: Limits,
-    /// Most tag-list pages fetched before giving up.
+    /// Most tag-list pages (of up to 1000 tags) fetched; a longer list is refused as too large.
     pub max_tag_pages: usize,
+    /// Largest accepted tag-list page, in bytes.
+    pub max_tag_page_bytes: u64,
+    /// Hosts (`host` or `host:port`) besides a registry's own host that its redirects and token
+    /// realms may send us to (docs/design/resolution.md#hostile-registries).
+    pub allowed_hosts: Vec<String>,
 }
 
 impl Default for ClientOptions {
@@ -49,6 +69,11 @@ impl Default for ClientOptions {
             max_layer_bytes: bundle_limits.max_total_bytes,
             bundle_limits,
             max_tag_pages: 100,
+            max_tag_page_bytes: 1024 * 1024,
+            allowed_hosts: DEFAULT_ALLOWED_HOSTS
+                .iter()
+                .map(|h| (*h).to_owned())
+                .collect(),
         }
     }
 }
@@ -153,6 +178,7 @@ pub struct Inspection {
 /// A registry client for one credential set.
 pub struct RegistryClient {
     inner: oci_client::Client,
+    reader: crate::fetch::Reader,
     auth: oci_client::secrets::RegistryAuth,
     options: ClientOptions,
 }
@@ -206,8 +232,12 @@ impl RegistryClient {
         };
         let inner = oci_client::Client::try_from(config)
             .map_err(|source| OciError::ClientBuild { source })?;
+        let reader =
+            crate::fetch::Reader::new(credentials, options.connect_timeout, &options.allowed_hosts)
+                .map_err(|source| OciError::ReaderBuild { source })?;
         Ok(RegistryClient {
             inner,
+            reader,
             auth: credentials.to_registry_auth(),
             options,
         })
@@ -243,42 +273,167 @@ impl RegistryClient {
         }
     }
 
-    /// The manifest digest a tag (or digest) reference points at.
+    /// The base URL of a registry (`https://host[:port]`, plain HTTP when allow-listed).
+    fn base_url(&self, reference: &Reference) -> Result<reqwest::Url, OciError> {
+        let registry = reference.registry();
+        let host = match registry {
+            "docker.io" | "index.docker.io" => "registry-1.docker.io",
+            other => other,
+        };
+        let scheme = if self
+            .options
+            .insecure_registries
+            .iter()
+            .any(|h| h == registry)
+        {
+            "http"
+        } else {
+            "https"
+        };
+        reqwest::Url::parse(&format!("{scheme}://{host}/")).map_err(|_| OciError::BadUrl {
+            reference: reference.to_string(),
+        })
+    }
+
+    fn url(&self, reference: &Reference, path: &str) -> Result<reqwest::Url, OciError> {
+        let base = self.base_url(reference)?;
+        base.join(&format!("v2/{}/{path}", reference.repository()))
+            .map_err(|_| OciError::BadUrl {
+                reference: reference.to_string(),
+            })
+    }
+
+    fn pull_scope(reference: &Reference) -> String {
+        format!("repository:{}:pull", reference.repository())
+    }
+
+    fn version_of(reference: &Reference) -> &str {
+        reference.digest().or(reference.tag()).unwrap_or("latest")
+    }
+
+    /// The manifest digest a tag (or digest) reference points at: one `HEAD` (a `GET` of the
+    /// bounded manifest when the registry sends no digest header).
     pub async fn resolve_digest(&self, reference: &Reference) -> Result<String, OciError> {
         self.deadline("resolve digest", reference, async {
-            self.inner
-                .fetch_manifest_digest(&to_oci_ref(reference), &self.auth)
-                .await
-                .map_err(|e| OciError::registry("resolve digest", reference, e))
+            let text = reference.to_string();
+            let step = crate::fetch::Step {
+                operation: "resolve digest",
+                what: "manifest",
+                reference: &text,
+            };
+            let url = self.url(
+                reference,
+                &format!("manifests/{}", Self::version_of(reference)),
+            )?;
+            let scope = Self::pull_scope(reference);
+            let response = self
+                .reader
+                .send(step, reqwest::Method::HEAD, &url, Some(HEAD_ACCEPT), &scope)
+                .await?;
+            let header = response
+                .headers()
+                .get("docker-content-digest")
+                .and_then(|v| v.to_str().ok())
+                .filter(|d| pacto_contract::reference::validate_digest(d).is_ok())
+                .map(str::to_owned);
+            let digest = if let Some(d) = header {
+                d
+            } else {
+                let (bytes, _) = self
+                    .reader
+                    .get_bounded(
+                        step,
+                        &url,
+                        Some(HEAD_ACCEPT),
+                        &scope,
+                        self.options.max_manifest_bytes,
+                        &mut |_| {},
+                    )
+                    .await?;
+                sha256_digest(&bytes)
+            };
+            if let Some(expected) = reference.digest()
+                && expected != digest
+            {
+                return Err(OciError::DigestMismatch {
+                    what: "manifest",
+                    reference: text,
+                    expected: expected.to_owned(),
+                    actual: digest,
+                });
+            }
+            Ok(digest)
         })
         .await
     }
 
-    /// Every tag of the repository, following `last=` pagination.
+    /// Every tag of the repository, following `last=` pagination. Each page is bounded in bytes;
+    /// a list longer than `max_tag_pages` pages is refused as too large rather than cut short
+    /// (a cut list could hide the highest version). De-duplication is linear.
     pub async fn list_tags(&self, repository: &Reference) -> Result<Vec<String>, OciError> {
+        #[derive(serde::Deserialize)]
+        struct Page {
+            #[serde(default)]
+            tags: Option<Vec<String>>,
+        }
+        const PAGE: usize = 1000;
         let repo = repository.without_version();
         self.deadline("list tags", &repo, async {
-            let oref = to_oci_ref(&repo);
+            let text = repo.to_string();
+            let step = crate::fetch::Step {
+                operation: "list tags",
+                what: "tag list page",
+                reference: &text,
+            };
+            let scope = Self::pull_scope(&repo);
             let mut tags: Vec<String> = Vec::new();
+            let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
             let mut last: Option<String> = None;
             for _ in 0..self.options.max_tag_pages {
-                let page = self
-                    .inner
-                    .list_tags(&oref, &self.auth, Some(1000), last.as_deref())
-                    .await
-                    .map_err(|e| OciError::registry("list tags", &repo, e))?;
+                let mut url = self.url(&repo, "tags/list")?;
+                {
+                    let mut query = url.query_pairs_mut();
+                    query.append_pair("n", &PAGE.to_string());
+                    if let Some(last) = &last {
+                        query.append_pair("last", last);
+                    }
+                }
+                let (body, _) = self
+                    .reader
+                    .get_bounded(
+                        step,
+                        &url,
+                        Some("application/json"),
+                        &scope,
+                        self.options.max_tag_page_bytes,
+                        &mut |_| {},
+                    )
+                    .await?;
+                let page: Page =
+                    serde_json::from_slice(&body).map_err(|e| OciError::BadTagList {
+                        reference: text.clone(),
+                        line: e.line(),
+                        column: e.column(),
+                    })?;
+                let page = page.tags.unwrap_or_default();
+                let received = page.len();
                 let before = tags.len();
-                for t in page.tags {
-                    if last.as_deref().is_none_or(|l| t.as_str() > l) && !tags.contains(&t) {
+                for t in page {
+                    if last.as_deref().is_none_or(|l| t.as_str() > l) && seen.insert(t.clone()) {
                         tags.push(t);
                     }
                 }
-                if tags.len() == before || tags.len() - before < 1000 {
-                    break;
+                let added = tags.len() - before;
+                if added == 0 || received < PAGE {
+                    return Ok(tags);
                 }
-                last = tags.last().cloned();
+                last = tags[before..].iter().max().cloned();
             }
-            Ok(tags)
+            Err(OciError::TooManyTags {
+                reference: text,
+                pages: self.options.max_tag_pages,
+                seen: tags.len(),
+            })
         })
         .await
     }
@@ -460,30 +615,34 @@ impl RegistryClient {
         &self,
         reference: &Reference,
     ) -> Result<(ImageManifest, String, String), OciError> {
-        let (bytes, digest) = self
-            .inner
-            .pull_manifest_raw(
-                &to_oci_ref(reference),
-                &self.auth,
-                &[MANIFEST_MEDIA_TYPE, DOCKER_MANIFEST_MEDIA_TYPE],
+        let text = reference.to_string();
+        let step = crate::fetch::Step {
+            operation: "pull manifest",
+            what: "manifest",
+            reference: &text,
+        };
+        let url = self.url(
+            reference,
+            &format!("manifests/{}", Self::version_of(reference)),
+        )?;
+        let (bytes, _) = self
+            .reader
+            .get_bounded(
+                step,
+                &url,
+                Some(PULL_ACCEPT),
+                &Self::pull_scope(reference),
+                self.options.max_manifest_bytes,
+                &mut |_| {},
             )
-            .await
-            .map_err(|e| OciError::registry("pull manifest", reference, e))?;
-        if bytes.len() as u64 > self.options.max_manifest_bytes {
-            return Err(OciError::TooLarge {
-                what: "manifest",
-                reference: reference.to_string(),
-                size: bytes.len() as u64,
-                limit: self.options.max_manifest_bytes,
-            });
-        }
+            .await?;
         let actual = sha256_digest(&bytes);
         if let Some(expected) = reference.digest()
             && expected != actual
         {
             return Err(OciError::DigestMismatch {
                 what: "manifest",
-                reference: reference.to_string(),
+                reference: text,
                 expected: expected.to_owned(),
                 actual,
             });
@@ -496,13 +655,7 @@ impl RegistryClient {
             .media_type
             .clone()
             .unwrap_or_else(|| MANIFEST_MEDIA_TYPE.to_owned());
-        // Prefer the digest we computed; the registry's header agrees for an untouched manifest.
-        let digest = if digest.starts_with("sha256:") {
-            actual
-        } else {
-            digest
-        };
-        Ok((manifest, digest, media_type))
+        Ok((manifest, actual, media_type))
     }
 
     async fn fetch_blob(
@@ -522,49 +675,48 @@ impl RegistryClient {
                 limit,
             });
         }
-        let descriptor = oci_client::manifest::OciDescriptor {
-            digest: digest.to_owned(),
-            size: i64::try_from(declared).unwrap_or(i64::MAX),
-            ..Default::default()
-        };
+        if pacto_contract::reference::validate_digest(digest).is_err() {
+            return Err(OciError::BadManifest {
+                reference: reference.to_string(),
+                reason: format!("the {what} descriptor has a malformed digest"),
+            });
+        }
         let operation = if what == "layer" {
             "pull layer"
         } else {
             "pull config"
         };
-        let mut stream = self
-            .inner
-            .pull_blob_stream(&to_oci_ref(reference), &descriptor)
-            .await
-            .map_err(|e| OciError::registry(operation, reference, e))?;
-        let mut out = Vec::new();
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|source| OciError::Download {
-                operation,
-                reference: reference.to_string(),
-                source,
-            })?;
-            out.extend_from_slice(&chunk);
-            if out.len() as u64 > limit {
-                return Err(OciError::TooLarge {
-                    what,
-                    reference: reference.to_string(),
-                    size: out.len() as u64,
-                    limit,
-                });
-            }
-            if what == "layer" {
-                progress(Progress::Downloading {
-                    received: out.len() as u64,
-                    total: declared,
-                });
-            }
-        }
+        let text = reference.to_string();
+        let step = crate::fetch::Step {
+            operation,
+            what,
+            reference: &text,
+        };
+        let url = self.url(reference, &format!("blobs/{digest}"))?;
+        let report = what == "layer";
+        let (out, _) = self
+            .reader
+            .get_bounded(
+                step,
+                &url,
+                None,
+                &Self::pull_scope(reference),
+                limit,
+                &mut |received| {
+                    if report {
+                        progress(Progress::Downloading {
+                            received,
+                            total: declared,
+                        });
+                    }
+                },
+            )
+            .await?;
         let actual = sha256_digest(&out);
         if digest.starts_with("sha256:") && actual != digest {
             return Err(OciError::DigestMismatch {
                 what,
-                reference: reference.to_string(),
+                reference: text,
                 expected: digest.to_owned(),
                 actual,
             });

@@ -69,14 +69,19 @@ pub enum CredentialsError {
         #[source]
         source: std::io::Error,
     },
-    /// The docker config is not valid JSON of the expected shape.
-    #[error("parsing docker config {origin}: {source}")]
+    /// The docker config is not valid JSON of the expected shape. Only the position and the
+    /// kind of fault are kept: a JSON error's text quotes the input, and the input holds
+    /// credentials (docs/design/resolution.md#credentials).
+    #[error("parsing docker config {origin}: {kind} at line {line}, column {column}")]
     Parse {
         /// Where the config came from.
         origin: String,
-        /// The JSON error.
-        #[source]
-        source: serde_json::Error,
+        /// `invalid JSON syntax`, `not of the expected shape` or `truncated`.
+        kind: &'static str,
+        /// Line of the fault.
+        line: usize,
+        /// Column of the fault.
+        column: usize,
     },
     /// An `auth` field is not base64 of `user:pass`.
     #[error("docker config {origin}: auths[{host:?}].auth is not base64 of \"user:password\"")]
@@ -142,9 +147,16 @@ impl DockerConfig {
     /// Parses config JSON; `origin` names the source in errors.
     pub fn from_json(bytes: &[u8], origin: &str) -> Result<Self, CredentialsError> {
         let raw: RawConfig =
-            serde_json::from_slice(bytes).map_err(|source| CredentialsError::Parse {
+            serde_json::from_slice(bytes).map_err(|e| CredentialsError::Parse {
                 origin: origin.to_owned(),
-                source,
+                kind: match e.classify() {
+                    serde_json::error::Category::Syntax => "invalid JSON syntax",
+                    serde_json::error::Category::Data => "not of the expected shape",
+                    serde_json::error::Category::Eof => "truncated JSON",
+                    serde_json::error::Category::Io => "unreadable",
+                },
+                line: e.line(),
+                column: e.column(),
             })?;
         let auths = raw
             .auths
@@ -358,6 +370,25 @@ mod tests {
             DockerConfig::from_json(b"{not json", "broken"),
             Err(CredentialsError::Parse { .. })
         ));
+    }
+
+    #[test]
+    fn malformed_config_errors_never_quote_the_input() {
+        const MARKER: &str = "SECRET-MARKER-7d2e";
+        for json in [
+            format!(r#"{{"auths":{{"r.example":{{"auth":{MARKER}}}}}}}"#),
+            format!(r#"{{"auths":{{"r.example":"{MARKER}"}}}}"#),
+            format!(r#"{{"auths":["{MARKER}"]}}"#),
+            format!(r#"{{"auths":{{"r.example":{{"username":"{MARKER}","password":1}}}}}}"#),
+            format!(r#"{{"auths":{{"{MARKER}"#),
+            MARKER.to_owned(),
+        ] {
+            let err = DockerConfig::from_json(json.as_bytes(), ".dockerconfigjson")
+                .expect_err("malformed");
+            let text = format!("{err} {err:?}");
+            assert!(!text.contains(MARKER), "secret content in {text}");
+            assert!(text.contains(".dockerconfigjson"), "{text}");
+        }
     }
 
     #[test]

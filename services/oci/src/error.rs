@@ -31,6 +31,8 @@ pub enum ErrorClass {
     AlreadyExists,
     /// The client could not be built.
     Client,
+    /// The registry sent us (by a redirect or a token realm) to a host we may not contact.
+    Refused,
 }
 
 impl ErrorClass {
@@ -45,6 +47,7 @@ impl ErrorClass {
             ErrorClass::InvalidReference => "invalid_reference",
             ErrorClass::NoMatchingVersion => "no_matching_version",
             ErrorClass::Credentials => "credentials",
+            ErrorClass::Refused => "refused",
             ErrorClass::AlreadyExists => "already_exists",
             ErrorClass::Client => "client",
         }
@@ -59,6 +62,7 @@ impl ErrorClass {
                 | ErrorClass::AuthRejected
                 | ErrorClass::NotFound
                 | ErrorClass::Credentials
+                | ErrorClass::Refused
         )
     }
 }
@@ -76,6 +80,13 @@ pub enum OciError {
         #[source]
         source: OciDistributionError,
     },
+    /// The HTTP client for reads could not be built.
+    #[error("building the registry HTTP client: {source}")]
+    ReaderBuild {
+        /// The underlying error.
+        #[source]
+        source: reqwest::Error,
+    },
     /// Credentials could not be loaded.
     #[error(transparent)]
     Credentials(#[from] CredentialsError),
@@ -91,6 +102,81 @@ pub enum OciError {
         /// The client error.
         #[source]
         source: OciDistributionError,
+    },
+    /// A registry request could not be sent or its answer not read (no response text).
+    #[error("{operation} {reference}: registry unreachable: {source}")]
+    Transport {
+        /// What was being done.
+        operation: &'static str,
+        /// The reference involved.
+        reference: String,
+        /// The HTTP client error (without its URL).
+        #[source]
+        source: reqwest::Error,
+    },
+    /// The registry answered with an error status. The body is never part of the message
+    /// (docs/design/resolution.md#hostile-registries).
+    #[error("{operation} {reference}: {class_text} (HTTP {status})", class_text = class.label().replace('_', " "))]
+    Status {
+        /// What was being done.
+        operation: &'static str,
+        /// The reference involved.
+        reference: String,
+        /// The HTTP status.
+        status: u16,
+        /// Its class.
+        class: ErrorClass,
+    },
+    /// The registry pointed us (redirect or token realm) at a host that is neither its own nor on
+    /// the allow-list.
+    #[error(
+        "{operation} {reference}: the registry's {kind} points at host {host:?}, which is not the \
+         registry's own host; add it to --registry-allowed-hosts to trust it"
+    )]
+    HostRefused {
+        /// What was being done.
+        operation: &'static str,
+        /// The reference involved.
+        reference: String,
+        /// `redirect` or `token realm`.
+        kind: &'static str,
+        /// The refused `host[:port]`.
+        host: String,
+    },
+    /// A `Bearer` challenge whose realm is not a URL.
+    #[error("token exchange {reference}: the registry's Bearer challenge has no usable realm URL")]
+    BadChallenge {
+        /// The reference involved.
+        reference: String,
+    },
+    /// A registry URL could not be formed from the reference.
+    #[error("{reference}: cannot form a registry URL")]
+    BadUrl {
+        /// The reference involved.
+        reference: String,
+    },
+    /// A tag-list page is not the expected JSON (position only: no response text).
+    #[error("list tags {reference}: the tag list is not valid JSON (line {line}, column {column})")]
+    BadTagList {
+        /// The repository.
+        reference: String,
+        /// Line of the error.
+        line: usize,
+        /// Column of the error.
+        column: usize,
+    },
+    /// The repository's tag list is longer than the client reads.
+    #[error(
+        "list tags {reference}: more than {pages} pages of tags ({seen} tags read); the tag list \
+         is too long to choose a version from"
+    )]
+    TooManyTags {
+        /// The repository.
+        reference: String,
+        /// The page limit.
+        pages: usize,
+        /// Tags read before giving up.
+        seen: usize,
     },
     /// The layer stream broke while downloading.
     #[error("{operation} {reference}: download interrupted: {source}")]
@@ -187,10 +273,10 @@ impl OciError {
     /// The classification of this error.
     pub fn class(&self) -> ErrorClass {
         match self {
-            OciError::Reference(_) => ErrorClass::InvalidReference,
-            OciError::ClientBuild { .. } => ErrorClass::Client,
+            OciError::Reference(_) | OciError::BadUrl { .. } => ErrorClass::InvalidReference,
+            OciError::ClientBuild { .. } | OciError::ReaderBuild { .. } => ErrorClass::Client,
             OciError::Credentials(_) => ErrorClass::Credentials,
-            OciError::Registry { class, .. } => *class,
+            OciError::Registry { class, .. } | OciError::Status { class, .. } => *class,
             OciError::Download { source, .. } => {
                 if source.get_ref().is_some_and(
                     <dyn std::error::Error + Send + Sync>::is::<oci_client::errors::DigestError>,
@@ -200,8 +286,10 @@ impl OciError {
                     ErrorClass::Unreachable
                 }
             }
-            OciError::Timeout { .. } => ErrorClass::Unreachable,
-            OciError::TooLarge { .. } => ErrorClass::TooLarge,
+            OciError::Timeout { .. } | OciError::Transport { .. } => ErrorClass::Unreachable,
+            OciError::HostRefused { .. } => ErrorClass::Refused,
+            OciError::BadChallenge { .. } => ErrorClass::AuthRejected,
+            OciError::TooLarge { .. } | OciError::TooManyTags { .. } => ErrorClass::TooLarge,
             OciError::Bundle { source, .. } => match source {
                 BundleError::FileTooLarge { .. }
                 | BundleError::TotalTooLarge { .. }
@@ -210,6 +298,7 @@ impl OciError {
                 _ => ErrorClass::Corrupt,
             },
             OciError::BadManifest { .. }
+            | OciError::BadTagList { .. }
             | OciError::DigestMismatch { .. }
             | OciError::Pack { .. } => ErrorClass::Corrupt,
             OciError::NoSemverTags { .. } | OciError::NoMatchingVersion { .. } => {

@@ -10,10 +10,12 @@
 mod client;
 mod credentials;
 mod error;
+mod fetch;
 mod manifest;
 
 pub use client::{
-    ClientOptions, Inspection, Progress, PulledBundle, PushResult, RegistryClient, Resolved,
+    ClientOptions, DEFAULT_ALLOWED_HOSTS, Inspection, Progress, PulledBundle, PushResult,
+    RegistryClient, Resolved,
 };
 pub use credentials::{Credentials, CredentialsError, DockerConfig, Keychain};
 pub use error::{ErrorClass, OciError};
