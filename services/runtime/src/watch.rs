@@ -60,6 +60,19 @@ pub fn watch_error_is_forbidden(error: &watcher::Error) -> bool {
     }
 }
 
+/// Whether a watch error is the API server saying the watch's resourceVersion has expired
+/// (HTTP 410 Gone: etcd compacted past it, e.g. across an API server restart). The watcher lists
+/// again by itself; nothing is lost.
+pub fn watch_error_is_expired(error: &watcher::Error) -> bool {
+    match error {
+        watcher::Error::InitialListFailed(kube::Error::Api(status))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(status))
+        | watcher::Error::WatchFailed(kube::Error::Api(status))
+        | watcher::Error::WatchError(status) => status.code == 410,
+        _ => false,
+    }
+}
+
 /// What a refused watch logs by default.
 const FORBIDDEN_MESSAGE: &str = "watch forbidden: the service's ClusterRole (or Role) is missing this kind; retrying with backoff";
 
@@ -115,7 +128,11 @@ impl WatchRetry {
     /// Records an error and returns how long to wait before the watch retries.
     pub fn failed(&mut self, error: &watcher::Error) -> Duration {
         let delay = self.next_delay;
-        if self.failing {
+        if watch_error_is_expired(error) {
+            // Logged every time, even within a failing streak: it is the proof that the state
+            // was listed again rather than resumed (docs/design/architecture.md#failure-handling).
+            tracing::info!(kind = self.kind, %error, "watch expired (410 Gone); listing again");
+        } else if self.failing {
             tracing::debug!(kind = self.kind, %error, ?delay, "watch still failing");
         } else if watch_error_is_forbidden(error) {
             tracing::warn!(kind = self.kind, %error, "{}", self.forbidden_message);

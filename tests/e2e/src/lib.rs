@@ -176,6 +176,8 @@ pub struct StackOptions {
     pub observer_denied: Vec<&'static str>,
     /// Extra status-writer flags (a `--revision-mirror-interval` replaces the suite's 1 s).
     pub status_writer_args: Vec<String>,
+    /// Extra contract-resolver flags (e.g. a shorter `--tags-cache-ttl`).
+    pub resolver_args: Vec<String>,
 }
 
 /// Everything one end-to-end test runs against.
@@ -444,7 +446,9 @@ impl Stack {
             "contract-resolver",
             RESOLVER,
             Some(resolver),
-            vec![format!("--insecure-registries={insecure}")],
+            std::iter::once(format!("--insecure-registries={insecure}"))
+                .chain(options.resolver_args.iter().cloned())
+                .collect(),
         )?;
         let mut observer_args = vec![
             format!("--watch-namespace={namespace}"),

@@ -120,6 +120,10 @@ pub enum ControlPlaneError {
         #[source]
         source: kube::Error,
     },
+    #[error("etcd's HTTP API failed")]
+    Etcd(#[source] reqwest::Error),
+    #[error("etcd answered without a revision: {0}")]
+    EtcdAnswer(String),
     #[error("the TokenRequest for {namespace}/{name} returned no token")]
     EmptyToken { namespace: String, name: String },
 }
@@ -219,8 +223,12 @@ pub struct ControlPlane {
     admin_config: Config,
     scheduler: Option<ManagedProcess>,
     kcm: Option<ManagedProcess>,
-    apiserver: Option<ManagedProcess>,
-    etcd: Option<ManagedProcess>,
+    // Behind a lock: tests stop and restart it through a shared `&ControlPlane`.
+    apiserver: std::sync::Mutex<Option<ManagedProcess>>,
+    // How to start kube-apiserver again (same flags, same port): program and arguments.
+    apiserver_command: (PathBuf, Vec<std::ffi::OsString>),
+    cleanup_dirs: Vec<PathBuf>,
+    etcd: std::sync::Mutex<Option<ManagedProcess>>,
     // Last: removed after the processes are gone.
     _tempdir: Option<tempfile::TempDir>,
 }
@@ -244,13 +252,20 @@ impl Drop for ControlPlane {
         if let Some(mut p) = self.kcm.take() {
             p.stop();
         }
-        if let Some(mut p) = self.apiserver.take() {
+        if let Some(mut p) = self.apiserver_slot().take() {
             p.stop();
         }
-        if let Some(mut p) = self.etcd.take() {
+        if let Some(mut p) = lock(&self.etcd).take() {
             p.stop();
         }
     }
+}
+
+/// Locks a process slot; a panic while holding the lock leaves the slot usable (it holds no
+/// invariant).
+fn lock<T>(slot: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    slot.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Installs the `ring` rustls provider as the process default (kube builds its TLS config from the
@@ -503,6 +518,10 @@ impl ControlPlane {
             cmd.arg("--disable-admission-plugins=ServiceAccount");
         }
         cmd.args(&options.extra_apiserver_args);
+        let apiserver_command = (
+            cmd.get_program().into(),
+            cmd.get_args().map(std::ffi::OsStr::to_os_string).collect(),
+        );
         let apiserver = ManagedProcess::spawn(
             "kube-apiserver",
             cmd,
@@ -535,8 +554,10 @@ impl ControlPlane {
             admin_config,
             scheduler: None,
             kcm: None,
-            apiserver: Some(apiserver),
-            etcd: Some(etcd),
+            apiserver: std::sync::Mutex::new(Some(apiserver)),
+            apiserver_command,
+            cleanup_dirs: cleanup_dirs.clone(),
+            etcd: std::sync::Mutex::new(Some(etcd)),
             _tempdir: tempdir,
         };
         cp.wait_ready(deadline, started).await?;
@@ -608,17 +629,22 @@ impl ControlPlane {
     }
 
     async fn wait_ready(
-        &mut self,
+        &self,
         deadline: Instant,
         started: Instant,
     ) -> Result<(), ControlPlaneError> {
         let client = self.client()?;
         let mut last;
         loop {
-            if let Some(exited) = crate::process::first_exited([
-                ("etcd", &mut self.etcd),
-                ("kube-apiserver", &mut self.apiserver),
-            ]) {
+            let exited = {
+                let mut etcd = lock(&self.etcd);
+                let mut apiserver = self.apiserver_slot();
+                crate::process::first_exited([
+                    ("etcd", &mut *etcd),
+                    ("kube-apiserver", &mut *apiserver),
+                ])
+            };
+            if let Some(exited) = exited {
                 return Err(exited.into());
             }
             let req = http::Request::get("/readyz")
@@ -635,7 +661,7 @@ impl ControlPlane {
                     timeout: deadline - started,
                     last,
                     log: self
-                        .apiserver
+                        .apiserver_slot()
                         .as_ref()
                         .map(|p| p.log_tail(4000))
                         .unwrap_or_default(),
@@ -670,6 +696,78 @@ impl ControlPlane {
             timeout: deadline - started,
             log,
         })
+    }
+
+    fn apiserver_slot(&self) -> std::sync::MutexGuard<'_, Option<ManagedProcess>> {
+        lock(&self.apiserver)
+    }
+
+    /// Stops kube-apiserver (etcd and the controllers keep running): every client's requests
+    /// and watches fail until [`ControlPlane::restart_apiserver`].
+    pub fn stop_apiserver(&self) {
+        if let Some(mut p) = self.apiserver_slot().take() {
+            p.stop();
+        }
+    }
+
+    /// Starts kube-apiserver again with the same flags and port (after
+    /// [`ControlPlane::stop_apiserver`]) and waits until `/readyz` answers `ok`. Its log goes to
+    /// `kube-apiserver.restart-<n>.log` in the work directory.
+    pub async fn restart_apiserver(&self, timeout: Duration) -> Result<(), ControlPlaneError> {
+        self.stop_apiserver();
+        let started = Instant::now();
+        let (program, args) = &self.apiserver_command;
+        let mut cmd = Command::new(program);
+        cmd.args(args);
+        let n = UNIQUE.fetch_add(1, Ordering::Relaxed);
+        let cleanup: Vec<&Path> = self.cleanup_dirs.iter().map(PathBuf::as_path).collect();
+        let process = ManagedProcess::spawn(
+            "kube-apiserver",
+            cmd,
+            &self.dir.join(format!("kube-apiserver.restart-{n}.log")),
+            &cleanup,
+        )
+        .map_err(|e| ControlPlaneError::Start("kube-apiserver".into(), e))?;
+        *self.apiserver_slot() = Some(process);
+        self.wait_ready(started + timeout, started).await
+    }
+
+    /// Compacts etcd at its current revision and returns that revision: any watch that resumes
+    /// from an older resourceVersion (a client reconnecting to a restarted API server) is
+    /// answered `410 Gone` and must list again.
+    pub async fn compact_etcd(&self) -> Result<i64, ControlPlaneError> {
+        let http = reqwest::Client::new();
+        let call = |path: &str, body: serde_json::Value| {
+            let request = http
+                .post(format!("{}{path}", self.etcd_url))
+                .header("content-type", "application/json")
+                .body(body.to_string());
+            async move {
+                let response = request.send().await?.error_for_status()?;
+                let bytes = response.bytes().await?;
+                Ok::<serde_json::Value, reqwest::Error>(
+                    serde_json::from_slice(&bytes).unwrap_or_default(),
+                )
+            }
+        };
+        // A count-only range over every key answers with the store's current revision.
+        let range = call(
+            "/v3/kv/range",
+            serde_json::json!({"key": "AA==", "range_end": "AA==", "count_only": true}),
+        )
+        .await
+        .map_err(ControlPlaneError::Etcd)?;
+        let revision = range["header"]["revision"]
+            .as_str()
+            .and_then(|r| r.parse::<i64>().ok())
+            .ok_or_else(|| ControlPlaneError::EtcdAnswer(range.to_string()))?;
+        call(
+            "/v3/kv/compaction",
+            serde_json::json!({"revision": revision.to_string(), "physical": true}),
+        )
+        .await
+        .map_err(ControlPlaneError::Etcd)?;
+        Ok(revision)
     }
 
     /// The API server URL (`https://127.0.0.1:<port>`).
