@@ -64,11 +64,9 @@ fn parse(chart: &str, args: &[String]) -> Result<()> {
         "pacto-observer" => pacto_observer::Args::try_parse_from(argv).map(drop),
         "pacto-evaluator" => pacto_evaluator::Args::try_parse_from(argv).map(drop),
         "pacto-status-writer" => pacto_status_writer::Args::try_parse_from(argv).map(drop),
-        // The DaemonSet passes the node name in NODE_NAME (downward API), not as an argument.
-        "pacto-node-agent" => pacto_node_agent::Args::try_parse_from(
-            argv.chain(std::iter::once("--node-name=node-1".to_owned())),
-        )
-        .map(drop),
+        // The DaemonSet passes `--node-name=$(NODE_NAME)`, which the kubelet expands from the
+        // downward API.
+        "pacto-node-agent" => pacto_node_agent::Args::try_parse_from(argv).map(drop),
         other => bail!("no parser for {other}"),
     };
     result.map_err(|e| anyhow::anyhow!("{chart} rejects the chart's arguments {args:?}:\n{e}"))
