@@ -6,8 +6,17 @@
 #      contracts, the four services over mTLS, sample workloads and Pactos, then
 #      `kubectl get pactos` and `kubectl describe pacto`.
 # Arguments are passed to the contract demo.
+#
+#   scripts/demo.sh --node   the operator on a real node instead (root only; scripts/demo-node.sh):
+#                            node up, images loaded, `helmfile -e local sync`, demo Pactos and
+#                            their verdicts, then everything torn down and the host restored
+#   scripts/demo.sh --down   tear down a node demo left running (PACTO_DEMO_KEEP, a killed run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+case "${1:-}" in
+  --node) shift; exec scripts/demo-node.sh "$@" ;;
+  --down) exec scripts/demo-node.sh --down ;;
+esac
 export PATH="$HOME/.cargo/bin:$PATH"
 scripts/install-deps.sh
 scripts/demo-contract.sh "$@"

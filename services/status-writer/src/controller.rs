@@ -53,10 +53,10 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>, shutdown: Cancell
         ctx.clone(),
         shutdown.clone(),
     ));
-    let mut targets = triggers::watch_targets(&ctx, shutdown.clone());
+    let (reader, stream) = triggers::pactos(pactos, Arc::clone(&ctx));
+    let mut targets = triggers::watch_targets(&ctx, reader.clone(), shutdown.clone());
     let target_stream = futures::stream::poll_fn(move |cx| targets.poll_recv(cx));
     let stop = shutdown.clone();
-    let (reader, stream) = triggers::pactos(pactos, Arc::clone(&ctx));
     Controller::for_stream(stream, reader)
         .with_config(kube::runtime::controller::Config::default().concurrency(ctx.concurrency))
         .owns_stream(triggers::revisions(revisions, Arc::clone(&ctx)))

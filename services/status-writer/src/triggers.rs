@@ -75,10 +75,18 @@ pub fn revisions(
         })
 }
 
+/// The longest pause between attempts to (re)subscribe to WatchTargets: while unsubscribed the
+/// status-writer hears of no target change, so it tries again soon (a cheap gRPC call).
+const WATCH_TARGETS_RETRY_MAX: Duration = Duration::from_secs(5);
+
 /// Streams the observer's WatchTargets notifications as reconcile triggers, reconnecting with
-/// backoff until `shutdown`.
+/// backoff until `shutdown`. Every successful subscription is followed by a resync: each Pacto
+/// in `pactos` is reconciled once (marked [`Trigger::WatchTargets`]), since the changes made
+/// while no stream was open (observer not Ready yet, restarted, stream broken) were announced to
+/// nobody (docs/design/status.md#triggers).
 pub fn watch_targets(
     ctx: &Arc<Context>,
+    pactos: Store<Pacto>,
     shutdown: CancellationToken,
 ) -> tokio::sync::mpsc::Receiver<ObjectRef<Pacto>> {
     let (tx, rx) = tokio::sync::mpsc::channel(256);
@@ -95,6 +103,24 @@ pub fn watch_targets(
                 Ok(stream) => {
                     delay = Duration::from_millis(500);
                     let mut stream = stream.into_inner();
+                    let missed: Vec<ObjectRef<Pacto>> = pactos
+                        .state()
+                        .iter()
+                        .map(|p| ObjectRef::from_obj(&**p))
+                        .collect();
+                    tracing::info!(
+                        pactos = missed.len(),
+                        "subscribed to the observer's WatchTargets; reconciling every Pacto once for the changes made while unsubscribed"
+                    );
+                    for obj in missed {
+                        if let Some(namespace) = obj.namespace.clone() {
+                            ctx.triggers
+                                .mark((namespace, obj.name.clone()), Trigger::WatchTargets);
+                        }
+                        if tx.send(obj).await.is_err() {
+                            return;
+                        }
+                    }
                     loop {
                         let next = tokio::select! {
                             () = shutdown.cancelled() => return,
@@ -129,7 +155,7 @@ pub fn watch_targets(
                 () = shutdown.cancelled() => return,
                 () = tokio::time::sleep(delay) => {}
             }
-            delay = (delay * 2).min(Duration::from_secs(30));
+            delay = (delay * 2).min(WATCH_TARGETS_RETRY_MAX);
         }
     });
     rx

@@ -600,3 +600,86 @@ async fn max_concurrent_reconciles_bounds_the_reconciles_running_at_once() {
     assert!(h.ctx.reconciles() >= 12);
     assert_eq!(h.ctx.most_in_flight(), 1);
 }
+
+/// A target change made while the status-writer is not subscribed to WatchTargets (the observer
+/// not Ready yet, or restarting) was announced to nobody: after it subscribes again, every Pacto
+/// is reconciled once, so the change is seen at once and not at the next check an hour away.
+#[tokio::test]
+async fn a_change_made_while_the_observer_was_down_is_seen_when_it_is_back() {
+    let h = start_with_observer().await;
+    let observer = h.observer.as_ref().unwrap();
+    let api: Api<Pacto> = Api::namespaced(h.client.clone(), &h.namespace);
+    let contract =
+        "pactoVersion: \"2.0\"\nservice:\n  name: orders\n  version: 1.2.0\nworkload: service\n";
+    let mut orders = pacto("orders", contract, Some("orders"));
+    orders.spec.check_interval_seconds = Some(3600);
+    api.create(&PostParams::default(), &orders).await.unwrap();
+    // No target yet: Unknown, observed (the observer answered).
+    let (_, s) = wait_status(&api, "orders", ContractStatus::Unknown).await;
+    assert_eq!(
+        find_condition(&s.conditions, RUNTIME_OBSERVED)
+            .unwrap()
+            .reason,
+        "Found"
+    );
+    eventually(
+        "the reconciles so far finished",
+        Duration::from_secs(30),
+        || async {
+            let started = h.ctx.triggers.started_total();
+            if h.ctx.triggers.started(Trigger::Revision) >= 1 && h.ctx.reconciles() == started {
+                Ok(())
+            } else {
+                Err(format!(
+                    "started {started}, finished {}",
+                    h.ctx.reconciles()
+                ))
+            }
+        },
+    )
+    .await;
+
+    // The observer goes away; the target appears meanwhile (nobody is told).
+    observer.stop().await;
+    let reconciles = h.ctx.triggers.started_total();
+    let deployment: k8s_openapi::api::apps::v1::Deployment =
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "orders"},
+            "spec": {
+                "selector": {"matchLabels": {"app": "orders"}},
+                "template": {
+                    "metadata": {"labels": {"app": "orders"}},
+                    "spec": {"containers": [{"name": "app", "image": "registry.local/orders:1"}]}
+                }
+            }
+        }))
+        .unwrap();
+    let service: k8s_openapi::api::core::v1::Service = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "orders"},
+        "spec": {"selector": {"app": "orders"}, "ports": [{"name": "http", "port": 80}]}
+    }))
+    .unwrap();
+    Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(h.client.clone(), &h.namespace)
+        .create(&PostParams::default(), &deployment)
+        .await
+        .unwrap();
+    Api::<k8s_openapi::api::core::v1::Service>::namespaced(h.client.clone(), &h.namespace)
+        .create(&PostParams::default(), &service)
+        .await
+        .unwrap();
+    assert_eq!(
+        h.ctx.triggers.started_total(),
+        reconciles,
+        "nothing reconciles while the observer is down"
+    );
+
+    // The observer is back: the status-writer subscribes again and re-reconciles.
+    observer.start(&h.shutdown).await;
+    let (_, s) = wait_status(&api, "orders", ContractStatus::Compliant).await;
+    assert!(s.findings.is_empty(), "{:?}", s.findings);
+    assert_eq!(
+        h.ctx.triggers.last_write(&h.namespace, "orders"),
+        Some(Trigger::WatchTargets),
+        "the Compliant status was written by a reconcile the resubscription did not trigger"
+    );
+}

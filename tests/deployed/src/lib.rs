@@ -124,6 +124,14 @@ impl Deployed {
         cmd.output().context("starting helmfile")
     }
 
+    /// `helm args…` against the node; returns stdout.
+    pub fn helm(&self, args: &[&str]) -> Result<String> {
+        let mut cmd = self.tools.command("helm");
+        cmd.env("KUBECONFIG", &self.kubeconfig).args(args);
+        let out = pacto_chart_tests::run(&mut cmd)?;
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
     /// `kubectl args…` as admin; returns stdout, an error with both streams on failure.
     pub fn kubectl(&self, args: &[&str]) -> Result<String> {
         let mut cmd = self.node().control_plane().kubectl()?;

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::{Result, ensure};
+use anyhow::{Context as _, Result, ensure};
 use pacto_deployed::{Deployed, OPERATOR_NAMESPACE, SAMPLE_HTTP_IMAGE, SERVICES, may_run, timed};
 
 const SERVICES_READY: Duration = Duration::from_mins(3);
@@ -33,12 +33,36 @@ async fn deployed_tier() -> Result<()> {
     helmfile_sync_brings_every_service_up(&deployed).await?;
     timed("helmfile sync and the four services Ready", started);
 
+    // Right after the sync: the status-writer subscribed to WatchTargets while the observer was
+    // not Ready yet, so this also checks that no endpoint change is lost in that gap.
+    let started = Instant::now();
+    a_real_workload_is_compliant(&deployed).await?;
+    timed(
+        "sample workload: Compliant, NotReady -> NonCompliant after the window, Ready -> Compliant",
+        started,
+    );
+
     let started = Instant::now();
     verdicts_without_a_workload(&deployed).await?;
     timed(
         "Invalid, Reference, Unknown (EVIDENCE_MISSING); pactorevisions and describe events",
         started,
     );
+
+    let started = Instant::now();
+    the_guide_commands_run(&deployed)?;
+    timed("the guide's kubectl commands", started);
+
+    let started = Instant::now();
+    configuration_on_the_node(&deployed).await?;
+    timed(
+        "configuration: Compliant, ConfigMap violated -> NonCompliant at once, restored -> Compliant",
+        started,
+    );
+
+    let started = Instant::now();
+    prometheus_scrapes_the_services(&deployed).await?;
+    timed("Prometheus scrapes the four metrics Services", started);
 
     let started = Instant::now();
     metrics_scraped(&deployed).await?;
@@ -60,14 +84,14 @@ async fn deployed_tier() -> Result<()> {
     timed("health probed through the Service: Compliant", started);
 
     let started = Instant::now();
-    a_real_workload_is_compliant(&deployed).await?;
+    upgrade_and_rollback_change_no_verdict(&deployed).await?;
     timed(
-        "sample workload: Compliant, NotReady -> NonCompliant after the window, Ready -> Compliant",
+        "helmfile sync (log level) and helm rollback: rolled, no verdict or Pacto event changed",
         started,
     );
 
     let started = Instant::now();
-    for ns in [VERDICTS_NS, PROBE_NS] {
+    for ns in [VERDICTS_NS, PROBE_NS, CONFIG_NS] {
         delete_namespace(&deployed, ns)?;
     }
     timed("scenario namespaces deleted", started);
@@ -1001,4 +1025,585 @@ spec:
   ports: [{{name: http, port: 80, targetPort: http}}]
 "
     )
+}
+
+/// The namespace of the configuration scenario (kept until the upgrade is over, so that its
+/// verdict is checked across it).
+const CONFIG_NS: &str = "deployed-config";
+
+/// The ConfigMap `settings` bound to the contract's configuration `app`, with `config.yaml`.
+fn settings_config_map(value: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: settings}}\ndata:\n  config.yaml: {}\n",
+        serde_json::Value::String(value.to_owned())
+    )
+}
+
+/// "Status is NonCompliant" for a configuration on the node: a contract whose required
+/// configuration `app` (inline JSON schema: an integer `port`) is bound to a ConfigMap of a real
+/// workload. Conforming: Compliant. The ConfigMap edited to violate the schema: NonCompliant with
+/// `CONFIGURATION_MISMATCH` on `configuration/app` at once — on the reconcile the observer's
+/// ConfigMap watch triggers, never Unknown on the way and no window recorded. Restored:
+/// Compliant again.
+async fn configuration_on_the_node(d: &Deployed) -> Result<()> {
+    let ns = CONFIG_NS;
+    d.kubectl(&["create", "namespace", ns])?;
+    d.apply(ns, &sample_workload("cfg", "{}"))?;
+    d.apply(ns, &settings_config_map("port: 8080\n"))?;
+    d.wait_available(ns, "cfg", SERVICES_READY).await?;
+    d.apply(
+        ns,
+        r#"apiVersion: pacto.trianalab.io/v1alpha1
+kind: Pacto
+metadata: {name: cfg}
+spec:
+  contractRef:
+    inline: |
+      pactoVersion: "2.0"
+      service:
+        name: cfg
+        version: 1.0.0
+      configurations:
+        - name: app
+          required: true
+          schema: '{"type":"object","required":["port"],"properties":{"port":{"type":"integer"}}}'
+  target:
+    serviceName: cfg
+    configBindings:
+      - {configuration: app, kind: ConfigMap, name: settings, key: config.yaml, format: yaml}
+"#,
+    )?;
+    let pacto = wait_status(d, ns, "cfg", "Compliant").await?;
+    expect_condition(&pacto, "RuntimeObserved", "True", "Found")?;
+
+    d.apply(ns, &settings_config_map("port: eighty\n"))?;
+    let mut seen = std::collections::BTreeSet::new();
+    let violated = d
+        .wait(
+            "Pacto cfg NonCompliant after the ConfigMap edit",
+            VERDICT,
+            |d| {
+                let p = d
+                    .kubectl_json(&["get", "pacto", "-n", ns, "cfg"])
+                    .map_err(|e| e.to_string())?;
+                let status = p["status"]["contractStatus"].as_str().unwrap_or("-");
+                seen.insert(status.to_owned());
+                if status == "NonCompliant" {
+                    Ok(p)
+                } else {
+                    Err(format!("status {:#}", p["status"]))
+                }
+            },
+        )
+        .await?;
+    ensure!(
+        seen.iter().all(|s| s == "Compliant" || s == "NonCompliant"),
+        "a mismatch is NonCompliant at once, never Unknown on the way: seen {seen:?}"
+    );
+    let findings: Vec<(&str, &str)> = violated["status"]["findings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|f| {
+            (
+                f["code"].as_str().unwrap_or("?"),
+                f["subject"].as_str().unwrap_or("?"),
+            )
+        })
+        .collect();
+    ensure!(
+        findings == [("CONFIGURATION_MISMATCH", "configuration/app")],
+        "findings {findings:?}: {:#}",
+        violated["status"]
+    );
+    ensure!(
+        violated["status"]["observationWindows"]
+            .as_array()
+            .is_none_or(Vec::is_empty),
+        "a mismatch needs no window: {:#}",
+        violated["status"]
+    );
+
+    d.apply(ns, &settings_config_map("port: 8080\n"))?;
+    wait_status(d, ns, "cfg", "Compliant").await?;
+    Ok(())
+}
+
+/// The four services' metrics Services (`<service>-metrics`, port `admin`) as `ClusterIP:port`:
+/// the host reaches ClusterIPs through kube-proxy's rules, as a Prometheus in the cluster would.
+fn metrics_targets(d: &Deployed) -> Result<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    for service in SERVICES {
+        let name = format!("{service}-metrics");
+        let svc = d.kubectl_json(&["get", "service", "-n", OPERATOR_NAMESPACE, &name])?;
+        let ip = svc["spec"]["clusterIP"].as_str().unwrap_or_default();
+        let port = svc["spec"]["ports"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|p| p["name"] == "admin")
+            .and_then(|p| p["port"].as_u64());
+        let Some(port) = port.filter(|_| !ip.is_empty()) else {
+            anyhow::bail!(
+                "{name} has no ClusterIP and metrics port: {:#}",
+                svc["spec"]
+            );
+        };
+        out.push((service.to_owned(), format!("{ip}:{port}")));
+    }
+    Ok(out)
+}
+
+/// The metric docs/troubleshooting.md names for each service ("Which service to look at").
+const GUIDE_METRICS: [(&str, &str); 4] = [
+    ("pacto-contract-resolver", "pacto_resolver_resolves_total"),
+    ("pacto-observer", "pacto_observer_api_errors_total"),
+    ("pacto-evaluator", "pacto_evaluator_evaluations_total"),
+    ("pacto-status-writer", "pacto_contract_status"),
+];
+
+/// A real Prometheus on the host scrapes the four services through their metrics Services: every
+/// target `up == 1`, and the series the guide names for each service is there.
+async fn prometheus_scrapes_the_services(d: &Deployed) -> Result<()> {
+    use pacto_testenv::prometheus::{Prometheus, ScrapeTarget};
+    let targets = metrics_targets(d)?;
+    let jobs: Vec<ScrapeTarget> = targets
+        .iter()
+        .map(|(service, addr)| ScrapeTarget::new(service, &[addr.as_str()]))
+        .collect();
+    let prometheus = Prometheus::start(&jobs, Duration::from_secs(1), VERDICT).await?;
+    for (service, addr) in &targets {
+        let up = format!("up{{job=\"{service}\"}} == 1");
+        prometheus
+            .wait_for_query(&up, VERDICT, |r| r.as_array().is_some_and(|a| a.len() == 1))
+            .await
+            .with_context(|| format!("{service} scraped at {addr}"))?;
+        // The series docs/troubleshooting.md names for this service ("Which service to look at").
+        let metric = GUIDE_METRICS
+            .iter()
+            .find(|(s, _)| s == service)
+            .map(|(_, m)| *m)
+            .context("a guide metric for every service")?;
+        let own = format!("count({metric}{{job=\"{service}\"}}) > 0");
+        prometheus
+            .wait_for_query(&own, VERDICT, |r| {
+                r.as_array().is_some_and(|a| !a.is_empty())
+            })
+            .await
+            .with_context(|| format!("{service}: no {metric} series scraped from {addr}"))?;
+        eprintln!("deployed: Prometheus: {service} up at {addr}, {metric} scraped");
+    }
+    Ok(())
+}
+
+/// The service Deployments' `deployment.kubernetes.io/revision`, by name.
+fn deployment_revisions(d: &Deployed) -> Result<std::collections::BTreeMap<String, u64>> {
+    let list = d.kubectl_json(&["get", "deployments", "-n", OPERATOR_NAMESPACE])?;
+    Ok(list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|dep| {
+            (
+                dep["metadata"]["name"].as_str().unwrap_or("?").to_owned(),
+                dep["metadata"]["annotations"]["deployment.kubernetes.io/revision"]
+                    .as_str()
+                    .and_then(|r| r.parse().ok())
+                    .unwrap_or(0),
+            )
+        })
+        .collect())
+}
+
+/// Waits until each of `names` has rolled past `before`'s revision and finished: all replicas
+/// updated, available, and no old pod left.
+async fn wait_rolled(
+    d: &Deployed,
+    names: &[&str],
+    before: &std::collections::BTreeMap<String, u64>,
+) -> Result<()> {
+    for name in names {
+        let old = before.get(*name).copied().unwrap_or(0);
+        d.wait(
+            &format!("Deployment {name} rolled past revision {old}"),
+            SERVICES_READY,
+            |d| {
+                let v = d
+                    .kubectl_json(&["get", "deployment", "-n", OPERATOR_NAMESPACE, name])
+                    .map_err(|e| e.to_string())?;
+                let revision: u64 =
+                    v["metadata"]["annotations"]["deployment.kubernetes.io/revision"]
+                        .as_str()
+                        .and_then(|r| r.parse().ok())
+                        .unwrap_or(0);
+                let s = &v["status"];
+                let want = v["spec"]["replicas"].as_i64().unwrap_or(1);
+                let done = revision > old
+                    && s["observedGeneration"] == v["metadata"]["generation"]
+                    && s["updatedReplicas"].as_i64() == Some(want)
+                    && s["availableReplicas"].as_i64() == Some(want)
+                    && s["replicas"].as_i64() == Some(want);
+                if done {
+                    Ok(())
+                } else {
+                    Err(format!("revision {revision}, status {s}"))
+                }
+            },
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// The events about Pactos, as `namespace/object reason count`, for the before/after comparison.
+fn pacto_events(d: &Deployed) -> Result<Vec<String>> {
+    let list = d.kubectl_json(&[
+        "get",
+        "events",
+        "-A",
+        "--field-selector",
+        "involvedObject.kind=Pacto",
+    ])?;
+    let mut out: Vec<String> = list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| {
+            format!(
+                "{}/{} {} {}",
+                e["involvedObject"]["namespace"].as_str().unwrap_or("?"),
+                e["involvedObject"]["name"].as_str().unwrap_or("?"),
+                e["reason"].as_str().unwrap_or("?"),
+                e["count"].as_u64().unwrap_or(1)
+            )
+        })
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+/// The status-writer's finished reconciles so far (`pacto_status_writer_reconciles_total`, every
+/// result), read through its metrics Service (0 when unreadable).
+fn reconciles_finished(d: &Deployed) -> u64 {
+    let Ok(text) = d.kubectl(&[
+        "get",
+        "--raw",
+        &format!(
+            "/api/v1/namespaces/{OPERATOR_NAMESPACE}/services/pacto-status-writer-metrics:admin/proxy/metrics"
+        ),
+    ]) else {
+        return 0;
+    };
+    text.lines()
+        .filter(|l| l.starts_with("pacto_status_writer_reconciles_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
+}
+
+/// After a roll of the status-writer, waits until the new one has reconciled every Pacto once
+/// (its finished reconciles reach the number of Pactos), so that the comparison that follows
+/// sees its verdicts and events, not the old pod's.
+async fn wait_reconciled_after_roll(d: &Deployed) -> Result<()> {
+    let pactos = d.kubectl_json(&["get", "pactos", "-A"])?;
+    let count = pactos["items"].as_array().map_or(0, Vec::len) as u64;
+    d.wait(
+        "the new status-writer reconciled every Pacto",
+        VERDICT,
+        |d| {
+            let n = reconciles_finished(d);
+            if n >= count {
+                Ok(())
+            } else {
+                Err(format!("{n} reconciles finished, {count} Pactos"))
+            }
+        },
+    )
+    .await
+}
+
+/// Upgrade and rollback: `helmfile sync` with another log level (harmless) rolls every service
+/// Deployment (a new revision, new pods), and `helm rollback` of the evaluator's release rolls it
+/// back; across both no Pacto changes verdict and no Pacto event is recorded.
+async fn upgrade_and_rollback_change_no_verdict(d: &Deployed) -> Result<()> {
+    let verdicts_before = all_verdicts(d)?;
+    let events_before = pacto_events(d)?;
+    let revisions = deployment_revisions(d)?;
+    d.helmfile(&[
+        "-e",
+        "local",
+        "--state-values-set",
+        &format!("controller.stabilizationWindow={WINDOW}"),
+        "--state-values-set",
+        "controller.enableMetricsObservation=true",
+        "--state-values-set",
+        "logLevel=info",
+        "sync",
+    ])?;
+    wait_rolled(d, &SERVICES, &revisions).await?;
+    wait_reconciled_after_roll(d).await?;
+    ensure!(
+        all_verdicts(d)? == verdicts_before,
+        "the upgrade changed verdicts: before {verdicts_before:?}, after {:?}",
+        all_verdicts(d)?
+    );
+    let events = pacto_events(d)?;
+    ensure!(
+        events == events_before,
+        "the upgrade recorded Pacto events: before {events_before:#?}, after {events:#?}"
+    );
+
+    let revisions = deployment_revisions(d)?;
+    d.helm(&[
+        "rollback",
+        "pacto-evaluator",
+        "-n",
+        OPERATOR_NAMESPACE,
+        "--wait",
+        "--timeout",
+        "3m",
+    ])?;
+    wait_rolled(d, &["pacto-evaluator"], &revisions).await?;
+    // The old evaluator pod gone too (a terminating pod is no longer counted by the Deployment).
+    d.wait("the old evaluator pod gone", SERVICES_READY, |d| {
+        let pods = d
+            .kubectl(&[
+                "get",
+                "pods",
+                "-n",
+                OPERATOR_NAMESPACE,
+                "-l",
+                "app.kubernetes.io/name=pacto-evaluator",
+                "-o",
+                "name",
+            ])
+            .map_err(|e| e.to_string())?;
+        if pods.lines().count() == 1 {
+            Ok(())
+        } else {
+            Err(pods)
+        }
+    })
+    .await?;
+    let args = d.kubectl(&[
+        "get",
+        "deployment",
+        "-n",
+        OPERATOR_NAMESPACE,
+        "pacto-evaluator",
+        "-o",
+        "jsonpath={.spec.template.spec.containers[0].args}",
+    ])?;
+    ensure!(
+        args.contains("--log-level=debug"),
+        "the rollback did not restore the evaluator's log level: {args}"
+    );
+    // A reconcile of every Pacto through the rolled-back evaluator (the guide's nudge).
+    let base = reconciles_finished(d);
+    let pactos = all_pactos(d)?;
+    for (ns, name) in &pactos {
+        d.kubectl(&[
+            "annotate",
+            "pacto",
+            "-n",
+            ns,
+            name,
+            "reconcile-requested-at=after-rollback",
+            "--overwrite",
+        ])?;
+    }
+    let after = d
+        .wait("the verdicts after the rollback", VERDICT, |d| {
+            let now = all_verdicts(d).map_err(|e| e.to_string())?;
+            let done = reconciles_finished(d).saturating_sub(base);
+            if done >= pactos.len() as u64 && now == verdicts_before {
+                Ok(now)
+            } else {
+                Err(format!(
+                    "{done} reconciles since the nudge; verdicts {now:?}, before {verdicts_before:?}"
+                ))
+            }
+        })
+        .await?;
+    ensure!(after == verdicts_before, "{after:?}");
+    let events = pacto_events(d)?;
+    ensure!(
+        events == events_before,
+        "the rollback recorded Pacto events: before {events_before:#?}, after {events:#?}"
+    );
+    Ok(())
+}
+
+/// Every Pacto of the cluster as (namespace, name).
+fn all_pactos(d: &Deployed) -> Result<Vec<(String, String)>> {
+    let list = d.kubectl_json(&["get", "pactos", "-A"])?;
+    Ok(list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            (
+                p["metadata"]["namespace"]
+                    .as_str()
+                    .unwrap_or("?")
+                    .to_owned(),
+                p["metadata"]["name"].as_str().unwrap_or("?").to_owned(),
+            )
+        })
+        .collect())
+}
+
+/// `contractStatus` of every Pacto of the cluster, as `namespace/name=status`.
+fn all_verdicts(d: &Deployed) -> Result<Vec<String>> {
+    let list = d.kubectl_json(&["get", "pactos", "-A"])?;
+    let mut all: Vec<String> = list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            format!(
+                "{}/{}={}",
+                p["metadata"]["namespace"].as_str().unwrap_or("?"),
+                p["metadata"]["name"].as_str().unwrap_or("?"),
+                p["status"]["contractStatus"].as_str().unwrap_or("-")
+            )
+        })
+        .collect();
+    all.sort();
+    Ok(all)
+}
+
+/// One kubectl command of docs/troubleshooting.md: its text as the guide prints it (`<name>`
+/// replaced), and what its output must show.
+struct GuideCommand {
+    command: &'static str,
+    name: &'static str,
+    shows: &'static [&'static str],
+}
+
+/// The guide's kubectl commands that apply to a deployed operator, run verbatim (through `sh`,
+/// in a kubeconfig whose namespace is the verdicts' one) against the node: command → what its
+/// output shows.
+const GUIDE_COMMANDS: &[GuideCommand] = &[
+    GuideCommand {
+        command: "kubectl describe pacto <name>",
+        name: "ghost",
+        shows: &["Contract Status:", "Events:"],
+    },
+    GuideCommand {
+        command: "kubectl get pacto <name> -o yaml",
+        name: "ghost",
+        shows: &["contractStatus: Unknown", "EVIDENCE_MISSING"],
+    },
+    GuideCommand {
+        command: "kubectl get pacto <name> -o yaml | yq '.status'",
+        name: "ghost",
+        shows: &["contractStatus", "Unknown"],
+    },
+    GuideCommand {
+        command: "kubectl -n pacto-system logs deploy/pacto-contract-resolver",
+        name: "",
+        shows: &["INFO"],
+    },
+    GuideCommand {
+        command: "kubectl -n pacto-system logs deploy/pacto-observer",
+        name: "",
+        shows: &["INFO"],
+    },
+    GuideCommand {
+        command: "kubectl -n pacto-system logs deploy/pacto-evaluator",
+        name: "",
+        shows: &["INFO"],
+    },
+    GuideCommand {
+        command: "kubectl -n pacto-system logs deploy/pacto-status-writer",
+        name: "",
+        shows: &["INFO"],
+    },
+    GuideCommand {
+        command: "kubectl get events --field-selector involvedObject.name=<name> \\\n  --sort-by=.lastTimestamp",
+        name: "broken",
+        shows: &["ContractInvalid"],
+    },
+    GuideCommand {
+        command: "kubectl annotate pacto <name> reconcile-requested-at=\"$(date -u +%FT%TZ)\" --overwrite",
+        name: "catalog",
+        shows: &["pacto.pacto.trianalab.io/catalog annotated"],
+    },
+    GuideCommand {
+        command: "kubectl get pacto <name> -o jsonpath='{.status.validation.errors}'",
+        name: "broken",
+        shows: &["\"code\"", "\"path\""],
+    },
+    GuideCommand {
+        command: "kubectl get pactorevisions",
+        name: "",
+        shows: &["catalog-1-2-0-"],
+    },
+];
+
+/// The guide's node agent commands: not run, since this tier does not deploy the agent.
+const GUIDE_NODE_AGENT_COMMANDS: &[&str] = &[
+    "kubectl -n pacto-node-agent get daemonset pacto-node-agent",
+    "kubectl -n pacto-node-agent get noderuntimeobservations,leases",
+    "kubectl -n pacto-system logs deploy/pacto-observer | grep node-agent",
+    "kubectl -n pacto-node-agent describe daemonset pacto-node-agent",
+];
+
+/// Runs [`GUIDE_COMMANDS`] as a user would type them (kubectl from the node's binaries on
+/// `PATH`, the current context's namespace set to the verdicts' one) and checks each output;
+/// prints the node agent commands skipped and why.
+fn the_guide_commands_run(d: &Deployed) -> Result<()> {
+    let kubectl = d.node().control_plane().kubectl()?;
+    let bin = std::path::Path::new(kubectl.get_program())
+        .parent()
+        .context("kubectl's directory")?
+        .to_owned();
+    let dir = std::env::temp_dir().join(format!("pacto-deployed-guide-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let config = dir.join("kubeconfig");
+    std::fs::copy(d.kubeconfig(), &config)?;
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let sh = |script: &str| -> Result<String> {
+        let out = std::process::Command::new("sh")
+            .args(["-c", script])
+            .env("KUBECONFIG", &config)
+            .env("PATH", &path)
+            .output()
+            .context("starting sh")?;
+        ensure!(
+            out.status.success(),
+            "`{script}` failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    sh(&format!(
+        "kubectl config set-context --current --namespace={VERDICTS_NS}"
+    ))?;
+    for c in GUIDE_COMMANDS {
+        let script = c.command.replace("<name>", c.name);
+        let out = sh(&script)?;
+        for needle in c.shows {
+            ensure!(
+                out.contains(needle),
+                "guide command `{script}` does not show {needle:?}:\n{out}"
+            );
+        }
+        eprintln!(
+            "deployed: guide command ran: {script} -> shows {:?}",
+            c.shows
+        );
+    }
+    for c in GUIDE_NODE_AGENT_COMMANDS {
+        eprintln!(
+            "deployed: guide command skipped: {c} (node agent not deployed by this tier yet)"
+        );
+    }
+    std::fs::remove_dir_all(&dir)?;
+    Ok(())
 }

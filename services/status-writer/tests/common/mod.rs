@@ -76,6 +76,71 @@ pub struct Harness {
     pub gauges: Gauges,
     pub ctx: Arc<Context>,
     pub admin: SocketAddr,
+    /// The in-process observer of [`start_with_observer`].
+    pub observer: Option<InProcessObserver>,
+}
+
+/// The real observer served in-process (its watches and its gRPC server share one stop token),
+/// which a test can stop and start again on the same address, like a restarted observer pod.
+pub struct InProcessObserver {
+    client: Client,
+    namespace: String,
+    addr: SocketAddr,
+    store: Arc<TlsStore>,
+    stop: std::sync::Mutex<CancellationToken>,
+}
+
+impl InProcessObserver {
+    fn serve(&self, config: pacto_runtime::service::ServeConfig) {
+        let stop = self.stop.lock().unwrap().clone();
+        let hub = pacto_observer::watch::TargetHub::new();
+        pacto_observer::watch::spawn_watchers(
+            &self.client,
+            Some(self.namespace.as_str()),
+            &hub,
+            &stop,
+        );
+        let observer = pacto_observer::Observer::new(
+            pacto_observer::KubeCluster::new(self.client.clone(), Some(self.namespace.clone())),
+            pacto_observer::Prober::new().unwrap(),
+            pacto_observer::Options::default(),
+        );
+        tokio::spawn(pacto_observer::serve(
+            config,
+            pacto_observer::ObserverService::new(observer, hub, stop.clone()),
+            stop,
+        ));
+    }
+
+    /// Stops the observer (its streams end, its port closes) and waits until the port refuses.
+    pub async fn stop(&self) {
+        self.stop.lock().unwrap().cancel();
+        eventually(
+            "the observer's port closed",
+            Duration::from_secs(30),
+            || async {
+                match tokio::net::TcpStream::connect(self.addr).await {
+                    Err(_) => Ok(()),
+                    Ok(_) => Err("still accepting".to_owned()),
+                }
+            },
+        )
+        .await;
+    }
+
+    /// Starts a new observer (new watches, new hub) on the same address and identity.
+    pub async fn start(&self, parent: &CancellationToken) {
+        *self.stop.lock().unwrap() = parent.child_token();
+        let config = pacto_runtime::service::ServeConfig {
+            grpc: grpc::bind(self.addr).await.unwrap(),
+            admin: pacto_runtime::admin::bind("127.0.0.1:0".parse().unwrap())
+                .await
+                .unwrap(),
+            transport: Transport::Mtls(Arc::clone(&self.store)),
+            allowed: AllowList::new([STATUS_WRITER]),
+        };
+        self.serve(config);
+    }
 }
 
 impl Drop for Harness {
@@ -167,24 +232,20 @@ pub async fn start_concurrent(
     } else {
         closed_port().await
     };
-    let observer_addr = if observer_up {
+    let (observer_addr, observer) = if observer_up {
         let (endpoint, config) =
             TestEndpoint::bind(&ca, dir.path(), OBSERVER, &[STATUS_WRITER]).await;
-        let hub = pacto_observer::watch::TargetHub::new();
-        pacto_observer::watch::spawn_watchers(&client, Some(namespace.as_str()), &hub, &shutdown);
-        let observer = pacto_observer::Observer::new(
-            pacto_observer::KubeCluster::new(client.clone(), Some(namespace.clone())),
-            pacto_observer::Prober::new().unwrap(),
-            pacto_observer::Options::default(),
-        );
-        tokio::spawn(pacto_observer::serve(
-            config,
-            pacto_observer::ObserverService::new(observer, hub, shutdown.clone()),
-            shutdown.clone(),
-        ));
-        endpoint.grpc
+        let observer = InProcessObserver {
+            client: client.clone(),
+            namespace: namespace.clone(),
+            addr: endpoint.grpc,
+            store: Arc::clone(&endpoint.store),
+            stop: std::sync::Mutex::new(shutdown.child_token()),
+        };
+        observer.serve(config);
+        (endpoint.grpc, Some(observer))
     } else {
-        closed_port().await
+        (closed_port().await, None)
     };
 
     // status-writer's client identity.
@@ -244,6 +305,7 @@ pub async fn start_concurrent(
         gauges,
         ctx,
         admin,
+        observer,
     }
 }
 
