@@ -10,8 +10,7 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::{Container, Node, Pod, PodSpec, ServiceAccount};
+use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ObjectMeta, PostParams};
 use pacto_observer::node_reports::NODE_REPORTS_SERVICE;
 use pacto_observer::{NodeAgentArgs, NodeReports};
@@ -70,63 +69,8 @@ async fn token(
     node: Option<&str>,
     audience: &str,
 ) -> String {
-    let client = cp.client().unwrap();
-    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
-    if accounts.get_opt(sa).await.unwrap().is_none() {
-        create(
-            &accounts,
-            &ServiceAccount {
-                metadata: meta(sa),
-                ..ServiceAccount::default()
-            },
-        )
-        .await;
-    }
-    let bound = match node {
-        None => None,
-        Some(node) => {
-            let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-            let pod = create(
-                &pods,
-                &Pod {
-                    metadata: meta(&pacto_testenv::controlplane::unique_name(&format!("{sa}-"))),
-                    spec: Some(PodSpec {
-                        node_name: Some(node.to_owned()),
-                        service_account_name: Some(sa.to_owned()),
-                        containers: vec![Container {
-                            name: "agent".into(),
-                            image: Some("registry.invalid/agent:1".into()),
-                            ..Container::default()
-                        }],
-                        ..PodSpec::default()
-                    }),
-                    ..Pod::default()
-                },
-            )
-            .await;
-            Some(BoundObjectReference {
-                api_version: Some("v1".into()),
-                kind: Some("Pod".into()),
-                name: pod.metadata.name.clone(),
-                uid: pod.metadata.uid.clone(),
-            })
-        }
-    };
-    let request = TokenRequest {
-        spec: Some(TokenRequestSpec {
-            audiences: Some(vec![audience.to_owned()]),
-            bound_object_ref: bound,
-            expiration_seconds: Some(3600),
-            ..TokenRequestSpec::default()
-        }),
-        ..TokenRequest::default()
-    };
-    accounts
-        .create_token_request(sa, &PostParams::default(), &request)
+    cp.service_account_token(ns, sa, node, &[audience])
         .await
-        .unwrap()
-        .status
-        .and_then(|status| status.token)
         .unwrap()
 }
 

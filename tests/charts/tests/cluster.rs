@@ -11,11 +11,8 @@ use std::{path::PathBuf, time::Duration};
 use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::{
     apps::v1::Deployment,
-    authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec},
     coordination::v1::Lease,
-    core::v1::{
-        ConfigMap, Container, Event, Namespace, Node, Pod, PodSpec, Secret, Service, ServiceAccount,
-    },
+    core::v1::{ConfigMap, Event, Namespace, Pod, Secret, Service, ServiceAccount},
     discovery::v1::EndpointSlice,
 };
 use kube::{
@@ -670,62 +667,10 @@ fn lease(name: &str) -> Lease {
 /// A client acting as ServiceAccount `sa` with a token bound to a new Pod on a new Node `node`
 /// (the token then carries the node name, as the agent's projected token does).
 async fn agent_client(cp: &ControlPlane, ns: &str, sa: &str, node: &str) -> Result<Client> {
-    let admin = cp.client()?;
-    Api::<Node>::all(admin.clone())
-        .create(
-            &PostParams::default(),
-            &Node {
-                metadata: meta(node),
-                ..Node::default()
-            },
-        )
-        .await?;
-    Api::<ServiceAccount>::namespaced(admin.clone(), ns)
+    Api::<ServiceAccount>::namespaced(cp.client()?, ns)
         .get(sa)
         .await?;
-    let pod = Api::<Pod>::namespaced(admin.clone(), ns)
-        .create(
-            &PostParams::default(),
-            &Pod {
-                metadata: meta(&format!("agent-{node}")),
-                spec: Some(PodSpec {
-                    node_name: Some(node.to_owned()),
-                    service_account_name: Some(sa.to_owned()),
-                    automount_service_account_token: Some(false),
-                    containers: vec![Container {
-                        name: "agent".into(),
-                        image: Some("example.invalid/agent".into()),
-                        ..Container::default()
-                    }],
-                    ..PodSpec::default()
-                }),
-                ..Pod::default()
-            },
-        )
-        .await?;
-    let token = Api::<ServiceAccount>::namespaced(admin, ns)
-        .create_token_request(
-            sa,
-            &PostParams::default(),
-            &TokenRequest {
-                spec: Some(TokenRequestSpec {
-                    expiration_seconds: Some(3600),
-                    bound_object_ref: Some(BoundObjectReference {
-                        api_version: Some("v1".into()),
-                        kind: Some("Pod".into()),
-                        name: pod.metadata.name.clone(),
-                        uid: pod.metadata.uid.clone(),
-                    }),
-                    ..TokenRequestSpec::default()
-                }),
-                ..TokenRequest::default()
-            },
-        )
-        .await?
-        .status
-        .and_then(|s| s.token)
-        .filter(|t| !t.is_empty())
-        .context("no token")?;
+    let token = cp.service_account_token(ns, sa, Some(node), &[]).await?;
     let mut config = cp.admin_config();
     config.auth_info = kube::config::AuthInfo {
         token: Some(token.into()),

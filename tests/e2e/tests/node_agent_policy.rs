@@ -12,9 +12,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
-use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::{Container, Namespace, Node, Pod, PodSpec, ServiceAccount};
-use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, Patch, PatchParams};
 use pacto_e2e::{OBSERVER, RELEASE};
 use pacto_proto::observer::node_agent_reports_client::NodeAgentReportsClient;
 use pacto_proto::observer::{CollectionState, NodeReport};
@@ -119,14 +118,7 @@ fn free_addr() -> Result<SocketAddr> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?)
 }
 
-fn meta(name: &str) -> ObjectMeta {
-    ObjectMeta {
-        name: Some(name.to_owned()),
-        ..ObjectMeta::default()
-    }
-}
-
-/// A token of `sa` for `audience`, bound to a new Pod on the new Node `node`.
+/// A token of `sa` for `audience`, bound to a new Pod on Node `node`.
 async fn pod_bound_token(
     cp: &ControlPlane,
     ns: &str,
@@ -134,59 +126,9 @@ async fn pod_bound_token(
     node: &str,
     audience: &str,
 ) -> Result<String> {
-    let admin = cp.client()?;
-    Api::<Node>::all(admin.clone())
-        .create(
-            &PostParams::default(),
-            &Node {
-                metadata: meta(node),
-                ..Node::default()
-            },
-        )
-        .await?;
-    let pod = Api::<Pod>::namespaced(admin.clone(), ns)
-        .create(
-            &PostParams::default(),
-            &Pod {
-                metadata: meta(&format!("agent-{node}")),
-                spec: Some(PodSpec {
-                    node_name: Some(node.to_owned()),
-                    service_account_name: Some(sa.to_owned()),
-                    automount_service_account_token: Some(false),
-                    containers: vec![Container {
-                        name: "node-agent".into(),
-                        image: Some("example.invalid/node-agent".into()),
-                        ..Container::default()
-                    }],
-                    ..PodSpec::default()
-                }),
-                ..Pod::default()
-            },
-        )
-        .await?;
-    Api::<ServiceAccount>::namespaced(admin, ns)
-        .create_token_request(
-            sa,
-            &PostParams::default(),
-            &TokenRequest {
-                spec: Some(TokenRequestSpec {
-                    audiences: Some(vec![audience.to_owned()]),
-                    expiration_seconds: Some(3600),
-                    bound_object_ref: Some(BoundObjectReference {
-                        api_version: Some("v1".into()),
-                        kind: Some("Pod".into()),
-                        name: pod.metadata.name.clone(),
-                        uid: pod.metadata.uid.clone(),
-                    }),
-                    ..TokenRequestSpec::default()
-                }),
-                ..TokenRequest::default()
-            },
-        )
-        .await?
-        .status
-        .and_then(|s| s.token)
-        .context("no token")
+    Ok(cp
+        .service_account_token(ns, sa, Some(node), &[audience])
+        .await?)
 }
 
 fn report(node: &str) -> NodeReport {

@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::{Container, Namespace, Node, Pod, PodSpec, ServiceAccount};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -860,8 +860,36 @@ impl ControlPlane {
         namespace: &str,
         name: &str,
     ) -> Result<String, ControlPlaneError> {
+        let token = self
+            .service_account_token(namespace, name, None, &[])
+            .await?;
+        Ok(kubeconfig_yaml(
+            &self.server,
+            &self.ca_pem,
+            &format!("{namespace}-{name}"),
+            &Credentials::Token(token),
+        ))
+    }
+
+    /// A token of ServiceAccount `namespace/name` (created if missing) from the TokenRequest API,
+    /// valid one hour, for `audiences` (empty: the API server's own). With `node`, the token is
+    /// bound to a new Pod of that ServiceAccount on that node (the Node object is created if
+    /// missing; nothing runs the Pod), so the API server puts the node's name into it
+    /// (`authentication.kubernetes.io/node-name`), as into a node agent's projected token.
+    pub async fn service_account_token(
+        &self,
+        namespace: &str,
+        name: &str,
+        node: Option<&str>,
+        audiences: &[&str],
+    ) -> Result<String, ControlPlaneError> {
         let client = self.client()?;
-        let api: Api<ServiceAccount> = Api::namespaced(client, namespace);
+        let api: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
+        let account_error = |source| ControlPlaneError::ServiceAccount {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            source,
+        };
         let sa = ServiceAccount {
             metadata: ObjectMeta {
                 name: Some(name.to_owned()),
@@ -872,17 +900,22 @@ impl ControlPlane {
         match api.create(&PostParams::default(), &sa).await {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 409 => {}
-            Err(source) => {
-                return Err(ControlPlaneError::ServiceAccount {
-                    namespace: namespace.to_owned(),
-                    name: name.to_owned(),
-                    source,
-                });
-            }
+            Err(source) => return Err(account_error(source)),
         }
+        let bound_object_ref = match node {
+            None => None,
+            Some(node) => Some(
+                Self::bound_pod(client, namespace, name, node)
+                    .await
+                    .map_err(account_error)?,
+            ),
+        };
         let request = TokenRequest {
             spec: Some(TokenRequestSpec {
                 expiration_seconds: Some(3600),
+                audiences: (!audiences.is_empty())
+                    .then(|| audiences.iter().map(|a| (*a).to_owned()).collect()),
+                bound_object_ref,
                 ..TokenRequestSpec::default()
             }),
             ..TokenRequest::default()
@@ -895,20 +928,62 @@ impl ControlPlane {
                 name: name.to_owned(),
                 source,
             })?;
-        let token = response
+        response
             .status
             .and_then(|s| s.token)
             .filter(|t| !t.is_empty())
             .ok_or_else(|| ControlPlaneError::EmptyToken {
                 namespace: namespace.to_owned(),
                 name: name.to_owned(),
-            })?;
-        Ok(kubeconfig_yaml(
-            &self.server,
-            &self.ca_pem,
-            &format!("{namespace}-{name}"),
-            &Credentials::Token(token),
-        ))
+            })
+    }
+
+    /// Creates Node `node` (if missing) and a Pod of ServiceAccount `namespace/account` bound to
+    /// it; returns the reference a TokenRequest binds to.
+    async fn bound_pod(
+        client: Client,
+        namespace: &str,
+        account: &str,
+        node: &str,
+    ) -> Result<BoundObjectReference, kube::Error> {
+        let meta = |name: String| ObjectMeta {
+            name: Some(name),
+            ..ObjectMeta::default()
+        };
+        let nodes: Api<Node> = Api::all(client.clone());
+        let object = Node {
+            metadata: meta(node.to_owned()),
+            ..Node::default()
+        };
+        match nodes.create(&PostParams::default(), &object).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => return Err(e),
+        }
+        let pod = Pod {
+            metadata: meta(unique_name(&format!("{account}-"))),
+            spec: Some(PodSpec {
+                node_name: Some(node.to_owned()),
+                service_account_name: Some(account.to_owned()),
+                automount_service_account_token: Some(false),
+                containers: vec![Container {
+                    name: "agent".into(),
+                    image: Some("registry.invalid/agent:1".into()),
+                    ..Container::default()
+                }],
+                ..PodSpec::default()
+            }),
+            ..Pod::default()
+        };
+        let pod = Api::<Pod>::namespaced(client, namespace)
+            .create(&PostParams::default(), &pod)
+            .await?;
+        Ok(BoundObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Pod".into()),
+            name: pod.metadata.name,
+            uid: pod.metadata.uid,
+        })
     }
 
     /// A client acting as ServiceAccount `namespace/name` (created if missing).
