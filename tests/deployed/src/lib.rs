@@ -65,6 +65,18 @@ pub fn timed(step: &str, started: Instant) {
     eprintln!("deployed: {step}: {:.1} s", started.elapsed().as_secs_f64());
 }
 
+/// Runs one scenario of the tier and prints its time (also when it fails, so a slow failure
+/// shows where the time went).
+pub async fn step<T>(
+    name: &str,
+    scenario: impl std::future::Future<Output = anyhow::Result<T>>,
+) -> anyhow::Result<T> {
+    let started = Instant::now();
+    let result = scenario.await;
+    timed(name, started);
+    result
+}
+
 /// A real node with the helm tools pointed at it.
 pub struct Deployed {
     node: Option<RealNode>,

@@ -6,7 +6,9 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, ensure};
-use pacto_deployed::{Deployed, OPERATOR_NAMESPACE, SAMPLE_HTTP_IMAGE, SERVICES, may_run, timed};
+use pacto_deployed::{
+    Deployed, OPERATOR_NAMESPACE, SAMPLE_HTTP_IMAGE, SERVICES, may_run, step, timed,
+};
 
 const SERVICES_READY: Duration = Duration::from_mins(3);
 const VERDICT: Duration = Duration::from_mins(2);
@@ -17,78 +19,78 @@ async fn deployed_tier() -> Result<()> {
         return Ok(());
     }
     let tier = Instant::now();
-    let started = Instant::now();
-    let deployed = Deployed::start().await?;
-    timed(
+    let deployed = step(
         "node start (control plane, node Ready, CoreDNS Ready)",
-        started,
-    );
+        Box::pin(Deployed::start()),
+    )
+    .await?;
     let t = deployed.node().timings();
     eprintln!(
         "deployed: node phases: control plane {:?}, containerd {:?}, images {:?}, node Ready {:?}, kube-proxy {:?}, CoreDNS Ready {:?}",
         t.control_plane, t.containerd, t.images, t.node_ready, t.kube_proxy, t.coredns_ready
     );
 
-    let started = Instant::now();
-    helmfile_sync_brings_every_service_up(&deployed).await?;
-    timed("helmfile sync and the four services Ready", started);
+    step(
+        "helmfile sync and the four services Ready",
+        helmfile_sync_brings_every_service_up(&deployed),
+    )
+    .await?;
 
     // Right after the sync: the status-writer subscribed to WatchTargets while the observer was
     // not Ready yet, so this also checks that no endpoint change is lost in that gap.
-    let started = Instant::now();
-    a_real_workload_is_compliant(&deployed).await?;
-    timed(
+    step(
         "sample workload: Compliant, NotReady -> NonCompliant after the window, Ready -> Compliant",
-        started,
-    );
+        a_real_workload_is_compliant(&deployed),
+    )
+    .await?;
 
-    let started = Instant::now();
-    verdicts_without_a_workload(&deployed).await?;
-    timed(
+    step(
         "Invalid, Reference, Unknown (EVIDENCE_MISSING); pactorevisions and describe events",
-        started,
-    );
+        verdicts_without_a_workload(&deployed),
+    )
+    .await?;
 
-    let started = Instant::now();
-    the_guide_commands_run(&deployed)?;
-    timed("the guide's kubectl commands", started);
+    step("the guide's kubectl commands", async {
+        the_guide_commands_run(&deployed)
+    })
+    .await?;
 
-    let started = Instant::now();
-    configuration_on_the_node(&deployed).await?;
-    timed(
-        "configuration: Compliant, ConfigMap violated -> NonCompliant at once, restored -> Compliant",
-        started,
-    );
+    step("configuration: Compliant, ConfigMap violated -> NonCompliant at once, restored -> Compliant", configuration_on_the_node(&deployed)).await?;
 
-    let started = Instant::now();
-    prometheus_scrapes_the_services(&deployed).await?;
-    timed("Prometheus scrapes the four metrics Services", started);
+    step(
+        "Prometheus scrapes the four metrics Services",
+        prometheus_scrapes_the_services(&deployed),
+    )
+    .await?;
 
-    let started = Instant::now();
-    metrics_scraped(&deployed).await?;
-    timed("metrics scraped on a real pod: Compliant", started);
+    step(
+        "metrics scraped on a real pod: Compliant",
+        metrics_scraped(&deployed),
+    )
+    .await?;
 
-    let started = Instant::now();
-    a_killed_service_pod_is_healed(&deployed).await?;
-    timed(
+    step(
         "evaluator pod deleted: healed by its Deployment, no verdict lost",
-        started,
-    );
+        a_killed_service_pod_is_healed(&deployed),
+    )
+    .await?;
 
-    let started = Instant::now();
-    a_refused_value_fails_helmfile_sync(&deployed)?;
-    timed("helmfile sync with a value the schema refuses", started);
+    step("helmfile sync with a value the schema refuses", async {
+        a_refused_value_fails_helmfile_sync(&deployed)
+    })
+    .await?;
 
-    let started = Instant::now();
-    health_probed(&deployed).await?;
-    timed("health probed through the Service: Compliant", started);
+    step(
+        "health probed through the Service: Compliant",
+        health_probed(&deployed),
+    )
+    .await?;
 
-    let started = Instant::now();
-    upgrade_and_rollback_change_no_verdict(&deployed).await?;
-    timed(
+    step(
         "helmfile sync (log level) and helm rollback: rolled, no verdict or Pacto event changed",
-        started,
-    );
+        upgrade_and_rollback_change_no_verdict(&deployed),
+    )
+    .await?;
 
     let started = Instant::now();
     for ns in [VERDICTS_NS, PROBE_NS, CONFIG_NS] {
@@ -96,9 +98,11 @@ async fn deployed_tier() -> Result<()> {
     }
     timed("scenario namespaces deleted", started);
 
-    let started = Instant::now();
-    helmfile_destroy_leaves_nothing(&deployed).await?;
-    timed("helmfile destroy", started);
+    step(
+        "helmfile destroy",
+        helmfile_destroy_leaves_nothing(&deployed),
+    )
+    .await?;
 
     let took = deployed.down()?;
     eprintln!("deployed: teardown: {:.1} s", took.as_secs_f64());
