@@ -458,28 +458,6 @@ async fn targeted_pacto_unknown_until_its_target_exists_then_compliant() {
 
     // The Deployment appears: the observer's WatchTargets notification re-observes at once
     // (the next check is an hour away).
-    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
-        Api::namespaced(h.client.clone(), &h.namespace);
-    let deployment: k8s_openapi::api::apps::v1::Deployment =
-        serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "orders"},
-            "spec": {
-                "selector": {"matchLabels": {"app": "orders"}},
-                "template": {
-                    "metadata": {"labels": {"app": "orders"}},
-                    "spec": {"containers": [{"name": "app", "image": "registry.local/orders:1"}]}
-                }
-            }
-        }))
-        .unwrap();
-    // With its Service: the target `serviceName: orders` must exist for Compliant.
-    let services: Api<k8s_openapi::api::core::v1::Service> =
-        Api::namespaced(h.client.clone(), &h.namespace);
-    let service: k8s_openapi::api::core::v1::Service = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": "orders"},
-        "spec": {"selector": {"app": "orders"}, "ports": [{"name": "http", "port": 80}]}
-    }))
-    .unwrap();
     // Before the target appears, the reconcile that the revision's creation triggers has run
     // and no reconcile is in flight: otherwise that one could observe the new target first
     // and write Compliant before the notification's reconcile (a race, not a cause).
@@ -501,14 +479,7 @@ async fn targeted_pacto_unknown_until_its_target_exists_then_compliant() {
     )
     .await;
     let notified = h.ctx.triggers.started(Trigger::WatchTargets);
-    deployments
-        .create(&PostParams::default(), &deployment)
-        .await
-        .unwrap();
-    services
-        .create(&PostParams::default(), &service)
-        .await
-        .unwrap();
+    create_orders_target(&h).await;
     let (_, s) = wait_status(&api, "orders", ContractStatus::Compliant).await;
     // The cause, not the timing: reconciles started by WatchTargets notifications, and the
     // one that wrote Compliant was one of them.
@@ -642,6 +613,27 @@ async fn a_change_made_while_the_observer_was_down_is_seen_when_it_is_back() {
     // The observer goes away; the target appears meanwhile (nobody is told).
     observer.stop().await;
     let reconciles = h.ctx.triggers.started_total();
+    create_orders_target(&h).await;
+    assert_eq!(
+        h.ctx.triggers.started_total(),
+        reconciles,
+        "nothing reconciles while the observer is down"
+    );
+
+    // The observer is back: the status-writer subscribes again and re-reconciles.
+    observer.start(&h.shutdown).await;
+    let (_, s) = wait_status(&api, "orders", ContractStatus::Compliant).await;
+    assert!(s.findings.is_empty(), "{:?}", s.findings);
+    assert_eq!(
+        h.ctx.triggers.last_write(&h.namespace, "orders"),
+        Some(Trigger::WatchTargets),
+        "the Compliant status was written by a reconcile the resubscription did not trigger"
+    );
+}
+
+/// The target of the `orders` Pacto: a Deployment and its Service (`serviceName: orders` must
+/// exist for Compliant).
+async fn create_orders_target(h: &Harness) {
     let deployment: k8s_openapi::api::apps::v1::Deployment =
         serde_json::from_value(serde_json::json!({
             "metadata": {"name": "orders"},
@@ -667,19 +659,4 @@ async fn a_change_made_while_the_observer_was_down_is_seen_when_it_is_back() {
         .create(&PostParams::default(), &service)
         .await
         .unwrap();
-    assert_eq!(
-        h.ctx.triggers.started_total(),
-        reconciles,
-        "nothing reconciles while the observer is down"
-    );
-
-    // The observer is back: the status-writer subscribes again and re-reconciles.
-    observer.start(&h.shutdown).await;
-    let (_, s) = wait_status(&api, "orders", ContractStatus::Compliant).await;
-    assert!(s.findings.is_empty(), "{:?}", s.findings);
-    assert_eq!(
-        h.ctx.triggers.last_write(&h.namespace, "orders"),
-        Some(Trigger::WatchTargets),
-        "the Compliant status was written by a reconcile the resubscription did not trigger"
-    );
 }
