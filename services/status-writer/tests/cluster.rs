@@ -461,23 +461,7 @@ async fn targeted_pacto_unknown_until_its_target_exists_then_compliant() {
     // Before the target appears, the reconcile that the revision's creation triggers has run
     // and no reconcile is in flight: otherwise that one could observe the new target first
     // and write Compliant before the notification's reconcile (a race, not a cause).
-    eventually(
-        "the revision's reconcile to finish and none to be in flight",
-        Duration::from_secs(30),
-        || async {
-            let started = h.ctx.triggers.started_total();
-            if h.ctx.triggers.started(Trigger::Revision) >= 1 && h.ctx.reconciles() == started {
-                Ok(())
-            } else {
-                Err(format!(
-                    "started {started} (revision {}), finished {}",
-                    h.ctx.triggers.started(Trigger::Revision),
-                    h.ctx.reconciles()
-                ))
-            }
-        },
-    )
-    .await;
+    wait_revision_reconciled_and_idle(&h).await;
     let notified = h.ctx.triggers.started(Trigger::WatchTargets);
     create_orders_target(&h).await;
     let (_, s) = wait_status(&api, "orders", ContractStatus::Compliant).await;
@@ -593,22 +577,7 @@ async fn a_change_made_while_the_observer_was_down_is_seen_when_it_is_back() {
             .reason,
         "Found"
     );
-    eventually(
-        "the reconciles so far finished",
-        Duration::from_secs(30),
-        || async {
-            let started = h.ctx.triggers.started_total();
-            if h.ctx.triggers.started(Trigger::Revision) >= 1 && h.ctx.reconciles() == started {
-                Ok(())
-            } else {
-                Err(format!(
-                    "started {started}, finished {}",
-                    h.ctx.reconciles()
-                ))
-            }
-        },
-    )
-    .await;
+    wait_revision_reconciled_and_idle(&h).await;
 
     // The observer goes away; the target appears meanwhile (nobody is told).
     observer.stop().await;
@@ -659,4 +628,26 @@ async fn create_orders_target(h: &Harness) {
         .create(&PostParams::default(), &service)
         .await
         .unwrap();
+}
+
+/// Waits until the reconcile that the revision's creation triggers has run and no reconcile is
+/// in flight, so that what the test changes next is seen by a reconcile it causes.
+async fn wait_revision_reconciled_and_idle(h: &Harness) {
+    eventually(
+        "the revision's reconcile to finish and none to be in flight",
+        Duration::from_secs(30),
+        || async {
+            let started = h.ctx.triggers.started_total();
+            if h.ctx.triggers.started(Trigger::Revision) >= 1 && h.ctx.reconciles() == started {
+                Ok(())
+            } else {
+                Err(format!(
+                    "started {started} (revision {}), finished {}",
+                    h.ctx.triggers.started(Trigger::Revision),
+                    h.ctx.reconciles()
+                ))
+            }
+        },
+    )
+    .await;
 }
