@@ -8,7 +8,7 @@ use pacto_api::InterfaceBinding;
 use pacto_contract::model::Binding;
 use pacto_engine::{CapabilityValue, Outcome, Value};
 
-use crate::interfaces::{find_service_port, ready_endpoints_for_port};
+use crate::interfaces::{find_service_port, is_external_or_selectorless, ready_endpoints_for_port};
 use crate::probe::ProbeResult;
 use crate::verdict::{Fetched, Verdict};
 use crate::workload::WorkloadObject;
@@ -49,6 +49,20 @@ pub fn capability_target(
     Ok(CapabilityTarget {
         port: port.clone(),
         path: binding.path.clone().filter(|p| !p.is_empty()),
+    })
+}
+
+/// Why the active probe must not be sent to this Service, if it must not
+/// (docs/design/observation.md#probe-safety): an `ExternalName` Service's DNS name points outside
+/// the cluster, and a selector-less Service's endpoints are written by hand, so either could
+/// reach any address (another namespace, a metadata service).
+pub fn probe_refusal(service: &Service) -> Option<&'static str> {
+    is_external_or_selectorless(service).then(|| {
+        if service.spec.as_ref().and_then(|s| s.type_.as_deref()) == Some("ExternalName") {
+            "ExternalName Service"
+        } else {
+            "selector-less Service (hand-made endpoints)"
+        }
     })
 }
 
@@ -435,5 +449,30 @@ mod tests {
         for (name, target, workload, slices, want) in cases {
             assert_eq!(passive_verdict(&target, &workload, &slices), want, "{name}");
         }
+    }
+
+    #[test]
+    fn probes_are_refused_for_external_and_selectorless_services() {
+        let bound = port(Some("http"), 80, None);
+        let mut selected = service(vec![bound]);
+        if let Some(spec) = selected.spec.as_mut() {
+            spec.selector = Some([("app".to_owned(), "x".to_owned())].into());
+        }
+        assert_eq!(
+            probe_refusal(&selected),
+            None,
+            "a selector Service is probed"
+        );
+        let mut external = selected.clone();
+        if let Some(spec) = external.spec.as_mut() {
+            spec.type_ = Some("ExternalName".into());
+            spec.external_name = Some("metadata.google.internal".into());
+        }
+        assert_eq!(probe_refusal(&external), Some("ExternalName Service"));
+        let mut hand_made = selected.clone();
+        if let Some(spec) = hand_made.spec.as_mut() {
+            spec.selector = None;
+        }
+        assert!(probe_refusal(&hand_made).is_some(), "selector-less");
     }
 }

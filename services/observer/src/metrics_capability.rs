@@ -13,8 +13,8 @@ use pacto_engine::{CapabilityValue, Value};
 use reqwest::Url;
 use serde_json::Value as Json;
 
-use crate::health::{CapabilityTarget, capability_target};
-use crate::probe::{Fetch, MAX_BODY_BYTES, Prober, service_url};
+use crate::health::{CapabilityTarget, capability_target, probe_refusal};
+use crate::probe::{Fetch, MAX_BODY_BYTES, Prober, is_scrapable_ip, service_url};
 use crate::target::Target;
 use crate::verdict::{Fetched, Verdict};
 use crate::workload::WorkloadObject;
@@ -289,14 +289,33 @@ pub fn scrape_verdict(result: &Result<Fetch, String>) -> Verdict {
     Verdict::observed(Value::Capability(CapabilityValue { present: true }))
 }
 
-/// The first Ready endpoint address of the slices.
-fn ready_pod_ip(slices: &[EndpointSlice]) -> Option<IpAddr> {
+/// The `managed-by` label value of slices the EndpointSlice controller writes.
+const MANAGED_BY_CONTROLLER: &str = "endpointslice-controller.k8s.io";
+
+/// The first safe Ready pod address of the slices (docs/design/observation.md#probe-safety):
+/// only slices written by the EndpointSlice controller, only endpoints whose `targetRef` is a
+/// Pod in `namespace`, only addresses [`is_scrapable_ip`] accepts.
+fn ready_pod_ip(slices: &[EndpointSlice], namespace: &str) -> Option<IpAddr> {
     slices
         .iter()
+        .filter(|s| {
+            s.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("endpointslice.kubernetes.io/managed-by"))
+                .map(String::as_str)
+                == Some(MANAGED_BY_CONTROLLER)
+        })
         .flat_map(|s| s.endpoints.as_deref().unwrap_or_default())
         .filter(|e| e.conditions.as_ref().and_then(|c| c.ready) == Some(true))
+        .filter(|e| {
+            e.target_ref.as_ref().is_some_and(|r| {
+                r.kind.as_deref() == Some("Pod") && r.namespace.as_deref() == Some(namespace)
+            })
+        })
         .flat_map(|e| e.addresses.iter())
-        .find_map(|a| a.parse().ok())
+        .filter_map(|a| a.parse().ok())
+        .find(|ip| is_scrapable_ip(*ip))
 }
 
 fn pod_url(ip: IpAddr, port: i32, path: &str) -> Option<Url> {
@@ -365,11 +384,18 @@ pub async fn observe(
         return Verdict::unsupported();
     };
     let url = match discovery.at {
-        ScrapeAt::Service { port } => target
-            .service_name()
-            .and_then(|s| service_url(s, namespace, port, &discovery.path).ok()),
+        ScrapeAt::Service { port } => {
+            if let Some(reason) = probe_refusal(service) {
+                tracing::debug!(reason, "metrics scrape by Service name refused");
+                return Verdict::insufficient();
+            }
+            target
+                .service_name()
+                .and_then(|s| service_url(s, namespace, port, &discovery.path).ok())
+        }
         ScrapeAt::Pod { port } => {
-            let Some(ip) = ready_pod_ip(slices) else {
+            let Some(ip) = ready_pod_ip(slices, namespace) else {
+                tracing::debug!("no safe Ready pod address to scrape");
                 return Verdict::insufficient();
             };
             pod_url(ip, port, &discovery.path)
@@ -564,5 +590,132 @@ mod tests {
         long.truncate(MAX_BODY_BYTES - 2);
         long.extend_from_slice(b"b_");
         assert!(parses_exposition(&long));
+    }
+
+    /// A slice with one Ready endpoint at `address`, labelled like the controller's unless
+    /// `managed_by` says otherwise, whose targetRef is `target_ref` (kind, namespace).
+    fn pod_slice(
+        address: &str,
+        managed_by: Option<&str>,
+        target_ref: Option<(&str, &str)>,
+    ) -> EndpointSlice {
+        let mut s = slice(&[(Some("http"), 8080)], &[Some(true)]);
+        s.metadata.labels = managed_by.map(|m| {
+            BTreeMap::from([(
+                "endpointslice.kubernetes.io/managed-by".to_owned(),
+                m.to_owned(),
+            )])
+        });
+        if let Some(endpoint) = s.endpoints.as_mut().and_then(|e| e.first_mut()) {
+            endpoint.addresses = vec![address.to_owned()];
+            endpoint.target_ref =
+                target_ref.map(|(kind, ns)| k8s_openapi::api::core::v1::ObjectReference {
+                    kind: Some(kind.to_owned()),
+                    namespace: Some(ns.to_owned()),
+                    name: Some("web-0".to_owned()),
+                    ..Default::default()
+                });
+        }
+        s
+    }
+
+    #[test]
+    fn only_safe_ready_pod_addresses_of_controller_slices_are_scraped() {
+        let ctl = Some(MANAGED_BY_CONTROLLER);
+        let own = Some(("Pod", "shop"));
+        let cases: &[(&str, EndpointSlice, Option<&str>)] = &[
+            (
+                "a pod of the namespace",
+                pod_slice("10.244.0.7", ctl, own),
+                Some("10.244.0.7"),
+            ),
+            ("IPv6 pod", pod_slice("fd00::7", ctl, own), Some("fd00::7")),
+            (
+                "cloud metadata",
+                pod_slice("169.254.169.254", ctl, own),
+                None,
+            ),
+            ("loopback", pod_slice("127.0.0.1", ctl, own), None),
+            ("IPv6 loopback", pod_slice("::1", ctl, own), None),
+            ("IPv6 link-local", pod_slice("fe80::1", ctl, own), None),
+            (
+                "v4-mapped metadata",
+                pod_slice("::ffff:169.254.169.254", ctl, own),
+                None,
+            ),
+            ("unspecified", pod_slice("0.0.0.0", ctl, own), None),
+            ("multicast", pod_slice("224.0.0.1", ctl, own), None),
+            ("broadcast", pod_slice("255.255.255.255", ctl, own), None),
+            (
+                "pod of another namespace",
+                pod_slice("10.244.0.7", ctl, Some(("Pod", "bank"))),
+                None,
+            ),
+            (
+                "not a pod",
+                pod_slice("10.244.0.7", ctl, Some(("Node", "shop"))),
+                None,
+            ),
+            ("no targetRef", pod_slice("10.244.0.7", ctl, None), None),
+            ("hand-made slice", pod_slice("10.244.0.7", None, own), None),
+            (
+                "another manager",
+                pod_slice("10.244.0.7", Some("someone"), own),
+                None,
+            ),
+        ];
+        for (name, s, want) in cases {
+            let want = want.map(|w| w.parse::<IpAddr>().unwrap());
+            assert_eq!(
+                ready_pod_ip(std::slice::from_ref(s), "shop"),
+                want,
+                "{name}"
+            );
+        }
+        // an unsafe endpoint is skipped, a safe one after it is used
+        let both = [
+            pod_slice("169.254.169.254", ctl, own),
+            pod_slice("10.244.0.8", ctl, own),
+        ];
+        assert_eq!(ready_pod_ip(&both, "shop"), "10.244.0.8".parse().ok());
+    }
+
+    #[tokio::test]
+    async fn an_unsafe_pod_address_is_never_scraped() {
+        // discovery picks the pod (annotations); the only endpoint is the metadata address
+        let bound = port(Some("http"), 80, Some(IntOrString::Int(8080)));
+        let svc = labelled(
+            service(vec![bound.clone()]),
+            &[],
+            &[
+                ("prometheus.io/scrape", "true"),
+                ("prometheus.io/port", "8080"),
+            ],
+        );
+        let target = Target {
+            namespace: "shop".into(),
+            pacto_name: "web".into(),
+            spec: serde_json::from_value(json!({"serviceName": "web",
+                "interfaceBindings": [{"interface": "api", "servicePort": "http"}]}))
+            .unwrap(),
+        };
+        let resolved = CapabilityTarget {
+            port: bound,
+            path: Some("/metrics".into()),
+        };
+        let slices: Fetched<Vec<EndpointSlice>> = Ok(Some(vec![pod_slice(
+            "169.254.169.254",
+            Some(MANAGED_BY_CONTROLLER),
+            Some(("Pod", "shop")),
+        )]));
+        let input = MetricsInput {
+            slices: &slices,
+            workload: &Ok(None),
+            service_monitors: &[],
+            pod_monitors: &[],
+        };
+        let prober = Prober::new().unwrap();
+        let verdict = observe(&prober, &target, (resolved, &svc), input).await;
+        assert_eq!(verdict, Verdict::insufficient());
     }
 }

@@ -16,7 +16,7 @@ use pacto_engine::{
 use crate::configuration::{BoundObject, configuration_verdict};
 use crate::dependency::{SiblingMatch, dependency_verdict, match_sibling, reference_base};
 use crate::fetch::KubeCluster;
-use crate::health::{active_verdict, capability_target, passive_verdict};
+use crate::health::{active_verdict, capability_target, passive_verdict, probe_refusal};
 use crate::interfaces::{InterfaceInput, interface_verdict};
 use crate::metrics_capability::{self, MetricsInput};
 use crate::probe::{Prober, service_url};
@@ -522,7 +522,13 @@ impl Observer {
             Ok(t) => t,
             Err(verdict) => return verdict,
         };
-        if self.options.enable_probing
+        let refusal = match service {
+            Ok(Some(service)) => probe_refusal(service),
+            _ => None,
+        };
+        if let Some(reason) = refusal.filter(|_| self.options.enable_probing) {
+            tracing::debug!(reason, "health probe refused; passive verdict");
+        } else if self.options.enable_probing
             && let Some(service_name) = target.service_name()
         {
             let path = resolved.path.as_deref().unwrap_or("/");

@@ -4,7 +4,7 @@
 //! bounded, and nothing read is kept.
 
 use std::fmt::Write as _;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use reqwest::Url;
@@ -49,6 +49,29 @@ pub enum ProbeError {
     /// The HTTP client could not be built.
     #[error("building the HTTP client failed")]
     Client(#[source] reqwest::Error),
+}
+
+/// Whether a pod IP may be scraped (docs/design/observation.md#probe-safety): never loopback,
+/// link-local (where cloud metadata services live), unspecified, multicast or broadcast.
+pub fn is_scrapable_ip(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => {
+            !(v4.is_loopback()
+                || v4.is_link_local()
+                || v4.is_unspecified()
+                || v4.is_multicast()
+                || v4.is_broadcast())
+        }
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => is_scrapable_ip(IpAddr::V4(v4)),
+            None => {
+                !(v6.is_loopback()
+                    || v6.is_unicast_link_local()
+                    || v6.is_unspecified()
+                    || v6.is_multicast())
+            }
+        },
+    }
 }
 
 fn is_dns_label(value: &str) -> bool {

@@ -1182,7 +1182,6 @@ async fn observe_and_watch_targets_over_mtls() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_discovery_with_and_without_the_servicemonitor_crd() {
-    use k8s_openapi::api::discovery::v1::EndpointSlice;
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams};
 
@@ -1190,24 +1189,22 @@ async fn metrics_discovery_with_and_without_the_servicemonitor_crd() {
     let ns = cp.create_namespace("obs-metrics").await.unwrap();
     let client = cp.client().unwrap();
     let server = http_server_on(host_ip()).await;
-    // a selector-less Service whose endpoint is the local server (written as the endpoint
-    // controller would for a pod)
+    // a Service selecting one simulated pod whose IP is this host's, so the EndpointSlice
+    // controller writes a slice (managed-by label, Pod targetRef) pointing at the local server;
+    // the observer scrapes only such endpoints, never hand-made ones
     apply::<Service>(
         &client,
         &ns,
         json!({"metadata": {"name": "mon", "labels": {"team": "obs"}},
-               "spec": {"ports": [{"name": "http", "port": server.port()}]}}),
+               "spec": {"selector": {"app": "mon"},
+                        "ports": [{"name": "http", "port": server.port(), "targetPort": "http"}]}}),
     )
     .await;
-    apply::<EndpointSlice>(
-        &client,
-        &ns,
-        json!({"metadata": {"name": "mon-1", "labels": {"kubernetes.io/service-name": "mon"}},
-               "addressType": "IPv4",
-               "endpoints": [{"addresses": [server.ip().to_string()], "conditions": {"ready": true}}],
-               "ports": [{"name": "http", "port": server.port()}]}),
-    )
-    .await;
+    let mut pod = deployment("mon", i32::from(server.port()), true);
+    pod["spec"]["template"]["metadata"]["annotations"]
+        [pacto_testenv::simulator::POD_IP_ANNOTATION] = json!(server.ip().to_string());
+    pod["spec"]["template"]["spec"]["containers"][0]["ports"][0]["name"] = json!("http");
+    apply::<Deployment>(&client, &ns, pod).await;
     let overrides = [(format!("mon.{ns}.svc"), server)];
     let options = Options {
         enable_metrics: true,
@@ -1280,16 +1277,25 @@ async fn metrics_discovery_with_and_without_the_servicemonitor_crd() {
         .create(&PostParams::default(), &monitor)
         .await
         .unwrap();
-    let out = observer
-        .observe(input(t, &contract, vec![]), Timestamp::now())
-        .await;
-    assert_eq!(
-        metrics(&out),
-        Some(Outcome::Observed(Value::Capability(CapabilityValue {
-            present: true
-        }))),
-        "ServiceMonitor → named port resolved → pod IP scraped"
-    );
+    // the pod becomes Ready and its slice reaches the cache asynchronously
+    let present = Some(Outcome::Observed(Value::Capability(CapabilityValue {
+        present: true,
+    })));
+    let out = eventually(
+        "ServiceMonitor → named port resolved → pod IP scraped",
+        Duration::from_mins(1),
+        || {
+            let (observer, t, contract, present) =
+                (&observer, t.clone(), contract.clone(), present.clone());
+            async move {
+                let out = observer
+                    .observe(input(t, &contract, vec![]), Timestamp::now())
+                    .await;
+                (metrics(&out) == present).then_some(out)
+            }
+        },
+    )
+    .await;
     assert!(out.api_errors.is_empty(), "{:?}", out.api_errors);
 }
 
