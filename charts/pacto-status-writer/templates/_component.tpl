@@ -39,6 +39,15 @@
 {{- if .Values.leaderElection.enabled }}
 - --leader-elect
 - --leader-election-id={{ .Values.leaderElection.leaseName }}
+{{- with .Values.leaderElection.leaseDuration }}
+- --leader-election-lease-duration={{ . }}
+{{- end }}
+{{- with .Values.leaderElection.renewDeadline }}
+- --leader-election-renew-deadline={{ . }}
+{{- end }}
+{{- with .Values.leaderElection.retryPeriod }}
+- --leader-election-retry-period={{ . }}
+{{- end }}
 {{- end }}
 {{- end }}
 

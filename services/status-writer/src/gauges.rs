@@ -89,6 +89,15 @@ impl Gauges {
             .is_some()
     }
 
+    /// Removes every series: a replica that stops leading exports none, so that only the
+    /// leader's gauges are scraped (docs/design/status.md#leader-election).
+    pub fn clear(&self) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+    }
+
     /// Keeps only the Pactos in `live` (after a watch restart, deletions may have been missed).
     pub fn retain(&self, live: &std::collections::BTreeSet<(String, String)>) {
         self.0
@@ -254,5 +263,19 @@ mod tests {
         assert!(gauges.remove("shop", "orders"));
         assert!(!gauges.render().contains("orders"));
         assert!(!gauges.remove("shop", "orders"));
+
+        gauges.set("shop", "a", ContractStatus::Compliant, None);
+        gauges.set(
+            "shop",
+            "b",
+            ContractStatus::Compliant,
+            Some(&readiness(true, false)),
+        );
+        gauges.clear();
+        let text = gauges.render();
+        assert!(
+            !text.contains("name=\"a\"") && !text.contains("name=\"b\""),
+            "{text}"
+        );
     }
 }

@@ -1,6 +1,10 @@
 //! Leader election with a `coordination.k8s.io/v1` Lease: only the holder reconciles (status
-//! writes, events, revisions, the revision mirror). The decision is a pure function
-//! ([`decide`]); [`run_elected`] performs the Lease reads/writes with optimistic concurrency.
+//! writes, events, revisions, the revision mirror). The timeline, what is cancelled on loss and
+//! why at most one replica writes: docs/design/status.md#leader-election.
+//!
+//! Pure parts: [`decide`] (take, renew or wait, from the Lease read) and [`Term`] (the holder's
+//! local deadline: when to retry a renewal, how long a Lease call may take, when to stop).
+//! [`run_elected`] performs the Lease reads and writes, each bounded by a timeout.
 
 use std::future::Future;
 use std::time::Duration;
@@ -10,9 +14,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::Client;
 use kube::api::{Api, PostParams};
+use metrics::{counter, gauge};
 use pacto_runtime::CancellationToken;
+use tokio::time::Instant;
 
-/// Lease settings.
+use crate::metrics::{LEADER, LEADER_TERMS_TOTAL};
+
+/// Lease settings (docs/design/status.md#leader-election).
 #[derive(Debug, Clone)]
 pub struct LeaseConfig {
     /// Lease name.
@@ -21,10 +29,50 @@ pub struct LeaseConfig {
     pub namespace: String,
     /// This replica's identity (the pod name).
     pub identity: String,
-    /// How long a lease is valid without renewal.
+    /// How long a lease is valid without renewal: another replica may take it this long after
+    /// the holder's last renewal.
     pub lease_duration: Duration,
-    /// How often the holder renews (and candidates retry).
-    pub renew_interval: Duration,
+    /// The holder's local deadline: when it could not renew for this long it stops all work,
+    /// even without an answer from the API server. Shorter than `lease_duration`.
+    pub renew_deadline: Duration,
+    /// Between two renewals of the holder and two attempts of a candidate; also the longest a
+    /// single Lease call may take. Shorter than `renew_deadline`.
+    pub retry_period: Duration,
+}
+
+/// The durations of a [`LeaseConfig`] do not give the holder time to stop before a successor
+/// may start.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "leader election needs retry period ({retry:?}) < renew deadline ({deadline:?}) < lease \
+     duration ({lease:?}), and a lease duration of at least one second"
+)]
+pub struct LeaseTimingError {
+    /// `--leader-election-retry-period`.
+    pub retry: Duration,
+    /// `--leader-election-renew-deadline`.
+    pub deadline: Duration,
+    /// `--leader-election-lease-duration`.
+    pub lease: Duration,
+}
+
+impl LeaseConfig {
+    /// Checks retry period < renew deadline < lease duration (docs/design/status.md#leader-election).
+    pub fn check(&self) -> Result<(), LeaseTimingError> {
+        let ordered = !self.retry_period.is_zero()
+            && self.retry_period < self.renew_deadline
+            && self.renew_deadline < self.lease_duration
+            && self.lease_duration >= Duration::from_secs(1);
+        if ordered {
+            Ok(())
+        } else {
+            Err(LeaseTimingError {
+                retry: self.retry_period,
+                deadline: self.renew_deadline,
+                lease: self.lease_duration,
+            })
+        }
+    }
 }
 
 /// What a replica should do with the lease it read.
@@ -37,7 +85,6 @@ pub enum Decision {
     /// Someone else holds a valid lease: wait.
     Wait,
 }
-
 /// Decides from the current lease spec (`None`: no lease object yet).
 pub fn decide(spec: Option<&LeaseSpec>, identity: &str, now: Timestamp) -> Decision {
     let Some(spec) = spec else {
@@ -81,7 +128,8 @@ pub fn next_spec(
     spec
 }
 
-/// One attempt to acquire or renew. Returns whether we hold the lease afterwards.
+/// One attempt to acquire or renew. Returns whether we hold the lease afterwards (`false`:
+/// another replica holds a valid lease, or won a concurrent update).
 pub async fn try_hold(api: &Api<Lease>, config: &LeaseConfig) -> Result<bool, kube::Error> {
     let now = Timestamp::now();
     let existing = api.get_opt(&config.name).await?;
@@ -126,8 +174,103 @@ pub async fn try_hold(api: &Api<Lease>, config: &LeaseConfig) -> Result<bool, ku
     }
 }
 
+/// How one Lease call (read and write) ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// We hold the Lease: acquired or renewed.
+    Held,
+    /// Another replica holds a valid Lease (or won the update): a definite answer.
+    Taken,
+    /// No answer: an API error or the call's timeout. Transient until the local deadline.
+    Failed,
+}
+
+/// What the holder does next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// Still leading: the next attempt after this pause.
+    Retry(Duration),
+    /// Stop all work now (the Lease is taken, or the local deadline passed).
+    Stop,
+}
+
+/// The holder's term: its last renewal, measured on the local monotonic clock at the moment the
+/// successful attempt started (never later than the `renewTime` it wrote), and the local
+/// deadline that follows from it (docs/design/status.md#leader-election).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Term {
+    renewed: Instant,
+    renew_deadline: Duration,
+    retry_period: Duration,
+}
+
+impl Term {
+    /// A term acquired by an attempt that started at `started`.
+    pub fn new(started: Instant, config: &LeaseConfig) -> Self {
+        Self {
+            renewed: started,
+            renew_deadline: config.renew_deadline,
+            retry_period: config.retry_period,
+        }
+    }
+
+    /// The instant at which the holder stops writing unless it renewed before.
+    pub fn deadline(&self) -> Instant {
+        self.renewed + self.renew_deadline
+    }
+
+    /// How long the next Lease call may take if it starts at `now`: the retry period, cut to
+    /// what is left before the deadline; `None` when the deadline has passed.
+    pub fn call_budget(&self, now: Instant) -> Option<Duration> {
+        let left = self.deadline().checked_duration_since(now)?;
+        (!left.is_zero()).then(|| left.min(self.retry_period))
+    }
+
+    /// The step after an attempt that started at `started` ended at `now` with `outcome`.
+    /// A failed renewal is retried (sooner than the retry period when the deadline is closer)
+    /// until the deadline: one transient error does not end the term.
+    pub fn after(&mut self, started: Instant, outcome: Outcome, now: Instant) -> Step {
+        match outcome {
+            Outcome::Taken => Step::Stop,
+            Outcome::Held => {
+                self.renewed = self.renewed.max(started);
+                match self.call_budget(now) {
+                    Some(_) => Step::Retry(self.retry_period),
+                    None => Step::Stop,
+                }
+            }
+            Outcome::Failed => match self.call_budget(now) {
+                // Try again soon: a second of pause at most, never past the deadline.
+                Some(left) => Step::Retry(
+                    left.min(self.retry_period / 2)
+                        .max(Duration::from_millis(1)),
+                ),
+                None => Step::Stop,
+            },
+        }
+    }
+}
+
+/// One attempt bounded by `budget`: a call without an answer in time is [`Outcome::Failed`].
+async fn attempt(api: &Api<Lease>, config: &LeaseConfig, budget: Duration) -> Outcome {
+    match tokio::time::timeout(budget, try_hold(api, config)).await {
+        Ok(Ok(true)) => Outcome::Held,
+        Ok(Ok(false)) => Outcome::Taken,
+        Ok(Err(error)) => {
+            tracing::warn!(%error, lease = %config.name, "lease call failed");
+            Outcome::Failed
+        }
+        Err(_) => {
+            tracing::warn!(lease = %config.name, timeout = ?budget, "lease call timed out");
+            Outcome::Failed
+        }
+    }
+}
+
 /// Runs `work` only while holding the lease, until `shutdown`. `work` gets a token that is
-/// cancelled when the lease is lost; it is restarted when the lease is regained.
+/// cancelled when the term ends (the Lease is taken, or the local deadline passes without a
+/// renewal) and must stop all writing at once when it is; it is started again when the lease
+/// is regained. Returns after `work` has stopped and the Lease has been released.
 pub async fn run_elected<F, Fut>(
     client: Client,
     config: LeaseConfig,
@@ -138,57 +281,95 @@ pub async fn run_elected<F, Fut>(
     Fut: Future<Output = ()> + Send + 'static,
 {
     let api: Api<Lease> = Api::namespaced(client, &config.namespace);
-    let mut running: Option<(CancellationToken, tokio::task::JoinHandle<()>)> = None;
-    loop {
-        let held = match try_hold(&api, &config).await {
-            Ok(held) => held,
-            Err(error) => {
-                tracing::warn!(%error, lease = %config.name, "lease update failed");
-                false
+    gauge!(LEADER).set(0.0);
+    'terms: loop {
+        // Candidate: one bounded attempt per retry period.
+        let started = Instant::now();
+        if attempt(&api, &config, config.retry_period).await != Outcome::Held {
+            tokio::select! {
+                () = shutdown.cancelled() => break 'terms,
+                () = tokio::time::sleep_until(started + config.retry_period) => continue 'terms,
+            }
+        }
+        let mut term = Term::new(started, &config);
+        tracing::info!(lease = %config.name, identity = %config.identity, "became leader");
+        counter!(LEADER_TERMS_TOTAL).increment(1);
+        gauge!(LEADER).set(1.0);
+        let token = shutdown.child_token();
+        let task = tokio::spawn(work(token.clone()));
+        // Holder: renew until taken, past the deadline, or shut down.
+        let mut next = Instant::now() + config.retry_period;
+        let lost = loop {
+            tokio::select! {
+                () = shutdown.cancelled() => break false,
+                () = tokio::time::sleep_until(next.min(term.deadline())) => {}
+            }
+            let started = Instant::now();
+            let Some(budget) = term.call_budget(started) else {
+                break true;
+            };
+            let outcome = tokio::select! {
+                () = shutdown.cancelled() => break false,
+                outcome = attempt(&api, &config, budget) => outcome,
+            };
+            match term.after(started, outcome, Instant::now()) {
+                Step::Retry(pause) => next = Instant::now() + pause,
+                Step::Stop => break true,
             }
         };
-        match (held, running.is_some()) {
-            (true, false) => {
-                tracing::info!(lease = %config.name, identity = %config.identity, "became leader");
-                let token = shutdown.child_token();
-                let task = tokio::spawn(work(token.clone()));
-                running = Some((token, task));
-            }
-            (false, true) => {
-                tracing::warn!(lease = %config.name, "lost the lease; stopping work");
-                if let Some((token, task)) = running.take() {
-                    token.cancel();
-                    let _ = task.await;
-                }
-            }
-            _ => {}
+        if lost {
+            tracing::warn!(
+                lease = %config.name,
+                identity = %config.identity,
+                "lost the lease (taken, or not renewed before the local deadline); stopping all work"
+            );
         }
+        token.cancel();
+        if let Err(error) = task.await {
+            tracing::warn!(%error, "leader work failed");
+        }
+        gauge!(LEADER).set(0.0);
+        if !lost {
+            release(&api, &config).await;
+            break 'terms;
+        }
+        // Lost: wait one retry period before contending again.
         tokio::select! {
-            () = shutdown.cancelled() => break,
-            () = tokio::time::sleep(config.renew_interval) => {}
+            () = shutdown.cancelled() => break 'terms,
+            () = tokio::time::sleep(config.retry_period) => {}
         }
     }
-    if let Some((token, task)) = running.take() {
-        token.cancel();
-        let _ = task.await;
-        // Release so a successor need not wait for expiry.
-        if let Ok(Some(mut lease)) = api.get_opt(&config.name).await
-            && lease
-                .spec
-                .as_ref()
-                .and_then(|s| s.holder_identity.as_deref())
-                == Some(config.identity.as_str())
-        {
-            if let Some(spec) = lease.spec.as_mut() {
-                spec.holder_identity = None;
-            }
-            if let Err(error) = api
-                .replace(&config.name, &PostParams::default(), &lease)
-                .await
-            {
-                tracing::debug!(%error, "could not release the lease");
-            }
+}
+
+/// Releases the Lease if we still hold it, so that a successor need not wait for its expiry.
+async fn release(api: &Api<Lease>, config: &LeaseConfig) {
+    let released = async {
+        let Ok(Some(mut lease)) = api.get_opt(&config.name).await else {
+            return;
+        };
+        let ours = lease
+            .spec
+            .as_ref()
+            .and_then(|s| s.holder_identity.as_deref())
+            == Some(config.identity.as_str());
+        if !ours {
+            return;
         }
+        if let Some(spec) = lease.spec.as_mut() {
+            spec.holder_identity = None;
+        }
+        if let Err(error) = api
+            .replace(&config.name, &PostParams::default(), &lease)
+            .await
+        {
+            tracing::debug!(%error, "could not release the lease");
+        }
+    };
+    if tokio::time::timeout(config.retry_period, released)
+        .await
+        .is_err()
+    {
+        tracing::debug!("releasing the lease timed out");
     }
 }
 
@@ -206,6 +387,17 @@ mod tests {
             lease_duration_seconds: Some(15),
             renew_time: Some(MicroTime(at(renewed))),
             ..LeaseSpec::default()
+        }
+    }
+
+    fn config() -> LeaseConfig {
+        LeaseConfig {
+            name: "l".into(),
+            namespace: "n".into(),
+            identity: "a".into(),
+            lease_duration: Duration::from_secs(6),
+            renew_deadline: Duration::from_secs(4),
+            retry_period: Duration::from_secs(1),
         }
     }
 
@@ -227,11 +419,8 @@ mod tests {
     #[test]
     fn transitions_are_counted() {
         let config = LeaseConfig {
-            name: "l".into(),
-            namespace: "n".into(),
-            identity: "a".into(),
             lease_duration: Duration::from_secs(15),
-            renew_interval: Duration::from_secs(5),
+            ..config()
         };
         let spec = next_spec(Some(&held_by("b", 0)), Decision::Acquire, &config, at(20));
         assert_eq!(spec.holder_identity.as_deref(), Some("a"));
@@ -241,5 +430,89 @@ mod tests {
         assert_eq!(renewed.lease_transitions, Some(1));
         assert_eq!(renewed.acquire_time, Some(MicroTime(at(20))));
         assert_eq!(renewed.renew_time, Some(MicroTime(at(25))));
+    }
+
+    #[test]
+    fn durations_must_leave_the_holder_time_to_stop() {
+        assert_eq!(config().check(), Ok(()));
+        let equal = LeaseConfig {
+            renew_deadline: Duration::from_secs(6),
+            ..config()
+        };
+        assert!(equal.check().is_err(), "deadline == lease duration");
+        let slow_retry = LeaseConfig {
+            retry_period: Duration::from_secs(4),
+            ..config()
+        };
+        assert!(slow_retry.check().is_err(), "retry == deadline");
+        let zero = LeaseConfig {
+            retry_period: Duration::ZERO,
+            ..config()
+        };
+        assert!(zero.check().is_err());
+    }
+
+    #[test]
+    fn lease_calls_never_outlive_the_local_deadline() {
+        let t0 = Instant::now();
+        let term = Term::new(t0, &config());
+        assert_eq!(term.deadline(), t0 + Duration::from_secs(4));
+        assert_eq!(term.call_budget(t0), Some(Duration::from_secs(1)));
+        assert_eq!(
+            term.call_budget(t0 + Duration::from_millis(3_600)),
+            Some(Duration::from_millis(400))
+        );
+        assert_eq!(term.call_budget(t0 + Duration::from_secs(4)), None);
+        assert_eq!(term.call_budget(t0 + Duration::from_secs(9)), None);
+    }
+
+    #[test]
+    fn one_transient_error_is_retried_within_the_deadline_and_a_renewal_extends_it() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        let mut term = Term::new(t0, &config());
+        // A renewal at 1 s fails (error or timeout at 2 s): retried soon, the term goes on.
+        assert_eq!(
+            term.after(t0 + s(1), Outcome::Failed, t0 + s(2)),
+            Step::Retry(Duration::from_millis(500))
+        );
+        // The retry succeeds: the deadline moves to 4 s after that attempt's start.
+        assert_eq!(
+            term.after(t0 + s(3), Outcome::Held, t0 + s(3)),
+            Step::Retry(s(1))
+        );
+        assert_eq!(term.deadline(), t0 + s(7));
+        // A late answer to an older attempt never moves the deadline back.
+        term.after(t0 + s(2), Outcome::Held, t0 + s(3));
+        assert_eq!(term.deadline(), t0 + s(7));
+    }
+
+    #[test]
+    fn the_term_ends_at_the_deadline_or_when_the_lease_is_taken() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        let mut term = Term::new(t0, &config());
+        // Failures until the deadline: the last retry comes before it, then the term ends.
+        assert_eq!(
+            term.after(
+                t0 + s(3),
+                Outcome::Failed,
+                t0 + Duration::from_millis(3_800)
+            ),
+            Step::Retry(Duration::from_millis(200))
+        );
+        assert_eq!(
+            term.after(t0 + s(3), Outcome::Failed, t0 + s(4)),
+            Step::Stop
+        );
+        // An answer that arrives after the deadline does not revive the term.
+        let mut late = Term::new(t0, &config());
+        assert_eq!(late.after(t0 + s(3), Outcome::Held, t0 + s(8)), Step::Stop);
+        // Another holder: stop at once, whatever the deadline.
+        let mut taken = Term::new(t0, &config());
+        assert_eq!(taken.after(t0, Outcome::Taken, t0), Step::Stop);
+        // The stop comes well before a successor may take the Lease: the margin is
+        // lease duration - renew deadline.
+        assert!(config().lease_duration - config().renew_deadline >= s(2));
     }
 }

@@ -42,7 +42,7 @@ mod triggers;
 pub use compose::{Composed, EventKind, LIST_CAP, LIST_TRUNCATED, Pass, compose, derive_policy};
 pub use controller::{Backends, Context};
 pub use gauges::Gauges;
-pub use leader::{LeaseConfig, run_elected};
+pub use leader::{LeaseConfig, LeaseTimingError, run_elected};
 pub use model::{
     Backend, BackendFailure, ConditionState, EnsuredRevision, Evaluated, Observed, Resolution,
     ResolvedContract, Runtime,
@@ -173,7 +173,8 @@ pub struct Args {
         value_name = "NAMESPACE"
     )]
     pub leader_election_namespace: Option<String>,
-    /// How long the Lease is valid without renewal (renewed every third of it).
+    /// How long the Lease is valid without renewal: another replica may take it this long after
+    /// the holder's last renewal.
     #[arg(
         long = "leader-election-lease-duration",
         env = "PACTO_STATUS_WRITER_LEADER_ELECTION_LEASE_DURATION",
@@ -182,6 +183,27 @@ pub struct Args {
         value_parser = parse_duration
     )]
     pub lease_duration: Duration,
+    /// The leader's local deadline: when it could not renew the Lease for this long it stops all
+    /// work (no more writes), even without an answer from the API server. Must be shorter than
+    /// the lease duration.
+    #[arg(
+        long = "leader-election-renew-deadline",
+        env = "PACTO_STATUS_WRITER_LEADER_ELECTION_RENEW_DEADLINE",
+        value_name = "DURATION",
+        default_value = "10s",
+        value_parser = parse_duration
+    )]
+    pub renew_deadline: Duration,
+    /// How often the leader renews the Lease and a candidate tries to take it; also the timeout
+    /// of one Lease call. Must be shorter than the renew deadline.
+    #[arg(
+        long = "leader-election-retry-period",
+        env = "PACTO_STATUS_WRITER_LEADER_ELECTION_RETRY_PERIOD",
+        value_name = "DURATION",
+        default_value = "2s",
+        value_parser = parse_duration
+    )]
+    pub retry_period: Duration,
     /// The node agent's namespace: its Pod Security labels are kept at privileged (set when the
     /// chart's nodeAgent.enabled is on; unset, no namespace is touched).
     #[arg(
@@ -222,6 +244,9 @@ pub enum StatusWriterError {
     /// `--leader-elect` without a namespace for the Lease.
     #[error("--leader-elect needs --leader-election-namespace (or POD_NAMESPACE)")]
     LeaseNamespace,
+    /// The leader-election durations are not ordered retry < deadline < lease duration.
+    #[error(transparent)]
+    LeaseTiming(#[from] leader::LeaseTimingError),
 }
 
 fn spec(address: &str, server_name: Option<&String>, args: &GrpcClientArgs) -> ChannelSpec {
@@ -298,11 +323,19 @@ pub async fn work(
         mirror_interval,
         token.clone(),
     ));
-    controller::run(ctx, namespace, token.clone()).await;
+    // On cancellation the controller is dropped, not drained: reconciles in flight stop at
+    // their next step, so none writes after a lost Lease (docs/design/status.md#leader-election).
+    tokio::select! {
+        biased;
+        () = token.cancelled() => {}
+        () = controller::run(Arc::clone(&ctx), namespace, token.clone()) => {}
+    }
     token.cancel();
     if let Err(error) = mirror.await {
         tracing::warn!(%error, "revision mirror task failed");
     }
+    // Only the leader exports the per-Pacto gauges.
+    ctx.gauges.clear();
 }
 
 /// [`serve`], reconciling only while holding `lease` (when given), with the revision mirror
@@ -354,7 +387,7 @@ pub async fn run(args: Args) -> Result<(), StatusWriterError> {
         .with_concurrency(args.max_concurrent_reconciles),
     );
     let lease = if args.leader_elect {
-        Some(leader::LeaseConfig {
+        let lease = leader::LeaseConfig {
             name: args.leader_election_id.clone(),
             namespace: args
                 .leader_election_namespace
@@ -365,8 +398,11 @@ pub async fn run(args: Args) -> Result<(), StatusWriterError> {
                 .clone()
                 .unwrap_or_else(|| format!("status-writer-{}", std::process::id())),
             lease_duration: args.lease_duration,
-            renew_interval: args.lease_duration / 3,
-        })
+            renew_deadline: args.renew_deadline,
+            retry_period: args.retry_period,
+        };
+        lease.check()?;
+        Some(lease)
     } else {
         None
     };

@@ -19,9 +19,15 @@ pub const EVENT_FAILURES_TOTAL: &str = "pacto_status_writer_event_failures_total
 /// Revision-mirror passes finished.
 pub const MIRROR_PASSES_TOTAL: &str = "pacto_status_writer_mirror_passes_total";
 
+/// 1 while this replica holds the leader Lease and works, else 0 (docs/design/status.md#leader-election).
+pub const LEADER: &str = "pacto_status_writer_leader";
+/// Leader terms started by this replica (a term ends when the Lease is taken or not renewed in
+/// time; a transient renewal error does not end it).
+pub const LEADER_TERMS_TOTAL: &str = "pacto_status_writer_leader_terms_total";
+
 /// Describes the process metrics of this crate (for `# HELP`).
 pub fn describe() {
-    use metrics::{Unit, describe_counter, describe_histogram};
+    use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
     describe_counter!(
         RECONCILES_TOTAL,
         Unit::Count,
@@ -56,6 +62,15 @@ pub fn describe() {
         BACKEND_FAILURES_TOTAL,
         Unit::Count,
         "Backend gRPC calls that failed (recorded as Unknown), by backend."
+    );
+    describe_gauge!(
+        LEADER,
+        "1 while this replica holds the leader Lease and reconciles, else 0."
+    );
+    describe_counter!(
+        LEADER_TERMS_TOTAL,
+        Unit::Count,
+        "Leader terms started by this replica (one per acquisition of the Lease)."
     );
     describe_counter!(
         EVENT_FAILURES_TOTAL,

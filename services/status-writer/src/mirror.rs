@@ -155,7 +155,8 @@ fn failure_event(transient: bool, message: &str) -> EventSpec {
 }
 
 /// Runs a pass now and then every `interval`, until `shutdown`. Only a failure to list Pactos
-/// is reported (logged).
+/// is reported (logged). A pass in progress is dropped at once when `shutdown` fires (a lost
+/// Lease, docs/design/status.md#leader-election): no write of it starts afterwards.
 pub async fn run(
     ctx: Arc<Context>,
     namespace: Option<String>,
@@ -163,8 +164,14 @@ pub async fn run(
     shutdown: CancellationToken,
 ) {
     loop {
-        if let Err(error) = pass(&ctx, namespace.as_deref()).await {
-            tracing::warn!(%error, "revision mirror: cannot list Pactos");
+        tokio::select! {
+            biased;
+            () = shutdown.cancelled() => return,
+            result = pass(&ctx, namespace.as_deref()) => {
+                if let Err(error) = result {
+                    tracing::warn!(%error, "revision mirror: cannot list Pactos");
+                }
+            }
         }
         ctx.count_mirror_pass();
         counter!(MIRROR_PASSES_TOTAL).increment(1);

@@ -251,7 +251,8 @@ async fn only_the_lease_holder_works_and_a_successor_takes_over() {
             namespace: namespace.clone(),
             identity: identity.to_owned(),
             lease_duration: Duration::from_secs(3),
-            renew_interval: Duration::from_millis(300),
+            renew_deadline: Duration::from_secs(2),
+            retry_period: Duration::from_millis(300),
         };
         let shutdown = CancellationToken::new();
         let (active, max_active, started) = (
