@@ -310,6 +310,30 @@ async fn replica(
     replica
 }
 
+/// Samples `pacto_status_writer_leader` of each replica every 100 ms until `stop`: (when, is
+/// leading per replica). A replica that does not answer counts as not leading.
+async fn sample_leaders(
+    admins: [SocketAddr; 2],
+    stop: CancellationToken,
+) -> Vec<(Instant, [bool; 2])> {
+    let mut samples = Vec::new();
+    while !stop.is_cancelled() {
+        let mut leading = [false; 2];
+        for (i, admin) in admins.iter().enumerate() {
+            if TcpStream::connect(admin).await.is_ok() {
+                let text = admin_get(*admin, "/metrics").await.1;
+                leading[i] = metric_value(&text, "pacto_status_writer_leader", &[]) > 0.0;
+            }
+        }
+        samples.push((Instant::now(), leading));
+        tokio::select! {
+            () = stop.cancelled() => {}
+            () = tokio::time::sleep(Duration::from_millis(100)) => {}
+        }
+    }
+    samples
+}
+
 /// One successful write of the API server's audit log.
 #[derive(Debug, Clone)]
 struct Write {
@@ -483,6 +507,10 @@ async fn a_partitioned_leader_stops_writing_before_its_successor_starts() {
     .await;
     let b = replica(B, &cp, &namespace, cp.server(), &ca, dir.path(), &backends).await;
     let logs = || format!("{}\n{}", a.log_tail(), b.log_tail());
+    // Each replica's own view, sampled every 100 ms from their admin ports (which do not go
+    // through the proxy): whether it considers itself the leader.
+    let sampling = stop.child_token();
+    let sampler = tokio::spawn(sample_leaders([a.admin, b.admin], sampling.clone()));
 
     // Two Pactos: `orders` targets a Service that does not exist yet (Unknown), `stable` is a
     // reference (no target). No timer requeue during the test.
@@ -578,6 +606,17 @@ async fn a_partitioned_leader_stops_writing_before_its_successor_starts() {
     let takeover = cut.elapsed();
     common::wait_status(&pactos, "orders", ContractStatus::Compliant).await;
     let verdict = changed.elapsed();
+    // The partition lasts: B renews twice while A is still cut off.
+    eventually(
+        "B to renew twice during the partition",
+        Duration::from_secs(10),
+        || async {
+            let spec = leases.get_opt(LEASE).await.ok()??.spec?;
+            let held = spec.renew_time?.0.duration_since(spec.acquire_time?.0);
+            (spec.holder_identity.as_deref() == Some(B) && held.as_secs_f64() >= 2.0).then_some(())
+        },
+    )
+    .await;
 
     // The partition heals while B leads: whatever A still held is delivered now. A must not
     // write: B keeps the Lease for several renewals, A exports no per-Pacto gauges.
@@ -609,6 +648,37 @@ async fn a_partitioned_leader_stops_writing_before_its_successor_starts() {
         b_metrics.contains("pacto_contract_status{name=\"orders\""),
         "{b_metrics}"
     );
+
+    // At most one replica considered itself the leader at any sample: A gave up (its local
+    // deadline) before B took the Lease.
+    sampling.cancel();
+    let samples = sampler.await.unwrap();
+    let both: Vec<_> = samples
+        .iter()
+        .filter(|(_, leading)| leading[0] && leading[1])
+        .map(|(at, _)| *at)
+        .collect();
+    assert!(
+        both.is_empty(),
+        "A and B both led at {} of {} samples (first {:?} s after the cut)\n{}",
+        both.len(),
+        samples.len(),
+        both.first()
+            .map(|at| at.saturating_duration_since(cut).as_secs_f64()),
+        logs()
+    );
+    let a_stopped = samples
+        .iter()
+        .filter(|(at, leading)| *at > cut && !leading[0])
+        .map(|(at, _)| *at)
+        .min()
+        .unwrap();
+    let b_started = samples
+        .iter()
+        .filter(|(at, leading)| *at > cut && leading[1])
+        .map(|(at, _)| *at)
+        .min()
+        .unwrap();
 
     // At most one writer at any instant: every write of A was answered before the API server
     // received the first write of B, and A wrote nothing afterwards.
@@ -674,10 +744,14 @@ async fn a_partitioned_leader_stops_writing_before_its_successor_starts() {
 
     let counts = |who: &str| writes.iter().filter(|w| w.writer == who).count();
     println!(
-        "failover figures: takeover {:.1} s after the cut (lease {} s); Compliant {:.1} s after \
-         the change; writes A {} then B {} (runs {runs:?}); gap between A's last and B's first \
+        "failover figures: A stopped leading {:.1} s after the cut, B started {:.1} s after \
+         it ({} samples, never both); takeover {:.1} s after the cut (lease {} s); Compliant \
+         {:.1} s after the change; writes A {} then B {} (runs {runs:?}); gap between A's last and B's first \
          write {:.1} s; events orders {orders_events:?}, stable {stable_events:?}; connections A \
          abandoned during the cuts (not delivered): {}",
+        a_stopped.duration_since(cut).as_secs_f64(),
+        b_started.duration_since(cut).as_secs_f64(),
+        samples.len(),
         takeover.as_secs_f64(),
         LEASE_DURATION.as_secs(),
         verdict.as_secs_f64(),
