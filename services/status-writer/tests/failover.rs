@@ -634,9 +634,8 @@ async fn a_partitioned_leader_stops_writing_before_its_successor_starts() {
     .await;
     let a_metrics = a.metrics().await;
     let b_metrics = b.metrics().await;
-    assert_eq!(
-        metric_value(&a_metrics, "pacto_status_writer_leader", &[]),
-        0.0,
+    assert!(
+        metric_value(&a_metrics, "pacto_status_writer_leader", &[]) < 0.5,
         "A still leads\n{}",
         logs()
     );
