@@ -14,6 +14,8 @@
 //! - pure per-dimension decisions: [`workload`] (workload + persistence + snapshot),
 //!   [`interfaces`], [`configuration`], [`dependency`], [`health`], [`metrics_capability`] —
 //!   each returns a [`verdict::Verdict`];
+//! - [`node_evidence`]: node-agent evidence (freshness, collection state, pod views) and how it
+//!   decides or qualifies interfaces and dependencies;
 //! - [`window`]: the stabilization function and the persisted windows;
 //! - [`observe`]: the orchestration of one Observe call;
 //! - [`probe`]: SSRF-safe HTTP probing and scraping;

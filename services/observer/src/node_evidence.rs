@@ -48,8 +48,9 @@ pub const COLLECTOR_WITH_EBPF: &str = "k8s-observer+ebpf";
 /// Default of `--node-evidence-stale-after`.
 pub const DEFAULT_STALE_AFTER: Duration = Duration::from_secs(90);
 
-/// How long a read waits for the NodeRuntimeObservation and Lease caches' first list.
-const SYNC_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a read waits for the NodeRuntimeObservation and Lease caches' first list (short: a
+/// kind that is not installed or not granted must not hold every Observe call back).
+const SYNC_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// One pod's socket view, as the node agent reported it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -506,7 +507,7 @@ impl Decided {
     pub fn kubernetes(verdict: Verdict) -> Self {
         Self {
             verdict,
-            collector: crate::observe::COLLECTOR,
+            collector: crate::verdict::COLLECTOR,
             detail: None,
             detected_at: None,
         }
@@ -768,14 +769,16 @@ impl NodeEvidence {
         time_of(&renewed.0)
     }
 
-    /// The states of `nodes` at `now`, once the caches listed (else the failure).
+    /// The states of `nodes` at `now`, once the caches listed (else the failure), and when the
+    /// first of the nodes that are not stale turns stale unless heard from again (observe again
+    /// then, so staleness shows without waiting for the next check interval).
     pub async fn states(
         &self,
         nodes: &BTreeSet<String>,
         now: &Timestamp,
-    ) -> Result<NodeStates, ApiFailure> {
+    ) -> Result<(NodeStates, Option<Timestamp>), ApiFailure> {
         if nodes.is_empty() {
-            return Ok(NodeStates::new());
+            return Ok((NodeStates::new(), None));
         }
         for (store, what) in [
             (
@@ -791,10 +794,12 @@ impl NodeEvidence {
                 )));
             }
         }
-        Ok(nodes
+        let mut due: Option<Timestamp> = None;
+        let states = nodes
             .iter()
             .map(|node| {
-                let state = assess(node, &self.sources(node), now, self.stale_after);
+                let sources = self.sources(node);
+                let state = assess(node, &sources, now, self.stale_after);
                 match &state {
                     NodeState::Stale(why, _) | NodeState::Failed(why) => {
                         tracing::debug!(
@@ -805,10 +810,32 @@ impl NodeEvidence {
                     }
                     NodeState::Fresh(_) => {}
                 }
+                if !matches!(state, NodeState::Stale(..)) {
+                    let heard = newer(
+                        sources.lease_renewed.as_ref(),
+                        sources
+                            .view
+                            .as_ref()
+                            .and_then(|v| v.last_published.as_ref()),
+                    );
+                    let stale_at = heard.and_then(|h| stale_instant(&h, self.stale_after));
+                    due = match (due, stale_at) {
+                        (Some(a), Some(b)) => Some(a.min(b)),
+                        (a, b) => a.or(b),
+                    };
+                }
                 (node.clone(), state)
             })
-            .collect())
+            .collect();
+        Ok((states, due))
     }
+}
+
+/// The first instant at which evidence last heard at `heard` is stale.
+pub fn stale_instant(heard: &Timestamp, stale_after: Duration) -> Option<Timestamp> {
+    let after = chrono::Duration::from_std(stale_after + Duration::from_secs(1)).ok()?;
+    let at = heard.as_datetime().checked_add_signed(after)?;
+    Some(Timestamp::from(at))
 }
 
 use futures::FutureExt as _;

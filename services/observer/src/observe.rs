@@ -32,8 +32,7 @@ use crate::workload::{
     ObservedRuntime, WorkloadObject, observed_runtime, persistence_verdict, workload_verdict,
 };
 
-/// The provenance collector of every Kubernetes observation.
-pub const COLLECTOR: &str = "k8s-observer";
+pub use crate::verdict::COLLECTOR;
 /// The EvidenceSet source.
 pub const SOURCE: &str = "k8s";
 
@@ -292,7 +291,7 @@ impl Observer {
         } = input;
         let mut errors = Errors::default();
         let state = self.fetch_target(&target, &mut errors).await;
-        let (pods, nodes) = self.node_states(&target, &state, &now, &mut errors).await;
+        let (pods, nodes, node_due) = self.node_states(&target, &state, &now, &mut errors).await;
         let window = stabilization_window.unwrap_or(self.options.stabilization_window);
         let mut call = Call {
             out: Assembler::new(Windows::new(windows, now, window), now),
@@ -302,6 +301,7 @@ impl Observer {
             errors,
             pods,
             nodes,
+            node_due,
         };
         self.interfaces(&mut call);
         self.capabilities(&mut call).await;
@@ -361,16 +361,16 @@ impl Observer {
         state: &TargetState,
         now: &Timestamp,
         errors: &mut Errors,
-    ) -> (Vec<PodRef>, Option<NodeStates>) {
+    ) -> (Vec<PodRef>, Option<NodeStates>, Option<Timestamp>) {
         let Some(node_evidence) = &self.node_evidence else {
-            return (Vec::new(), None);
+            return (Vec::new(), None, None);
         };
         let pods = match &state.slices {
             Ok(Some(slices)) => target_pods(slices),
             _ => Vec::new(),
         };
         match node_evidence.states(&nodes_of(&pods), now).await {
-            Ok(states) => (pods, Some(states)),
+            Ok((states, due)) => (pods, Some(states), due),
             Err(failure) => {
                 tracing::warn!(
                     namespace = target.namespace.as_str(),
@@ -381,7 +381,7 @@ impl Observer {
                 if !errors.0.contains(&failure.message) {
                     errors.0.push(failure.message);
                 }
-                (pods, None)
+                (pods, None, None)
             }
         }
     }
@@ -677,6 +677,8 @@ struct Call {
     pods: Vec<PodRef>,
     /// Their nodes' states (`None`: node evidence off or unreadable).
     nodes: Option<NodeStates>,
+    /// When the first of those nodes turns stale unless heard from again.
+    node_due: Option<Timestamp>,
 }
 
 impl Call {
@@ -768,6 +770,7 @@ impl Call {
             target,
             errors,
             out,
+            node_due,
             ..
         } = self;
         for e in &errors.0 {
@@ -783,7 +786,12 @@ impl Call {
                 observations: Some(out.observations),
                 subject_missing,
             },
-            window_due_at: out.windows.next_due(&out.declared),
+            // Observe again when a pending streak spans the window or when node evidence in use
+            // turns stale (docs/design/observation.md#node-evidence).
+            window_due_at: match (out.windows.next_due(&out.declared), node_due) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            },
             windows: out.windows.finish(&out.declared),
             api_errors: errors.0,
             snapshot,
