@@ -724,13 +724,13 @@ impl NodeEvidence {
             reports,
             observations: spawn_reflector(
                 Api::namespaced(client.clone(), namespace),
-                "noderuntimeobservations",
+                "node-agent/noderuntimeobservations",
                 on_change.clone(),
                 shutdown,
             ),
             leases: spawn_reflector(
                 Api::namespaced(client.clone(), namespace),
-                "leases",
+                "node-agent/leases",
                 on_change,
                 shutdown,
             ),
