@@ -304,7 +304,7 @@ pub async fn run(args: Args) -> Result<(), ObserverError> {
             &args.node_agents.namespace,
             registry,
             args.node_agents.stale_after,
-            None,
+            Some(hub.clone()),
             &shutdown,
         ));
     }

@@ -40,7 +40,10 @@ use pacto_runtime::watch::WatchRetryExt;
 
 use crate::interfaces::{find_service_port, is_external_or_selectorless};
 use crate::node_reports::{NodeNotifier, NodeReports};
+use crate::targets::TargetHub;
 use crate::verdict::{ApiFailure, Fetched, Verdict};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 /// The collector of an observation that node-agent evidence decided or qualified.
 pub const COLLECTOR_WITH_EBPF: &str = "k8s-observer+ebpf";
@@ -643,7 +646,14 @@ pub struct NodeEvidence {
     reports: NodeReports,
     observations: Store<NodeRuntimeObservation>,
     leases: Store<Lease>,
+    /// What each node's evidence last read as (timestamps aside), for change notifications.
+    signatures: Arc<Mutex<HashMap<String, Signature>>>,
 }
+
+/// What a node's evidence reads as, its timestamps aside: whether it is stale or failed, whether
+/// it has a Lease, and its pod views. A Lease renewal or a republished, unchanged observation
+/// leaves it as it is.
+type Signature = (u8, bool, Option<NodeView>);
 
 impl std::fmt::Debug for NodeEvidence {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -704,24 +714,42 @@ use kube::runtime::WatchStreamExt as _;
 
 impl NodeEvidence {
     /// Starts watching the NodeRuntimeObservations and Leases of `namespace` (stopped at
-    /// `shutdown`); `on_change` is told the name (= node) of each changed object.
+    /// `shutdown`). With a `hub`, a change of a node's evidence (an object of either kind, a
+    /// streamed report, a stream closing) that changes what Observe would read there wakes the
+    /// Pactos whose last Observe read that node.
     pub fn spawn(
         client: &Client,
         namespace: &str,
         reports: NodeReports,
         stale_after: Duration,
-        on_change: Option<NodeNotifier>,
+        hub: Option<TargetHub>,
         shutdown: &CancellationToken,
     ) -> Self {
+        let cell: Arc<OnceLock<Self>> = Arc::new(OnceLock::new());
+        let on_change: Option<NodeNotifier> = hub.map(|hub| {
+            let cell = cell.clone();
+            let notify: NodeNotifier = Arc::new(move |node: &str| {
+                if let Some(evidence) = cell.get()
+                    && evidence.changed(node)
+                {
+                    hub.node_changed(node);
+                }
+            });
+            notify
+        });
+        if let Some(notify) = &on_change {
+            reports.on_change(notify.clone());
+        }
         tracing::info!(
             namespace,
             stale_after_seconds = stale_after.as_secs(),
             "node-agent evidence enabled"
         );
-        Self {
+        let evidence = Self {
             namespace: namespace.to_owned(),
             stale_after,
             reports,
+            signatures: Arc::default(),
             observations: spawn_reflector(
                 Api::namespaced(client.clone(), namespace),
                 "node-agent/noderuntimeobservations",
@@ -734,7 +762,33 @@ impl NodeEvidence {
                 on_change,
                 shutdown,
             ),
+        };
+        let _ = cell.set(evidence.clone());
+        evidence
+    }
+
+    /// Whether `node`'s evidence now reads differently from the last time it was looked at here.
+    fn changed(&self, node: &str) -> bool {
+        let sources = self.sources(node);
+        let kind = match assess(node, &sources, &Timestamp::now(), self.stale_after) {
+            NodeState::Stale(..) => 0,
+            NodeState::Failed(_) => 1,
+            NodeState::Fresh(_) => 2,
+        };
+        let view = sources.view.map(|mut v| {
+            v.last_published = None;
+            v
+        });
+        let signature = (kind, sources.lease_renewed.is_some(), view);
+        let mut signatures = self
+            .signatures
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if signatures.get(node) == Some(&signature) {
+            return false;
         }
+        signatures.insert(node.to_owned(), signature);
+        true
     }
 
     /// The configured stale-after.

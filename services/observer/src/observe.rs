@@ -305,7 +305,12 @@ impl Observer {
         };
         self.interfaces(&mut call);
         self.capabilities(&mut call).await;
-        let edges = self.dependencies(&mut call).await;
+        let mut edges = self.dependencies(&mut call).await;
+        edges.nodes = call
+            .nodes
+            .as_ref()
+            .map(|nodes| nodes.keys().cloned().collect())
+            .unwrap_or_default();
         self.configurations(&mut call, &schemas).await;
         call.workload_and_persistence();
         call.finish(contract_ref, now, edges)

@@ -218,6 +218,7 @@ async fn node_evidence_freshness_failed_partial_listen_and_streams() {
     .await;
 
     let registry = NodeReports::new();
+    let hub = pacto_observer::watch::TargetHub::new();
     let shutdown = pacto_runtime::CancellationToken::new();
     let observer = Observer::new(
         KubeCluster::cached(client.clone(), None, &shutdown),
@@ -229,7 +230,7 @@ async fn node_evidence_freshness_failed_partial_listen_and_streams() {
         &agents,
         registry.clone(),
         Duration::from_secs(90),
-        None,
+        Some(hub.clone()),
         &shutdown,
     ));
     let observe = |at: Timestamp, windows: Vec<pacto_observer::Window>| {
@@ -369,5 +370,29 @@ async fn node_evidence_freshness_failed_partial_listen_and_streams() {
         "{obs:?}"
     );
     assert_eq!(obs.provenance.collector, COLLECTOR_WITH_EBPF);
+
+    // Change notifications: the Observe learned which node it read; a report that changes what
+    // that node's evidence reads wakes the Pacto through the WatchTargets hub.
+    assert_eq!(
+        confirmed.dependency_edges.nodes,
+        std::collections::BTreeSet::from([NODE.to_owned()])
+    );
+    let key = (ns.clone(), "web".to_owned());
+    hub.set_dependencies(key.clone(), confirmed.dependency_edges.clone());
+    let mut changes = Box::pin(hub.subscribe(ns.clone(), shutdown.clone()));
+    observation(&client, &agents, t0, pod_view(&uid, "Complete", &[8080])).await;
+    let batch = tokio::time::timeout(
+        Duration::from_secs(30),
+        futures::StreamExt::next(&mut changes),
+    )
+    .await
+    .expect("a WatchTargets notification for the changed node evidence")
+    .unwrap();
+    assert_eq!(batch.len(), 1);
+    assert_eq!(batch[0].pacto, key);
+    assert_eq!(
+        batch[0].reason,
+        format!("node-agent evidence of node {NODE} changed")
+    );
     shutdown.cancel();
 }
