@@ -64,6 +64,7 @@ pub use observe::{ObserveInput, ObserveOutput, Observer, Options};
 pub use probe::Prober;
 pub use service::{NodeAgentEndpoint, ObserverService};
 pub use target::Target;
+pub use verdict::Verdict;
 pub use window::Window;
 
 /// The gRPC service name (what the allow-list guards).

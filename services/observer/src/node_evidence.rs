@@ -558,25 +558,22 @@ pub fn interface_rule(
         Ok(views) => views,
         Err(unusable) => return Decided::unusable(unusable),
     };
-    let port_of = |uid: &str| {
-        pods.iter()
-            .find(|(p, _)| p.uid == uid)
-            .map_or(0, |(_, port)| *port)
-    };
-    let silent = views
+    // `views` keeps every pod, in order, when it succeeds.
+    let silent = pods
         .iter()
-        .find(|(pod, view)| !view.listening.contains(&port_of(&pod.uid)));
+        .zip(&views)
+        .find(|((_, port), (_, view))| !view.listening.contains(port))
+        .map(|((pod, port), _)| (pod, *port));
     match (silent, qualify) {
         (None, _) => Decided::ebpf(
             Verdict::Clear(Outcome::Observed(interface_value(interface_type, true))),
             None,
         ),
-        (Some((pod, _)), true) => Decided::ebpf(
+        (Some((pod, port)), true) => Decided::ebpf(
             Verdict::Negative(interface_value(interface_type, false)),
             Some(format!(
-                "node-agent evidence: pod {} is Ready but has no LISTEN socket on port {}",
-                pod.name,
-                port_of(&pod.uid)
+                "node-agent evidence: pod {} is Ready but has no LISTEN socket on port {port}",
+                pod.name
             )),
         ),
         // Deciding never produces a negative: the Kubernetes verdict stands.
