@@ -37,6 +37,10 @@
 - --node-agent-namespace={{ .Values.nodeAgent.namespace }}
 - --node-agent-service-account={{ .Values.nodeAgent.serviceAccount }}
 - --node-agent-token-audience={{ .Values.nodeAgent.tokenAudience }}
+- --node-evidence
+{{- with .Values.nodeAgent.staleAfter }}
+- --node-evidence-stale-after={{ . }}
+{{- end }}
 {{- end }}
 {{- end }}
 

@@ -14,6 +14,8 @@
 //! - pure per-dimension decisions: [`workload`] (workload + persistence + snapshot),
 //!   [`interfaces`], [`configuration`], [`dependency`], [`health`], [`metrics_capability`] —
 //!   each returns a [`verdict::Verdict`];
+//! - [`node_evidence`]: node-agent evidence (freshness, collection state, pod views) and how it
+//!   decides or qualifies interfaces and dependencies;
 //! - [`window`]: the stabilization function and the persisted windows;
 //! - [`observe`]: the orchestration of one Observe call;
 //! - [`probe`]: SSRF-safe HTTP probing and scraping;
@@ -30,6 +32,7 @@ mod interfaces;
 mod k8s;
 mod metrics;
 mod metrics_capability;
+pub mod node_evidence;
 pub mod node_reports;
 mod observe;
 mod probe;
@@ -61,6 +64,7 @@ pub use observe::{ObserveInput, ObserveOutput, Observer, Options};
 pub use probe::Prober;
 pub use service::{NodeAgentEndpoint, ObserverService};
 pub use target::Target;
+pub use verdict::Verdict;
 pub use window::Window;
 
 /// The gRPC service name (what the allow-list guards).
@@ -160,6 +164,21 @@ pub struct NodeAgentArgs {
         default_value = "pacto-node-agent"
     )]
     pub service_account: String,
+    /// Use node-agent evidence: watch the NodeRuntimeObservations and Leases in
+    /// --node-agent-namespace and combine them (and the streamed reports) with Kubernetes
+    /// evidence. Off, no finding ever carries the collector k8s-observer+ebpf.
+    #[arg(long = "node-evidence", env = "PACTO_OBSERVER_NODE_EVIDENCE")]
+    pub node_evidence: bool,
+    /// How long a node's evidence stays fresh after the newer of its Lease renewTime and its
+    /// observation's lastPublished (Go duration); older, it reads EVIDENCE_STALE.
+    #[arg(
+        long = "node-evidence-stale-after",
+        env = "PACTO_OBSERVER_NODE_EVIDENCE_STALE_AFTER",
+        value_name = "DURATION",
+        default_value = "90s",
+        value_parser = pacto_runtime::parse_duration
+    )]
+    pub stale_after: Duration,
 }
 
 impl NodeAgentArgs {
@@ -273,14 +292,23 @@ pub async fn run(args: Args) -> Result<(), ObserverError> {
         secrets: args.observe_secrets,
     };
     let caches = watch::spawn(&client, namespace.as_deref(), Some(&hub), kinds, &shutdown).caches;
-    let node_agents = args
-        .node_agents
-        .endpoint(client.clone(), NodeReports::new());
-    let observer = Observer::new(
-        fetch::KubeCluster::with_caches(client, namespace, caches),
+    let registry = NodeReports::new();
+    let node_agents = args.node_agents.endpoint(client.clone(), registry.clone());
+    let mut observer = Observer::new(
+        fetch::KubeCluster::with_caches(client.clone(), namespace, caches),
         probe::Prober::new()?,
         args.options(),
     );
+    if args.node_agents.node_evidence {
+        observer = observer.with_node_evidence(node_evidence::NodeEvidence::spawn(
+            &client,
+            &args.node_agents.namespace,
+            registry,
+            args.node_agents.stale_after,
+            Some(hub.clone()),
+            &shutdown,
+        ));
+    }
     let config = process.bind(&args.server).await?;
     serve(
         config,
@@ -319,6 +347,11 @@ mod tests {
         assert_eq!(args.server.allowed_identities, ["status-writer.pacto.svc"]);
         assert_eq!(args.node_agents.identities, ["node-agent.pacto.svc"]);
         assert_eq!(args.node_agents.token_audience, "pacto-observer");
+        assert!(!args.node_agents.node_evidence);
+        assert_eq!(
+            args.node_agents.stale_after,
+            node_evidence::DEFAULT_STALE_AFTER
+        );
         assert_eq!(
             args.node_agents.account().username(),
             "system:serviceaccount:pacto-node-agent:pacto-node-agent"
@@ -332,8 +365,12 @@ mod tests {
             "--interface-name-match-discovery",
             "--watch-namespace=team",
             "--observe-secrets",
+            "--node-evidence",
+            "--node-evidence-stale-after=5s",
         ])
         .unwrap();
+        assert!(args.node_agents.node_evidence);
+        assert_eq!(args.node_agents.stale_after, Duration::from_secs(5));
         let options = args.options();
         assert_eq!(options.stabilization_window, Duration::from_secs(90));
         assert!(options.enable_probing && options.enable_metrics && options.name_match_discovery);

@@ -185,12 +185,28 @@ pub struct StoredReport {
     pub received_at: SystemTime,
 }
 
+/// Told the name of a node whose node-agent evidence changed.
+pub type NodeNotifier = Arc<dyn Fn(&str) + Send + Sync>;
+
 /// The latest accepted report per node, in memory, bounded by [`MAX_NODES`] (or the limit given to
 /// [`NodeReports::with_limit`]). Cloning shares the registry.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct NodeReports {
     inner: Arc<Mutex<HashMap<String, StoredReport>>>,
+    /// Open report streams per node (a node's report is "live" while one is open).
+    streams: Arc<Mutex<HashMap<String, usize>>>,
+    /// Told the node of every stored report and closed stream (change notifications).
+    on_change: Arc<Mutex<Option<NodeNotifier>>>,
     limit: usize,
+}
+
+impl std::fmt::Debug for NodeReports {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeReports")
+            .field("nodes", &self.len())
+            .field("limit", &self.limit)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for NodeReports {
@@ -209,8 +225,55 @@ impl NodeReports {
     pub fn with_limit(limit: usize) -> Self {
         Self {
             inner: Arc::new(Mutex::new(HashMap::new())),
+            streams: Arc::new(Mutex::new(HashMap::new())),
+            on_change: Arc::new(Mutex::new(None)),
             limit,
         }
+    }
+
+    /// Calls `notify` with the node of every report stored and every stream closed from now on.
+    pub fn on_change(&self, notify: NodeNotifier) {
+        *self
+            .on_change
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(notify);
+    }
+
+    fn changed(&self, node: &str) {
+        let notify = self
+            .on_change
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        if let Some(notify) = notify {
+            notify(node);
+        }
+    }
+
+    /// Counts an open report stream of `node` until the guard is dropped.
+    pub fn stream_opened(&self, node: &str) -> StreamGuard {
+        *self
+            .streams
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(node.to_owned())
+            .or_default() += 1;
+        StreamGuard {
+            registry: self.clone(),
+            node: node.to_owned(),
+        }
+    }
+
+    /// The latest report about `node` while a stream of that node is open (otherwise the
+    /// observer reads the node's NodeRuntimeObservation).
+    pub fn live(&self, node: &str) -> Option<StoredReport> {
+        let open = self
+            .streams
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(node)
+            .is_some_and(|n| *n > 0);
+        if open { self.get(node) } else { None }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, StoredReport>> {
@@ -224,13 +287,16 @@ impl NodeReports {
         if map.len() >= self.limit && !map.contains_key(&report.node_name) {
             return false;
         }
+        let node = report.node_name.clone();
         map.insert(
-            report.node_name.clone(),
+            node.clone(),
             StoredReport {
                 report,
                 received_at,
             },
         );
+        drop(map);
+        self.changed(&node);
         true
     }
 
@@ -254,6 +320,32 @@ impl NodeReports {
     /// Whether no node has a report.
     pub fn is_empty(&self) -> bool {
         self.lock().is_empty()
+    }
+}
+
+/// An open report stream of one node (see [`NodeReports::stream_opened`]).
+#[derive(Debug)]
+pub struct StreamGuard {
+    registry: NodeReports,
+    node: String,
+}
+
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        let mut streams = self
+            .registry
+            .streams
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(n) = streams.get_mut(&self.node) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                streams.remove(&self.node);
+            }
+        }
+        drop(streams);
+        tracing::info!(node = %self.node, "node-agent report stream closed");
+        self.registry.changed(&self.node);
     }
 }
 
@@ -579,7 +671,7 @@ impl node_agent_reports_server::NodeAgentReports for NodeReportsService {
         })?;
         tracing::info!(node = %node, "node-agent report stream opened");
         let service = self.clone();
-        let guard = Connected::new();
+        let guard = (Connected::new(), self.registry.stream_opened(&node));
         let reports = request.into_inner();
         let stream = futures::stream::unfold(
             (reports, service, token, guard, false),

@@ -19,6 +19,10 @@ use crate::fetch::KubeCluster;
 use crate::health::{active_verdict, capability_target, passive_verdict, probe_refusal};
 use crate::interfaces::{InterfaceInput, interface_verdict};
 use crate::metrics_capability::{self, MetricsInput};
+use crate::node_evidence::{
+    Decided, NodeEvidence, NodeStates, PodRef, dependency_rule, interface_check, interface_rule,
+    nodes_of, service_addresses, target_pods,
+};
 use crate::probe::{Prober, service_url};
 use crate::target::Target;
 use crate::targets::DependencyEdges;
@@ -28,8 +32,7 @@ use crate::workload::{
     ObservedRuntime, WorkloadObject, observed_runtime, persistence_verdict, workload_verdict,
 };
 
-/// The provenance collector of every Kubernetes observation.
-pub const COLLECTOR: &str = "k8s-observer";
+pub use crate::verdict::COLLECTOR;
 /// The EvidenceSet source.
 pub const SOURCE: &str = "k8s";
 
@@ -124,6 +127,7 @@ pub struct Observer {
     cluster: KubeCluster,
     prober: Prober,
     options: Options,
+    node_evidence: Option<NodeEvidence>,
 }
 
 /// Records failed queries in order, each once.
@@ -154,6 +158,7 @@ fn dimension_of(kind: ObservationKind) -> &'static str {
 /// Turns verdicts into observations, applying the windows.
 struct Assembler {
     windows: Windows,
+    now: Timestamp,
     provenance: Provenance,
     observations: Vec<Observation>,
     /// The windowed assertions the contract declares (what the windows are pruned to).
@@ -165,6 +170,7 @@ impl Assembler {
         Self {
             windows,
             provenance: Provenance::new(COLLECTOR, now),
+            now,
             observations: Vec::new(),
             declared: BTreeSet::new(),
         }
@@ -181,13 +187,31 @@ impl Assembler {
         window: Option<WindowKind>,
         verdict: Verdict,
     ) {
+        self.push_decided(kind, name, window, Decided::kubernetes(verdict));
+    }
+
+    /// Pushes a verdict with its collector, detail and detectedAt
+    /// (docs/design/observation.md#node-evidence).
+    fn push_decided(
+        &mut self,
+        kind: ObservationKind,
+        name: &str,
+        window: Option<WindowKind>,
+        decided: Decided,
+    ) {
+        let Decided {
+            verdict,
+            collector,
+            detail: node_detail,
+            detected_at,
+        } = decided;
         let key = window.map(|k| WindowKey::new(k, name));
-        let mut detail = None;
+        let mut detail = node_detail;
         let outcome = match verdict {
             Verdict::Skip => return,
             Verdict::Report(outcome) => outcome,
             Verdict::Explained(outcome, why) => {
-                detail = Some(why);
+                detail = Some(why.to_owned());
                 outcome
             }
             Verdict::Clear(outcome) => {
@@ -211,7 +235,12 @@ impl Assembler {
             "outcome" => outcome.kind().as_str()
         )
         .increment(1);
-        let observation = Observation::new(kind, name, outcome, self.provenance.clone());
+        let provenance = if collector == COLLECTOR && detected_at.is_none() {
+            self.provenance.clone()
+        } else {
+            Provenance::new(collector, detected_at.unwrap_or(self.now))
+        };
+        let observation = Observation::new(kind, name, outcome, provenance);
         self.observations.push(match detail {
             Some(why) => observation.with_detail(why),
             None => observation,
@@ -226,7 +255,16 @@ impl Observer {
             cluster,
             prober,
             options,
+            node_evidence: None,
         }
+    }
+
+    /// The same observer, also reading node-agent evidence
+    /// (docs/design/observation.md#node-evidence).
+    #[must_use]
+    pub fn with_node_evidence(mut self, node_evidence: NodeEvidence) -> Self {
+        self.node_evidence = Some(node_evidence);
+        self
     }
 
     /// The options.
@@ -253,6 +291,7 @@ impl Observer {
         } = input;
         let mut errors = Errors::default();
         let state = self.fetch_target(&target, &mut errors).await;
+        let (pods, nodes, node_due) = self.node_states(&target, &state, &now, &mut errors).await;
         let window = stabilization_window.unwrap_or(self.options.stabilization_window);
         let mut call = Call {
             out: Assembler::new(Windows::new(windows, now, window), now),
@@ -260,10 +299,18 @@ impl Observer {
             contract,
             state,
             errors,
+            pods,
+            nodes,
+            node_due,
         };
         self.interfaces(&mut call);
         self.capabilities(&mut call).await;
-        let edges = self.dependencies(&mut call).await;
+        let mut edges = self.dependencies(&mut call).await;
+        edges.nodes = call
+            .nodes
+            .as_ref()
+            .map(|nodes| nodes.keys().cloned().collect())
+            .unwrap_or_default();
         self.configurations(&mut call, &schemas).await;
         call.workload_and_persistence();
         call.finish(contract_ref, now, edges)
@@ -310,6 +357,40 @@ impl Observer {
         }
     }
 
+    /// With node evidence on: the target's pods (its Service's endpoints) and their nodes'
+    /// states. `None` when node evidence is off or cannot be read (the Kubernetes verdicts then
+    /// stand; the failure is recorded).
+    async fn node_states(
+        &self,
+        target: &Target,
+        state: &TargetState,
+        now: &Timestamp,
+        errors: &mut Errors,
+    ) -> (Vec<PodRef>, Option<NodeStates>, Option<Timestamp>) {
+        let Some(node_evidence) = &self.node_evidence else {
+            return (Vec::new(), None, None);
+        };
+        let pods = match &state.slices {
+            Ok(Some(slices)) => target_pods(slices),
+            _ => Vec::new(),
+        };
+        match node_evidence.states(&nodes_of(&pods), now).await {
+            Ok((states, due)) => (pods, Some(states), due),
+            Err(failure) => {
+                tracing::warn!(
+                    namespace = target.namespace.as_str(),
+                    pacto = %target.pacto_name,
+                    error = %failure.message,
+                    "node-agent evidence unreadable; Kubernetes evidence alone decides"
+                );
+                if !errors.0.contains(&failure.message) {
+                    errors.0.push(failure.message);
+                }
+                (pods, None, None)
+            }
+        }
+    }
+
     /// Interfaces (always required).
     fn interfaces(&self, call: &mut Call) {
         for interface in &call.contract.interfaces {
@@ -331,11 +412,18 @@ impl Observer {
                 &call.state.service,
                 &call.state.slices,
             );
-            call.out.push(
+            let decided = match &call.nodes {
+                Some(nodes) => {
+                    let check = interface_check(binding, &call.state.service, &call.state.slices);
+                    interface_rule(verdict, &check, &interface.kind, nodes)
+                }
+                None => Decided::kubernetes(verdict),
+            };
+            call.out.push_decided(
                 ObservationKind::InterfaceObserved,
                 &interface.name,
                 Some(WindowKind::Interface),
-                verdict,
+                decided,
             );
         }
     }
@@ -398,11 +486,39 @@ impl Observer {
                 }
                 _ => (Ok(None), Ok(None)),
             };
-            call.out.push(
+            let verdict = dependency_verdict(&sibling, &svc, &sl);
+            let decided = match (&call.nodes, &sibling) {
+                (Some(nodes), Ok(SiblingMatch::None)) => {
+                    // No sibling Pacto: the Service named after the dependency, seen through the
+                    // target's outbound connections (docs/design/observation.md#node-evidence).
+                    let namespace = call.target.namespace.clone();
+                    let (svc, sl) = self
+                        .sibling_service(&namespace, &dependency.name, &mut call.errors)
+                        .await;
+                    let addresses = match (&svc, &sl) {
+                        (Ok(Some(service)), Ok(slices))
+                            if service.spec.as_ref().and_then(|s| s.type_.as_deref())
+                                != Some("ExternalName") =>
+                        {
+                            edges
+                                .services
+                                .insert((namespace.clone(), dependency.name.clone()));
+                            Some(service_addresses(
+                                service,
+                                slices.as_deref().unwrap_or_default(),
+                            ))
+                        }
+                        _ => None,
+                    };
+                    dependency_rule(verdict, addresses.as_ref(), &call.pods, nodes)
+                }
+                _ => Decided::kubernetes(verdict),
+            };
+            call.out.push_decided(
                 ObservationKind::DependencyReachable,
                 &dependency.name,
                 Some(WindowKind::Dependency),
-                dependency_verdict(&sibling, &svc, &sl),
+                decided,
             );
         }
         edges
@@ -562,6 +678,12 @@ struct Call {
     state: TargetState,
     errors: Errors,
     out: Assembler,
+    /// The target's pods (node evidence on).
+    pods: Vec<PodRef>,
+    /// Their nodes' states (`None`: node evidence off or unreadable).
+    nodes: Option<NodeStates>,
+    /// When the first of those nodes turns stale unless heard from again.
+    node_due: Option<Timestamp>,
 }
 
 impl Call {
@@ -653,6 +775,7 @@ impl Call {
             target,
             errors,
             out,
+            node_due,
             ..
         } = self;
         for e in &errors.0 {
@@ -668,7 +791,12 @@ impl Call {
                 observations: Some(out.observations),
                 subject_missing,
             },
-            window_due_at: out.windows.next_due(&out.declared),
+            // Observe again when a pending streak spans the window or when node evidence in use
+            // turns stale (docs/design/observation.md#node-evidence).
+            window_due_at: match (out.windows.next_due(&out.declared), node_due) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            },
             windows: out.windows.finish(&out.declared),
             api_errors: errors.0,
             snapshot,

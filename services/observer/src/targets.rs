@@ -124,6 +124,8 @@ pub struct DependencyEdges {
     pub bases: BTreeSet<String>,
     /// Sibling Services `(namespace, name)` the dependencies resolved to.
     pub services: BTreeSet<(String, String)>,
+    /// Nodes whose node-agent evidence the call read (docs/design/observation.md#node-evidence).
+    pub nodes: BTreeSet<String>,
 }
 
 /// The index behind WatchTargets.
@@ -195,6 +197,15 @@ impl Index {
         } else {
             self.dependencies.insert(key, edges);
         }
+    }
+
+    /// The Pactos whose last Observe read node-agent evidence of `node`.
+    pub fn pactos_on_node(&self, node: &str) -> BTreeSet<PactoKey> {
+        self.dependencies
+            .iter()
+            .filter(|(_, edges)| edges.nodes.contains(node))
+            .map(|(k, _)| k.clone())
+            .collect()
     }
 
     /// Pactos and dependency edges known, for the cache-size gauge.
@@ -323,6 +334,20 @@ impl TargetHub {
     /// Records the dependency edges an Observe call resolved.
     pub fn set_dependencies(&self, key: PactoKey, edges: DependencyEdges) {
         self.with_index(|i| i.set_dependencies(key, edges));
+    }
+
+    /// Node-agent evidence of `node` changed what an Observe would read: wakes the Pactos whose
+    /// last Observe read it.
+    pub fn node_changed(&self, node: &str) {
+        let notify = self.with_index(|i| i.pactos_on_node(node));
+        if notify.is_empty() {
+            return;
+        }
+        tracing::debug!(node, pactos = notify.len(), "node-agent evidence changed");
+        self.publish(
+            notify,
+            &format!("node-agent evidence of node {node} changed"),
+        );
     }
 
     /// Applies a change of a watched object.
@@ -488,9 +513,13 @@ mod tests {
             DependencyEdges {
                 bases: BTreeSet::from(["ghcr.io/acme/db".to_owned()]),
                 services: BTreeSet::from([("b".to_owned(), "db".to_owned())]),
+                nodes: BTreeSet::from(["node-1".to_owned()]),
             },
         );
         let orders = BTreeSet::from([key("a", "orders")]);
+        // Node-agent evidence of a node wakes the Pactos whose last Observe read it.
+        assert_eq!(index.pactos_on_node("node-1"), orders);
+        assert!(index.pactos_on_node("node-2").is_empty());
         let db_and_orders = BTreeSet::from([key("a", "orders"), key("b", "db")]);
         let none = BTreeSet::new();
         let cases = vec![
@@ -588,6 +617,7 @@ mod tests {
             DependencyEdges {
                 bases: BTreeSet::from(["ghcr.io/acme/db".to_owned()]),
                 services: BTreeSet::new(),
+                nodes: BTreeSet::new(),
             },
         );
         let db = pacto("b", "db", "db", Some("ghcr.io/acme/db:1.0.0"));

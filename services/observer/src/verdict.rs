@@ -2,6 +2,9 @@
 
 use pacto_engine::{Outcome, Value};
 
+/// The provenance collector of every Kubernetes observation.
+pub const COLLECTOR: &str = "k8s-observer";
+
 /// A Kubernetes API query that failed (anything but NotFound). The message becomes
 /// `ObserveResponse.api_errors` and, for the first one, the `RuntimeObserved` message.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,0 +1,398 @@
+//! Cluster test of node-agent evidence on the observer's read path against a real kube-apiserver +
+//! kube-controller-manager (pacto-testenv): pods made Ready by the workload simulator (their
+//! endpoints name the simulated node), the test writing the node's NodeRuntimeObservation
+//! (status subresource) and Lease as the agent would, and a streamed report in the registry
+//! (docs/design/observation.md#node-evidence). Binaries: `scripts/k8s-binaries.sh`.
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "tests: a failed setup step should fail the test"
+)]
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::Client;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use pacto_api::NodeRuntimeObservation;
+use pacto_engine::{Observation, ObservationKind, Outcome, Timestamp};
+use pacto_observer::node_evidence::{COLLECTOR_WITH_EBPF, NodeEvidence};
+use pacto_observer::{KubeCluster, NodeReports, ObserveInput, Observer, Options, Prober, Target};
+use pacto_runtime::testing::eventually;
+use pacto_testenv::{ControlPlane, ControlPlaneOptions, Simulator, SimulatorOptions};
+use serde_json::json;
+
+const NODE: &str = "sim-node-0";
+
+async fn cluster() -> &'static ControlPlane {
+    static SIM: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    pacto_testenv::controlplane::ensure_crypto_provider();
+    let cp = pacto_testenv::shared(|| {
+        let dir = pacto_api::crdgen::default_output_dir();
+        let mut options = ControlPlaneOptions::default().with_controller_manager();
+        for (file, _) in pacto_api::crdgen::render().unwrap() {
+            options = options.with_crd(dir.join(file));
+        }
+        options
+    })
+    .await
+    .expect("start etcd + kube-apiserver + kube-controller-manager (scripts/k8s-binaries.sh)");
+    SIM.get_or_init(|| {
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async {
+                let client = cp.client().unwrap();
+                if let Err(error) = Simulator::run(client, SimulatorOptions::default()).await {
+                    eprintln!("simulator stopped: {error}");
+                }
+            });
+        });
+    });
+    cp
+}
+
+async fn create<K>(client: &Client, ns: &str, value: serde_json::Value)
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    let object: K = serde_json::from_value(value).unwrap();
+    Api::<K>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &object)
+        .await
+        .unwrap();
+}
+
+const CONTRACT: &str = r#"
+pactoVersion: "2.0"
+service:
+  name: web
+  version: 1.0.0
+interfaces:
+  - name: api
+    type: openapi
+    ref: interfaces/openapi.yaml
+"#;
+
+fn input(ns: &str, windows: Vec<pacto_observer::Window>) -> ObserveInput {
+    ObserveInput {
+        target: Target {
+            namespace: ns.to_owned(),
+            pacto_name: "web".to_owned(),
+            spec: serde_json::from_value(json!({
+                "serviceName": "web",
+                "interfaceBindings": [{"interface": "api", "servicePort": "http"}]
+            }))
+            .unwrap(),
+        },
+        contract: pacto_contract::parse_contract(CONTRACT.as_bytes())
+            .unwrap()
+            .1,
+        schemas: BTreeMap::new(),
+        contract_ref: "inline://web".to_owned(),
+        windows,
+        stabilization_window: Some(Duration::from_mins(1)),
+    }
+}
+
+fn api_observation(out: &pacto_observer::ObserveOutput) -> Observation {
+    out.evidence
+        .observations()
+        .iter()
+        .find(|o| o.kind == ObservationKind::InterfaceObserved)
+        .cloned()
+        .unwrap()
+}
+
+fn rfc3339(at: Timestamp) -> String {
+    at.to_rfc3339_seconds()
+}
+
+fn later(at: Timestamp, seconds: i64) -> Timestamp {
+    let (s, n) = at.unix_parts();
+    Timestamp::from_unix(s + seconds, n).unwrap()
+}
+
+/// Writes the node's Lease (renewed at `renewed`) as the agent would.
+async fn lease(client: &Client, ns: &str, renewed: Timestamp) {
+    let (s, _) = renewed.unix_parts();
+    let micro = k8s_openapi::jiff::Timestamp::from_second(s).unwrap();
+    Api::<Lease>::namespaced(client.clone(), ns)
+        .patch(
+            NODE,
+            &PatchParams::apply("test-agent").force(),
+            &Patch::Apply(json!({
+                "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": {"name": NODE},
+                "spec": {"holderIdentity": "agent", "leaseDurationSeconds": 40,
+                         "renewTime": micro.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()}
+            })),
+        )
+        .await
+        .unwrap();
+}
+
+/// Writes the node's NodeRuntimeObservation with `status` (published at `published`).
+async fn observation(
+    client: &Client,
+    ns: &str,
+    published: Timestamp,
+    mut status: serde_json::Value,
+) {
+    let api = Api::<NodeRuntimeObservation>::namespaced(client.clone(), ns);
+    let params = PatchParams::apply("test-agent").force();
+    let head = json!({"apiVersion": "pacto.trianalab.io/v1alpha1", "kind": "NodeRuntimeObservation",
+                      "metadata": {"name": NODE}});
+    let mut object = head.clone();
+    object["spec"] = json!({"nodeName": NODE});
+    api.patch(NODE, &params, &Patch::Apply(object))
+        .await
+        .unwrap();
+    status["lastPublished"] = json!(rfc3339(published));
+    let mut body = head;
+    body["status"] = status;
+    api.patch_status(NODE, &params, &Patch::Apply(body))
+        .await
+        .unwrap();
+}
+
+fn pod_view(uid: &str, coverage: &str, listeners: &[i32]) -> serde_json::Value {
+    json!({
+        "collection": {"state": "Running"},
+        "pods": [{"uid": uid, "namespace": "x", "name": "web", "coverage": coverage,
+                  "partialReason": if coverage == "Partial" { json!("started after pod") } else { json!(null) },
+                  "listeners": listeners.iter().map(|p| json!({"protocol": "TCP", "port": p})).collect::<Vec<_>>()}]
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_evidence_freshness_failed_partial_listen_and_streams() {
+    let cp = cluster().await;
+    let client = cp.client().unwrap();
+    let ns = cp.create_namespace("obs-node").await.unwrap();
+    let agents = cp.create_namespace("obs-agents").await.unwrap();
+    create::<Deployment>(&client, &ns, json!({
+        "metadata": {"name": "web"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}},
+                              "spec": {"containers": [{"name": "app", "image": "registry.example/app:1"}]}}}
+    }))
+    .await;
+    create::<Service>(&client, &ns, json!({
+        "metadata": {"name": "web"},
+        "spec": {"selector": {"app": "web"}, "ports": [{"name": "http", "port": 80, "targetPort": 8080}]}
+    }))
+    .await;
+    // The Ready endpoint names its pod and the simulated node.
+    let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), &ns);
+    let uid = eventually(
+        "a Ready endpoint on the simulated node",
+        Duration::from_mins(1),
+        || async {
+            let list = slices
+                .list(&ListParams::default().labels("kubernetes.io/service-name=web"))
+                .await
+                .ok()?;
+            list.items
+                .iter()
+                .flat_map(|s| s.endpoints.iter().flatten())
+                .find_map(|e| {
+                    (e.conditions.as_ref()?.ready == Some(true)
+                        && e.node_name.as_deref() == Some(NODE))
+                    .then(|| e.target_ref.as_ref()?.uid.clone())
+                    .flatten()
+                })
+        },
+    )
+    .await;
+
+    let registry = NodeReports::new();
+    let hub = pacto_observer::watch::TargetHub::new();
+    let shutdown = pacto_runtime::CancellationToken::new();
+    let observer = Observer::new(
+        KubeCluster::cached(client.clone(), None, &shutdown),
+        Prober::new().unwrap(),
+        Options::default(),
+    )
+    .with_node_evidence(NodeEvidence::spawn(
+        &client,
+        &agents,
+        registry.clone(),
+        Duration::from_secs(90),
+        Some(hub.clone()),
+        &shutdown,
+    ));
+    let observe = |at: Timestamp, windows: Vec<pacto_observer::Window>| {
+        let observer = observer.clone();
+        let ns = ns.clone();
+        async move { observer.observe(input(&ns, windows), at).await }
+    };
+    // Whole seconds: lastPublished is written with seconds precision.
+    let t0 = Timestamp::from_unix(Timestamp::now().unix_parts().0, 0).unwrap();
+
+    // No observation, no Lease: EVIDENCE_STALE, never a violation, with the combined collector.
+    let out = observe(t0, vec![]).await;
+    let obs = api_observation(&out);
+    assert_eq!(obs.outcome, Outcome::Stale, "{obs:?}");
+    assert_eq!(obs.provenance.collector, COLLECTOR_WITH_EBPF);
+    assert!(obs.detail.unwrap().contains("no NodeRuntimeObservation"));
+
+    // A Lease far older than the observation: the observation's lastPublished decides (fresh),
+    // the pod LISTENs on the targetPort: present, decided with node evidence.
+    lease(&client, &agents, later(t0, -1000)).await;
+    observation(&client, &agents, t0, pod_view(&uid, "Complete", &[8080])).await;
+    let fresh = eventually(
+        "the fresh observation read",
+        Duration::from_secs(30),
+        || async {
+            let out = observe(t0, vec![]).await;
+            let obs = api_observation(&out);
+            matches!(obs.outcome, Outcome::Observed(_)).then_some(out)
+        },
+    )
+    .await;
+    let obs = api_observation(&fresh);
+    assert_eq!(obs.provenance.collector, COLLECTOR_WITH_EBPF);
+    // The observer asks to be called again when the evidence would turn stale.
+    assert_eq!(fresh.window_due_at, Some(later(t0, 91)));
+    // Exactly stale-after later: still fresh; one second beyond: stale, dated when last heard.
+    assert!(matches!(
+        api_observation(&observe(later(t0, 90), vec![]).await).outcome,
+        Outcome::Observed(_)
+    ));
+    let stale = api_observation(&observe(later(t0, 91), vec![]).await);
+    assert_eq!(stale.outcome, Outcome::Stale);
+    assert_eq!(
+        stale.provenance.detected_at.to_rfc3339_seconds(),
+        rfc3339(t0)
+    );
+
+    // Collection Failed: Failed with the agent's reason, not Stale.
+    observation(
+        &client,
+        &agents,
+        t0,
+        json!({"collection": {"state": "Failed", "reason": "BTFUnavailable", "message": "no BTF"}}),
+    )
+    .await;
+    let failed = eventually(
+        "the Failed collection read",
+        Duration::from_secs(30),
+        || async {
+            let obs = api_observation(&observe(t0, vec![]).await);
+            (obs.outcome == Outcome::Failed).then_some(obs)
+        },
+    )
+    .await;
+    assert!(failed.detail.unwrap().contains("BTFUnavailable: no BTF"));
+
+    // A connected stream's report wins over the observation; once the stream closes, the
+    // observation is read again.
+    let stream = registry.stream_opened(NODE);
+    let report = pacto_proto::observer::NodeReport {
+        node_name: NODE.to_owned(),
+        published_at: Some(pacto_proto::prost_types::Timestamp {
+            seconds: t0.unix_parts().0,
+            nanos: 0,
+        }),
+        collection: Some(pacto_proto::observer::CollectionState {
+            state: "Running".into(),
+            ..Default::default()
+        }),
+        pods: vec![pacto_proto::observer::PodSockets {
+            uid: uid.clone(),
+            namespace: ns.clone(),
+            name: "web".into(),
+            coverage: "Complete".into(),
+            listeners: vec![pacto_proto::observer::Listener {
+                protocol: "TCP".into(),
+                port: 8080,
+                address: String::new(),
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    assert!(registry.store(report, std::time::SystemTime::now()));
+    assert!(matches!(
+        api_observation(&observe(t0, vec![]).await).outcome,
+        Outcome::Observed(_)
+    ));
+    drop(stream);
+    assert_eq!(
+        api_observation(&observe(t0, vec![]).await).outcome,
+        Outcome::Failed
+    );
+
+    // A partial pod view: Insufficient naming the reason.
+    observation(&client, &agents, t0, pod_view(&uid, "Partial", &[8080])).await;
+    let partial = eventually("the Partial view read", Duration::from_secs(30), || async {
+        let obs = api_observation(&observe(t0, vec![]).await);
+        (obs.outcome == Outcome::Insufficient).then_some(obs)
+    })
+    .await;
+    assert!(partial.detail.unwrap().contains("started after pod"));
+
+    // Ready endpoint, no LISTEN socket on 8080: a windowed negative, then a violation.
+    observation(&client, &agents, t0, pod_view(&uid, "Complete", &[9090])).await;
+    let first = eventually(
+        "the listener-less view read",
+        Duration::from_secs(30),
+        || async {
+            let out = observe(t0, vec![]).await;
+            (out.windows.len() == 1).then_some(out)
+        },
+    )
+    .await;
+    assert_eq!(api_observation(&first).outcome, Outcome::Insufficient);
+    let confirmed = observe(later(t0, 61), first.windows.clone()).await;
+    let obs = api_observation(&confirmed);
+    // 61 s after t0 the Lease (t0 − 1000) and the observation (t0) are still fresh.
+    assert_eq!(
+        obs.outcome,
+        Outcome::Observed(pacto_engine::Value::Interface(
+            pacto_engine::InterfaceValue {
+                interface_type: "openapi".into(),
+                present: false
+            }
+        )),
+        "{obs:?}"
+    );
+    assert_eq!(obs.provenance.collector, COLLECTOR_WITH_EBPF);
+
+    // Change notifications: the Observe learned which node it read; a report that changes what
+    // that node's evidence reads wakes the Pacto through the WatchTargets hub.
+    assert_eq!(
+        confirmed.dependency_edges.nodes,
+        std::collections::BTreeSet::from([NODE.to_owned()])
+    );
+    let key = (ns.clone(), "web".to_owned());
+    hub.set_dependencies(key.clone(), confirmed.dependency_edges.clone());
+    let mut changes = Box::pin(hub.subscribe(ns.clone(), shutdown.clone()));
+    observation(&client, &agents, t0, pod_view(&uid, "Complete", &[8080])).await;
+    let batch = tokio::time::timeout(
+        Duration::from_secs(30),
+        futures::StreamExt::next(&mut changes),
+    )
+    .await
+    .expect("a WatchTargets notification for the changed node evidence")
+    .unwrap();
+    assert_eq!(batch.len(), 1);
+    assert_eq!(batch[0].pacto, key);
+    assert_eq!(
+        batch[0].reason,
+        format!("node-agent evidence of node {NODE} changed")
+    );
+    shutdown.cancel();
+}
