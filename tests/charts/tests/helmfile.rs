@@ -91,8 +91,8 @@ fn helmfile_orders_crds_first_and_needs_are_declared() -> Result<()> {
             "{env} deploys the node agent, but scripts/node-images.sh does not build its image: {names:?}"
         );
     }
-    // The DAG: `helmfile template` renders in dependency order (crds, pki, backends,
-    // status-writer, node agent), with the node agent switched on as its issue will.
+    // The DAG: `helmfile template` renders in dependency order (crds, pki, node agent,
+    // backends, status-writer), with the node agent switched on.
     let text = tools.run(
         "helmfile",
         [
@@ -129,8 +129,10 @@ fn helmfile_orders_crds_first_and_needs_are_declared() -> Result<()> {
             "{backend} after the status-writer: {order:?}"
         );
     }
+    // The agent's release creates its namespace, where the observer's Role goes: it comes
+    // first (a fresh install failed with `namespaces "pacto-node-agent" not found` otherwise).
     ensure!(
-        pos("pacto-node-agent").is_some() && pos("pacto-observer") < pos("pacto-node-agent"),
+        pos("pacto-node-agent").is_some() && pos("pacto-node-agent") < pos("pacto-observer"),
         "{order:?}"
     );
     Ok(())

@@ -82,6 +82,7 @@ pub struct Deployed {
     node: Option<RealNode>,
     tools: Tools,
     kubeconfig: PathBuf,
+    archives: Vec<PathBuf>,
 }
 
 impl std::fmt::Debug for Deployed {
@@ -98,7 +99,7 @@ impl Deployed {
         let tools = Tools::new()?;
         let archives = image_archives()?;
         let node = RealNode::start(RealNodeOptions {
-            image_archives: archives,
+            image_archives: archives.clone(),
             ..RealNodeOptions::default()
         })
         .await?;
@@ -107,6 +108,7 @@ impl Deployed {
             node: Some(node),
             tools,
             kubeconfig,
+            archives,
         })
     }
 
@@ -115,13 +117,18 @@ impl Deployed {
         self.node.as_ref().expect("the node runs until down")
     }
 
+    /// The image archives imported into the node.
+    pub fn image_archives(&self) -> &[PathBuf] {
+        &self.archives
+    }
+
     /// The admin kubeconfig.
     pub fn kubeconfig(&self) -> &Path {
         &self.kubeconfig
     }
 
     /// `helmfile args…` from the repository root against the node; returns stdout.
-    pub fn helmfile(&self, args: &[&str]) -> Result<String> {
+    pub fn helmfile<S: AsRef<std::ffi::OsStr>>(&self, args: &[S]) -> Result<String> {
         let mut cmd = self.tools.command("helmfile");
         cmd.env("KUBECONFIG", &self.kubeconfig).args(args);
         let out = pacto_chart_tests::run(&mut cmd)?;
@@ -130,7 +137,10 @@ impl Deployed {
 
     /// `helmfile args…` like [`Deployed::helmfile`], for a run that may fail: its exit status
     /// and both streams, whatever the status.
-    pub fn helmfile_output(&self, args: &[&str]) -> Result<std::process::Output> {
+    pub fn helmfile_output<S: AsRef<std::ffi::OsStr>>(
+        &self,
+        args: &[S],
+    ) -> Result<std::process::Output> {
         let mut cmd = self.tools.command("helmfile");
         cmd.env("KUBECONFIG", &self.kubeconfig).args(args);
         cmd.output().context("starting helmfile")

@@ -3,6 +3,8 @@
 //! scenarios run in order inside one test, each timed, and the node is torn down at the end (or
 //! during unwinding when a step fails), checking that the host is restored.
 
+mod agent;
+
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, ensure};
@@ -41,6 +43,42 @@ async fn deployed_tier() -> Result<()> {
     step(
         "sample workload: Compliant, NotReady -> NonCompliant after the window, Ready -> Compliant",
         a_real_workload_is_compliant(&deployed),
+    )
+    .await?;
+
+    step(
+        "node agent: DaemonSet Ready, observation Running with a real pod's listener, Lease renewed",
+        agent::the_agent_sees_real_pods(&deployed),
+    )
+    .await?;
+
+    step(
+        "node agent: a listener closed in a real pod leaves the observation",
+        agent::a_closed_listener_leaves_the_observation(&deployed),
+    )
+    .await?;
+
+    step(
+        "node agent footprint: RSS and CPU idle and under connection load",
+        agent::footprint(&deployed, deployed.image_archives()),
+    )
+    .await?;
+
+    step(
+        "node agent: the admission policy refuses another node's objects and an unbound token",
+        async { agent::the_admission_policy_refuses_other_nodes(&deployed) },
+    )
+    .await?;
+
+    step(
+        "node agent: collection Failed (BTF missing) keeps the Lease renewed; back to Running",
+        agent::collection_failed_keeps_the_heartbeat(&deployed),
+    )
+    .await?;
+
+    step(
+        "node agent: Pod Security restricted refuses the pod; the status-writer restores the labels",
+        agent::pod_security_refusal_is_healed(&deployed),
     )
     .await?;
 
@@ -93,7 +131,7 @@ async fn deployed_tier() -> Result<()> {
     .await?;
 
     let started = Instant::now();
-    for ns in [VERDICTS_NS, PROBE_NS, CONFIG_NS] {
+    for ns in [VERDICTS_NS, PROBE_NS, CONFIG_NS, agent::WORKLOAD_NS] {
         delete_namespace(&deployed, ns)?;
     }
     timed("scenario namespaces deleted", started);
@@ -114,20 +152,36 @@ async fn deployed_tier() -> Result<()> {
 /// by default), so that an absence is confirmed within the test's deadlines.
 const WINDOW: &str = "20s";
 
+/// `helmfile -e local` with the tier's state values (the stabilization window, metrics
+/// observation on, the node agent's [`agent::AGENT_VALUES`]) and `extra`, then `command`.
+fn sync_args<'a>(extra: &[&'a str], command: &'a str) -> Vec<String> {
+    let mut values = vec![
+        format!("controller.stabilizationWindow={WINDOW}"),
+        "controller.enableMetricsObservation=true".to_owned(),
+    ];
+    values.extend(extra.iter().map(|v| (*v).to_owned()));
+    let mut args: Vec<String> = vec!["-e".into(), "local".into()];
+    for v in agent::state_values(&[])
+        .into_iter()
+        .map(str::to_owned)
+        .chain(
+            values
+                .into_iter()
+                .flat_map(|v| ["--state-values-set".to_owned(), v]),
+        )
+    {
+        args.push(v);
+    }
+    args.push(command.to_owned());
+    args
+}
+
 /// `helmfile -e local sync` of the unmodified charts (two environment knobs set: the
 /// stabilization window, and metrics observation on; probing is already on in the `local`
 /// environment): every service Deployment Available, its pods Ready through the charts' own probes
 /// (kubelet runs them), on the real node.
 async fn helmfile_sync_brings_every_service_up(d: &Deployed) -> Result<()> {
-    d.helmfile(&[
-        "-e",
-        "local",
-        "--state-values-set",
-        &format!("controller.stabilizationWindow={WINDOW}"),
-        "--state-values-set",
-        "controller.enableMetricsObservation=true",
-        "sync",
-    ])?;
+    d.helmfile(&sync_args(&[], "sync"))?;
     for service in SERVICES {
         d.wait_available(OPERATOR_NAMESPACE, service, SERVICES_READY)
             .await?;
@@ -332,7 +386,7 @@ const KEPT_CRDS: [&str; 3] = [
 /// stops them), no RBAC of the charts; only the three CRDs stay, as the installation guide says,
 /// and its `kubectl delete crd` command removes them.
 async fn helmfile_destroy_leaves_nothing(d: &Deployed) -> Result<()> {
-    d.helmfile(&["-e", "local", "destroy"])?;
+    d.helmfile(&sync_args(&[], "destroy"))?;
     let crds = d.kubectl(&["get", "crd", "-o", "name"])?;
     let mut ours: Vec<&str> = crds
         .lines()
@@ -961,15 +1015,12 @@ fn release_state(d: &Deployed) -> Result<Vec<String>> {
 /// alone so that no other release (the CRDs, which come first) is upgraded before the refusal.
 fn a_refused_value_fails_helmfile_sync(d: &Deployed) -> Result<()> {
     let before = release_state(d)?;
-    let out = d.helmfile_output(&[
-        "-e",
-        "local",
-        "--state-values-set",
+    let mut args = vec!["-e", "local"];
+    args.extend(agent::state_values(&[
         "controller.stabilizationWindow=2 minutes",
-        "--selector",
-        "name=pacto-observer",
-        "sync",
-    ])?;
+    ]));
+    args.extend(["--selector", "name=pacto-observer", "sync"]);
+    let out = d.helmfile_output(&args)?;
     let text = format!(
         "{}\n{}",
         String::from_utf8_lossy(&out.stdout),
@@ -1332,17 +1383,7 @@ async fn upgrade_and_rollback_change_no_verdict(d: &Deployed) -> Result<()> {
     let verdicts_before = all_verdicts(d)?;
     let events_before = pacto_events(d)?;
     let revisions = deployment_revisions(d)?;
-    d.helmfile(&[
-        "-e",
-        "local",
-        "--state-values-set",
-        &format!("controller.stabilizationWindow={WINDOW}"),
-        "--state-values-set",
-        "controller.enableMetricsObservation=true",
-        "--state-values-set",
-        "logLevel=info",
-        "sync",
-    ])?;
+    d.helmfile(&sync_args(&["logLevel=info"], "sync"))?;
     wait_rolled(d, &SERVICES, &revisions).await?;
     wait_reconciled_after_roll(d).await?;
     ensure!(
@@ -1545,17 +1586,39 @@ const GUIDE_COMMANDS: &[GuideCommand] = &[
     },
 ];
 
-/// The guide's node agent commands: not run, since this tier does not deploy the agent.
-const GUIDE_NODE_AGENT_COMMANDS: &[&str] = &[
-    "kubectl -n pacto-node-agent get daemonset pacto-node-agent",
-    "kubectl -n pacto-node-agent get noderuntimeobservations,leases",
-    "kubectl -n pacto-system logs deploy/pacto-observer | grep node-agent",
-    "kubectl -n pacto-node-agent describe daemonset pacto-node-agent",
+/// The guide's node agent commands ("Node agent evidence is missing"), with the agent deployed
+/// by this tier: the DaemonSet with its pod Ready, the node's observation and Lease, the
+/// observer's `node-agent` log lines, and the DaemonSet's description.
+const GUIDE_NODE_AGENT_COMMANDS: &[GuideCommand] = &[
+    GuideCommand {
+        command: "kubectl -n pacto-node-agent get daemonset pacto-node-agent",
+        name: "",
+        shows: &["DESIRED", "pacto-node-agent", "kubernetes.io/os=linux"],
+    },
+    GuideCommand {
+        command: "kubectl -n pacto-node-agent get noderuntimeobservations,leases",
+        name: "",
+        shows: &[
+            "noderuntimeobservation.pacto.trianalab.io/pacto-node",
+            "Running",
+            "lease.coordination.k8s.io/pacto-node",
+        ],
+    },
+    GuideCommand {
+        command: "kubectl -n pacto-system logs deploy/pacto-observer | grep node-agent",
+        name: "",
+        shows: &["node-agent"],
+    },
+    GuideCommand {
+        command: "kubectl -n pacto-node-agent describe daemonset pacto-node-agent",
+        name: "",
+        shows: &["Pods Status:", "1 Running", "Events:"],
+    },
 ];
 
 /// Runs [`GUIDE_COMMANDS`] as a user would type them (kubectl from the node's binaries on
-/// `PATH`, the current context's namespace set to the verdicts' one) and checks each output;
-/// prints the node agent commands skipped and why.
+/// `PATH`, the current context's namespace set to the verdicts' one) and checks each output,
+/// then [`GUIDE_NODE_AGENT_COMMANDS`] the same way.
 fn the_guide_commands_run(d: &Deployed) -> Result<()> {
     let kubectl = d.node().control_plane().kubectl()?;
     let bin = std::path::Path::new(kubectl.get_program())
@@ -1589,7 +1652,7 @@ fn the_guide_commands_run(d: &Deployed) -> Result<()> {
     sh(&format!(
         "kubectl config set-context --current --namespace={VERDICTS_NS}"
     ))?;
-    for c in GUIDE_COMMANDS {
+    for c in GUIDE_COMMANDS.iter().chain(GUIDE_NODE_AGENT_COMMANDS) {
         let script = c.command.replace("<name>", c.name);
         let out = sh(&script)?;
         for needle in c.shows {
@@ -1601,11 +1664,6 @@ fn the_guide_commands_run(d: &Deployed) -> Result<()> {
         eprintln!(
             "deployed: guide command ran: {script} -> shows {:?}",
             c.shows
-        );
-    }
-    for c in GUIDE_NODE_AGENT_COMMANDS {
-        eprintln!(
-            "deployed: guide command skipped: {c} (node agent not deployed by this tier yet)"
         );
     }
     std::fs::remove_dir_all(&dir)?;
