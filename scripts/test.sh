@@ -14,6 +14,9 @@
 #   tier. PACTO_SKIP_DEPLOYED=1 skips it explicitly.
 # Without root each of them prints one "skipped: needs root (...)" line and passes; under CI (`CI=1`,
 # set by .ci/run, which runs as root) they fail instead of skipping.
+#
+# The fuzz tier (scripts/fuzz.sh, after the workspace tests) installs the nightly toolchain and
+# cargo-fuzz when missing; PACTO_SKIP_FUZZ=1 skips it, PACTO_FUZZ_SECONDS sets its time per target.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -63,6 +66,17 @@ cargo clippy --workspace --all-targets -- -D warnings
 
 step "cargo test --workspace --exclude pacto-deployed"
 cargo test --workspace --exclude pacto-deployed --no-fail-fast
+
+# Fuzz tier (fuzz/README.md): builds the fuzz targets with nightly + cargo-fuzz (installed once,
+# cached by version) and runs each for PACTO_FUZZ_SECONDS under a 256 MiB memory limit.
+if [ "${PACTO_SKIP_FUZZ:-0}" = 1 ]; then
+  step "fuzz tier skipped (PACTO_SKIP_FUZZ=1)"
+else
+  step "fuzz tier: every fuzz target for ${PACTO_FUZZ_SECONDS:-20} s each (scripts/fuzz.sh)"
+  started=$SECONDS
+  scripts/fuzz.sh
+  step "fuzz tier passed in $((SECONDS - started)) s"
+fi
 
 if [ "$deployed" = 1 ]; then
   step "node images (built once per content)"

@@ -12,6 +12,7 @@ use sha2::{Digest as _, Sha256};
 use crate::credentials::Credentials;
 use crate::error::{ErrorClass, OciError};
 use crate::manifest::{BundleConfig, BundleMeta, ImageManifest};
+use crate::tags::{TAG_PAGE_SIZE, TagPages};
 
 /// Media types accepted when pulling a bundle manifest.
 const PULL_ACCEPT: &str = "application/vnd.oci.image.manifest.v1+json, \
@@ -371,12 +372,6 @@ impl RegistryClient {
     /// a list longer than `max_tag_pages` pages is refused as too large rather than cut short
     /// (a cut list could hide the highest version). De-duplication is linear.
     pub async fn list_tags(&self, repository: &Reference) -> Result<Vec<String>, OciError> {
-        #[derive(serde::Deserialize)]
-        struct Page {
-            #[serde(default)]
-            tags: Option<Vec<String>>,
-        }
-        const PAGE: usize = 1000;
         let repo = repository.without_version();
         self.deadline("list tags", &repo, async {
             let text = repo.to_string();
@@ -386,15 +381,13 @@ impl RegistryClient {
                 reference: &text,
             };
             let scope = Self::pull_scope(&repo);
-            let mut tags: Vec<String> = Vec::new();
-            let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
-            let mut last: Option<String> = None;
+            let mut pages = TagPages::new();
             for _ in 0..self.options.max_tag_pages {
                 let mut url = self.url(&repo, "tags/list")?;
                 {
                     let mut query = url.query_pairs_mut();
-                    query.append_pair("n", &PAGE.to_string());
-                    if let Some(last) = &last {
+                    query.append_pair("n", &TAG_PAGE_SIZE.to_string());
+                    if let Some(last) = pages.last() {
                         query.append_pair("last", last);
                     }
                 }
@@ -409,30 +402,19 @@ impl RegistryClient {
                         &mut |_| {},
                     )
                     .await?;
-                let page: Page =
-                    serde_json::from_slice(&body).map_err(|e| OciError::BadTagList {
-                        reference: text.clone(),
-                        line: e.line(),
-                        column: e.column(),
-                    })?;
-                let page = page.tags.unwrap_or_default();
-                let received = page.len();
-                let before = tags.len();
-                for t in page {
-                    if last.as_deref().is_none_or(|l| t.as_str() > l) && seen.insert(t.clone()) {
-                        tags.push(t);
-                    }
+                let more = pages.add_page(&body).map_err(|e| OciError::BadTagList {
+                    reference: text.clone(),
+                    line: e.line,
+                    column: e.column,
+                })?;
+                if !more {
+                    return Ok(pages.into_tags());
                 }
-                let added = tags.len() - before;
-                if added == 0 || received < PAGE {
-                    return Ok(tags);
-                }
-                last = tags[before..].iter().max().cloned();
             }
             Err(OciError::TooManyTags {
                 reference: text,
                 pages: self.options.max_tag_pages,
-                seen: tags.len(),
+                seen: pages.len(),
             })
         })
         .await

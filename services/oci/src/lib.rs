@@ -12,6 +12,7 @@ mod credentials;
 mod error;
 mod fetch;
 mod manifest;
+mod tags;
 
 pub use client::{
     ClientOptions, DEFAULT_ALLOWED_HOSTS, Inspection, Progress, PulledBundle, PushResult,
@@ -19,4 +20,5 @@ pub use client::{
 };
 pub use credentials::{Credentials, CredentialsError, DockerConfig, Keychain};
 pub use error::{ErrorClass, OciError};
-pub use manifest::BundleMeta;
+pub use manifest::{BundleConfig, BundleMeta, Descriptor, ImageManifest};
+pub use tags::{BadPage, TAG_PAGE_SIZE, TagPages};

@@ -11,13 +11,13 @@ use tonic::Status;
 
 use crate::{common, evaluator};
 
+#[cfg(feature = "crd")]
 pub mod crd;
 
 mod vocab;
-pub use vocab::{
-    severity_from_crd, severity_from_proto, severity_to_crd, severity_to_proto, status_from_crd,
-    status_from_proto, status_to_crd, status_to_proto,
-};
+#[cfg(feature = "crd")]
+pub use vocab::{severity_from_crd, severity_to_crd, status_from_crd, status_to_crd};
+pub use vocab::{severity_from_proto, severity_to_proto, status_from_proto, status_to_proto};
 
 /// A field of a wire message (a request, or a backend's answer) that is missing or malformed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

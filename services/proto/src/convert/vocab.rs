@@ -4,6 +4,7 @@
 //! needs, so they stay separate types). The parity test below covers every value of every
 //! representation.
 
+#[cfg(feature = "crd")]
 use pacto_api as api;
 use pacto_engine as engine;
 
@@ -65,6 +66,7 @@ pub fn status_from_proto(value: i32, field: &str) -> Result<engine::ContractStat
 }
 
 /// A severity as written to `status.findings[].severity`.
+#[cfg(feature = "crd")]
 pub fn severity_to_crd(severity: engine::Severity) -> api::Severity {
     match severity {
         engine::Severity::Error => api::Severity::Error,
@@ -75,6 +77,7 @@ pub fn severity_to_crd(severity: engine::Severity) -> api::Severity {
 }
 
 /// A severity read back from `status.findings[].severity`.
+#[cfg(feature = "crd")]
 pub fn severity_from_crd(severity: api::Severity) -> engine::Severity {
     match severity {
         api::Severity::Error => engine::Severity::Error,
@@ -85,6 +88,7 @@ pub fn severity_from_crd(severity: api::Severity) -> engine::Severity {
 }
 
 /// A contract status as written to `status.contractStatus`.
+#[cfg(feature = "crd")]
 pub fn status_to_crd(status: engine::ContractStatus) -> api::ContractStatus {
     use api::ContractStatus as A;
     use engine::ContractStatus as D;
@@ -100,6 +104,7 @@ pub fn status_to_crd(status: engine::ContractStatus) -> api::ContractStatus {
 }
 
 /// A contract status read back from `status.contractStatus`.
+#[cfg(feature = "crd")]
 pub fn status_from_crd(status: api::ContractStatus) -> engine::ContractStatus {
     use api::ContractStatus as A;
     use engine::ContractStatus as D;
@@ -114,7 +119,7 @@ pub fn status_from_crd(status: api::ContractStatus) -> engine::ContractStatus {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "crd"))]
 mod tests {
     use super::*;
 

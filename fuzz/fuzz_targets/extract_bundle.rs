@@ -20,14 +20,20 @@ fn check(bundle: &BundleFiles) {
         assert!(bytes.len() as u64 <= LIMITS.max_file_bytes);
         assert!(!path.is_empty() && !path.starts_with('/'), "{path:?}");
         assert!(
-            path.split('/').all(|c| !c.is_empty() && c != "." && c != ".."),
+            path.split('/')
+                .all(|c| !c.is_empty() && c != "." && c != ".."),
             "{path:?}"
         );
     }
     let packed = bundle.to_tar_gz().expect("a valid bundle packs");
-    let again = BundleFiles::from_tar_gz(packed.as_slice(), &LIMITS).expect("its own pack extracts");
+    let again =
+        BundleFiles::from_tar_gz(packed.as_slice(), &LIMITS).expect("its own pack extracts");
     assert_eq!(&again, bundle);
-    assert_eq!(again.to_tar_gz().expect("packs"), packed, "packing is deterministic");
+    assert_eq!(
+        again.to_tar_gz().expect("packs"),
+        packed,
+        "packing is deterministic"
+    );
 }
 
 fuzz_target!(|data: &[u8]| {
