@@ -259,7 +259,7 @@ fn flag_values<'a>(docs: &'a [serde_json::Value], flag: &str) -> Vec<&'a str> {
 fn production_identities_are_uri_sans_from_namespaced_issuers() -> Result<()> {
     let tools = Tools::new()?;
     let docs = documents(&helmfile_template(&tools, "production")?)?;
-    let of_kind = |kind: &str| docs.iter().filter(move |d| d["kind"] == kind);
+    let of_kind = |kind: &'static str| docs.iter().filter(move |d| d["kind"] == kind);
     let at = |d: &serde_json::Value| {
         format!(
             "{}/{}",

@@ -386,7 +386,8 @@ impl Stack {
         // Each certificate as the charts issue it: the DNS identity (the server name the
         // status-writer checks) and the URI SAN the default allow-lists admit.
         let tls = |name: &str, identity: &str| -> anyhow::Result<Vec<String>> {
-            let cert = ca.issue(&[identity, &service_spiffe_id(name)])?;
+            let uri = service_spiffe_id(name);
+            let cert = ca.issue(&[identity, uri.as_str()])?;
             let files = write_tls_files(dir.path(), name, &ca.pem(), &cert)?;
             Ok(vec![
                 format!("--tls-ca={}", files.ca.display()),
