@@ -283,7 +283,11 @@ async fn default_allow_list_admits_only_the_status_writers_spiffe_id() {
     // (a) The status-writer's full identity, signed by another CA: refused at the handshake.
     let rogue = TestCa::new("tenant CA").unwrap();
     let cert = rogue
-        .issue(&["status-writer.pacto-system.svc", STATUS_WRITER, WRITER_SPIFFE_ID])
+        .issue(&[
+            "status-writer.pacto-system.svc",
+            STATUS_WRITER,
+            WRITER_SPIFFE_ID,
+        ])
         .unwrap();
     let files = write_tls_files(server.dir.path(), "other-ca", &server.ca.pem(), &cert).unwrap();
     let status = server
@@ -303,7 +307,10 @@ async fn default_allow_list_admits_only_the_status_writers_spiffe_id() {
     // under another trust domain) is refused by Resolve.
     let forged: [&[&str]; 5] = [
         &["status-writer.pacto-system.svc"],
-        &[STATUS_WRITER, "status-writer.pacto-system.svc.cluster.local"],
+        &[
+            STATUS_WRITER,
+            "status-writer.pacto-system.svc.cluster.local",
+        ],
         &[
             "status-writer.pacto-system.svc",
             "spiffe://pacto/ns/tenant/sa/pacto-status-writer",
@@ -331,7 +338,11 @@ async fn default_allow_list_admits_only_the_status_writers_spiffe_id() {
     // (c) The right CA and the status-writer's URI SAN (next to its DNS names): admitted.
     let mut writer = server.client(
         "status-writer",
-        &["status-writer.pacto-system.svc", STATUS_WRITER, WRITER_SPIFFE_ID],
+        &[
+            "status-writer.pacto-system.svc",
+            STATUS_WRITER,
+            WRITER_SPIFFE_ID,
+        ],
     );
     let response = writer
         .resolve(request("", &inline))

@@ -664,7 +664,11 @@ fn schemas_reject_unsafe_or_unknown_values() -> Result<()> {
         ),
         ("pacto-status-writer", "unknownKey=1", "unknownKey"),
         ("pacto-pki", "ca.validityDays=forever", "validityDays"),
-        ("pacto-evaluator", "tls.trustDomain=Bad/Domain", "trustDomain"),
+        (
+            "pacto-evaluator",
+            "tls.trustDomain=Bad/Domain",
+            "trustDomain",
+        ),
     ] {
         let out = tools.output(
             "helm",

@@ -223,7 +223,12 @@ async fn the_shipped_charts_confine_node_agent_reports_and_keep_its_namespace_pr
         .context("no agent Certificate")?;
     let agent_identity: Vec<String> = ["dnsNames", "uris"]
         .iter()
-        .flat_map(|field| agent_certificate["spec"][field].as_array().into_iter().flatten())
+        .flat_map(|field| {
+            agent_certificate["spec"][field]
+                .as_array()
+                .into_iter()
+                .flatten()
+        })
         .filter_map(|name| name.as_str().map(str::to_owned))
         .collect();
     ensure!(
