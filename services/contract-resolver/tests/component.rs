@@ -269,6 +269,7 @@ async fn status_writer_resolves_over_mtls() {
 #[tokio::test]
 async fn default_allow_list_admits_only_the_status_writers_spiffe_id() {
     use clap::Parser;
+    const WRITER_SPIFFE_ID: &str = "spiffe://pacto/ns/pacto-system/sa/pacto-status-writer";
     let registry = Registry::start().unwrap();
     // The allow-list the binary runs with when no --allowed-identities is given.
     let defaults = pacto_contract_resolver::Args::try_parse_from(["pacto-contract-resolver"])
@@ -278,7 +279,6 @@ async fn default_allow_list_admits_only_the_status_writers_spiffe_id() {
     let allowed: Vec<&str> = defaults.iter().map(String::as_str).collect();
     let server = Server::start(&registry, &allowed).await;
     let inline = contract_yaml("svc", "1.0.0", "x");
-    const WRITER_SPIFFE_ID: &str = "spiffe://pacto/ns/pacto-system/sa/pacto-status-writer";
 
     // (a) The status-writer's full identity, signed by another CA: refused at the handshake.
     let rogue = TestCa::new("tenant CA").unwrap();
