@@ -13,7 +13,7 @@
 {{/* Flags of services/contract-resolver (Args). */}}
 {{- define "pacto.serviceArgs" -}}
 - --listen-addr=0.0.0.0:{{ .Values.grpc.port }}
-- --allowed-identities={{ join "," .Values.grpc.allowedIdentities }}
+- --allowed-identities={{ include "pacto.allowedIdentities" . }}
 {{- with .Values.insecureRegistries }}
 - --insecure-registries={{ join "," . }}
 {{- end }}

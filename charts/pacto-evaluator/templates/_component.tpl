@@ -14,7 +14,7 @@
 {{/* Flags of services/evaluator (Args). */}}
 {{- define "pacto.serviceArgs" -}}
 - --listen-addr=0.0.0.0:{{ .Values.grpc.port }}
-- --allowed-identities={{ join "," .Values.grpc.allowedIdentities }}
+- --allowed-identities={{ include "pacto.allowedIdentities" . }}
 - --contract-cache-entries={{ int64 .Values.contractCacheEntries }}
 {{- end }}
 

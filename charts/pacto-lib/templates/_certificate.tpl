@@ -1,5 +1,7 @@
 {{/*
-The cert-manager Certificate of this service's identity (tls.mode cert-manager only).
+The cert-manager Certificate of this service's identity (tls.mode cert-manager only): its URI
+SAN (the identity peers admit) and its DNS names (for hostname verification), from a namespaced
+Issuer by default (docs/design/identity.md).
 */}}
 {{- define "pacto.certificate" -}}
 {{- if eq .Values.tls.mode "cert-manager" }}
@@ -18,6 +20,8 @@ spec:
   commonName: {{ include "pacto.identity" . | quote }}
   dnsNames:
     {{- include "pacto.certDnsNames" . | nindent 4 }}
+  uris:
+    - {{ include "pacto.uriIdentity" . | quote }}
   duration: {{ .Values.tls.certManager.duration }}
   renewBefore: {{ .Values.tls.certManager.renewBefore }}
   privateKey:

@@ -48,9 +48,30 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- printf "%s:%s" $repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}
 
-{{/* This service's identity (first DNS SAN of its certificate). */}}
+{{/* This service's DNS name (first DNS SAN of its certificate; the server name its clients check). */}}
 {{- define "pacto.identity" -}}
 {{- default (printf "%s.pacto.svc" (include "pacto.component" .)) .Values.tls.identity }}
+{{- end }}
+
+{{/* The identity of a ServiceAccount under the trust domain (docs/design/identity.md):
+spiffe://<trustDomain>/ns/<namespace>/sa/<serviceAccount>. Argument: a dict with those keys. */}}
+{{- define "pacto.spiffeId" -}}
+{{- printf "spiffe://%s/ns/%s/sa/%s" .trustDomain .namespace .serviceAccount }}
+{{- end }}
+
+{{/* This service's identity: the URI SAN of its certificate, from its ServiceAccount. */}}
+{{- define "pacto.uriIdentity" -}}
+{{- include "pacto.spiffeId" (dict "trustDomain" .Values.tls.trustDomain "namespace" .Release.Namespace "serviceAccount" (include "pacto.serviceAccountName" .)) }}
+{{- end }}
+
+{{/* The --allowed-identities of a gRPC server: grpc.allowedIdentities, or when empty the
+status-writer's URI identity in this release's namespace (ServiceAccount pacto-status-writer). */}}
+{{- define "pacto.allowedIdentities" -}}
+{{- if .Values.grpc.allowedIdentities }}
+{{- join "," .Values.grpc.allowedIdentities }}
+{{- else }}
+{{- include "pacto.spiffeId" (dict "trustDomain" .Values.tls.trustDomain "namespace" .Release.Namespace "serviceAccount" "pacto-status-writer") }}
+{{- end }}
 {{- end }}
 
 {{/* Name of the Secret holding tls.crt, tls.key and ca.crt. */}}

@@ -13,7 +13,7 @@
 {{/* Flags of services/observer (Args). */}}
 {{- define "pacto.serviceArgs" -}}
 - --listen-addr=0.0.0.0:{{ .Values.grpc.port }}
-- --allowed-identities={{ join "," .Values.grpc.allowedIdentities }}
+- --allowed-identities={{ include "pacto.allowedIdentities" . }}
 {{- with .Values.controller.watchNamespace }}
 - --watch-namespace={{ . }}
 {{- end }}
@@ -33,7 +33,11 @@
 - --observe-secrets
 {{- end }}
 {{- if .Values.nodeAgent.enabled }}
+{{- if .Values.nodeAgent.identities }}
 - --node-agent-identities={{ join "," .Values.nodeAgent.identities }}
+{{- else }}
+- --node-agent-identities={{ include "pacto.spiffeId" (dict "trustDomain" .Values.tls.trustDomain "namespace" .Values.nodeAgent.namespace "serviceAccount" .Values.nodeAgent.serviceAccount) }}
+{{- end }}
 - --node-agent-namespace={{ .Values.nodeAgent.namespace }}
 - --node-agent-service-account={{ .Values.nodeAgent.serviceAccount }}
 - --node-agent-token-audience={{ .Values.nodeAgent.tokenAudience }}

@@ -296,7 +296,10 @@ mod tests {
         );
         assert_eq!(config.tags_ttl, Duration::from_mins(5));
         assert_eq!(config.registry.max_retries, 2);
-        assert_eq!(args.server.allowed_identities, ["status-writer.pacto.svc"]);
+        assert_eq!(
+            args.server.allowed_identities,
+            ["spiffe://pacto/ns/pacto-system/sa/pacto-status-writer"]
+        );
         assert_eq!(config.registry.max_concurrent_pulls, 8);
         assert_eq!(config.bundle_cache_bytes, 256 * 1024 * 1024);
         assert_eq!(

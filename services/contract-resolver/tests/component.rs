@@ -1,6 +1,7 @@
 //! Component tests: the ContractResolver gRPC service on 127.0.0.1:0 with real mTLS certificates,
 //! resolving from a real docker-registry; refusal of non-status-writer identities, missing and
-//! foreign client certificates and bad arguments; admin endpoints with promtool-clean metrics.
+//! foreign client certificates and bad arguments (with an explicit allow-list and with the
+//! binary's default one, docs/design/identity.md); admin endpoints with promtool-clean metrics.
 
 #![allow(clippy::unwrap_used, reason = "tests")]
 
@@ -262,6 +263,96 @@ async fn status_writer_resolves_over_mtls() {
         "{metrics}"
     );
     promtool_check(&metrics);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn default_allow_list_admits_only_the_status_writers_spiffe_id() {
+    use clap::Parser;
+    const WRITER_SPIFFE_ID: &str = "spiffe://pacto/ns/pacto-system/sa/pacto-status-writer";
+    let registry = Registry::start().unwrap();
+    // The allow-list the binary runs with when no --allowed-identities is given.
+    let defaults = pacto_contract_resolver::Args::try_parse_from(["pacto-contract-resolver"])
+        .unwrap()
+        .server
+        .allowed_identities;
+    let allowed: Vec<&str> = defaults.iter().map(String::as_str).collect();
+    let server = Server::start(&registry, &allowed).await;
+    let inline = contract_yaml("svc", "1.0.0", "x");
+
+    // (a) The status-writer's full identity, signed by another CA: refused at the handshake.
+    let rogue = TestCa::new("tenant CA").unwrap();
+    let cert = rogue
+        .issue(&[
+            "status-writer.pacto-system.svc",
+            STATUS_WRITER,
+            WRITER_SPIFFE_ID,
+        ])
+        .unwrap();
+    let files = write_tls_files(server.dir.path(), "other-ca", &server.ca.pem(), &cert).unwrap();
+    let status = server
+        .client_with(files)
+        .resolve(request("", &inline))
+        .await
+        .unwrap_err();
+    assert_ne!(status.code(), Code::Ok);
+    assert_ne!(
+        status.code(),
+        Code::PermissionDenied,
+        "refused before any RPC: {status:?}"
+    );
+
+    // (b) The right CA, but not the status-writer's URI SAN: what a tenant could request from a
+    // shared issuer (bare DNS names, or the URI of a ServiceAccount in its own namespace or
+    // under another trust domain) is refused by Resolve.
+    let forged: [&[&str]; 5] = [
+        &["status-writer.pacto-system.svc"],
+        &[
+            STATUS_WRITER,
+            "status-writer.pacto-system.svc.cluster.local",
+        ],
+        &[
+            "status-writer.pacto-system.svc",
+            "spiffe://pacto/ns/tenant/sa/pacto-status-writer",
+        ],
+        &["spiffe://other/ns/pacto-system/sa/pacto-status-writer"],
+        &["spiffe://pacto/ns/pacto-system/sa/pacto-status-writer-2"],
+    ];
+    for (i, identity) in forged.iter().enumerate() {
+        let mut client = server.client(&format!("forged-{i}"), identity);
+        let Err(status) = client.resolve(request("", &inline)).await else {
+            panic!("the default allow-list admitted {identity:?}");
+        };
+        assert_eq!(
+            status.code(),
+            Code::PermissionDenied,
+            "{identity:?}: {status:?}"
+        );
+        assert!(
+            status.message().contains(identity[0]),
+            "names the presented identity: {}",
+            status.message()
+        );
+    }
+
+    // (c) The right CA and the status-writer's URI SAN (next to its DNS names): admitted.
+    let mut writer = server.client(
+        "status-writer",
+        &[
+            "status-writer.pacto-system.svc",
+            STATUS_WRITER,
+            WRITER_SPIFFE_ID,
+        ],
+    );
+    let response = writer
+        .resolve(request("", &inline))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(
+        matches!(response.result, Some(resolve_response::Result::Resolved(_))),
+        "{response:?}"
+    );
     server.stop().await;
 }
 

@@ -130,13 +130,14 @@ pub struct Args {
 #[derive(Debug, Clone, clap::Args)]
 pub struct NodeAgentArgs {
     /// Client certificate identities allowed to call NodeAgentReports (separate from
-    /// --allowed-identities, which guards Observe and WatchTargets).
+    /// --allowed-identities, which guards Observe and WatchTargets). The default is the node
+    /// agent's SPIFFE ID (docs/design/identity.md).
     #[arg(
         long = "node-agent-identities",
         env = "PACTO_OBSERVER_NODE_AGENT_IDENTITIES",
         value_name = "NAMES",
         value_delimiter = ',',
-        default_value = "node-agent.pacto.svc"
+        default_value = pacto_runtime::DEFAULT_NODE_AGENT_IDENTITY
     )]
     pub identities: Vec<String>,
     /// Audience the node agents' projected ServiceAccount tokens are issued for (the TokenReview
@@ -344,8 +345,14 @@ mod tests {
                 && !options.name_match_discovery
                 && !options.observe_secrets
         );
-        assert_eq!(args.server.allowed_identities, ["status-writer.pacto.svc"]);
-        assert_eq!(args.node_agents.identities, ["node-agent.pacto.svc"]);
+        assert_eq!(
+            args.server.allowed_identities,
+            ["spiffe://pacto/ns/pacto-system/sa/pacto-status-writer"]
+        );
+        assert_eq!(
+            args.node_agents.identities,
+            ["spiffe://pacto/ns/pacto-node-agent/sa/pacto-node-agent"]
+        );
         assert_eq!(args.node_agents.token_audience, "pacto-observer");
         assert!(!args.node_agents.node_evidence);
         assert_eq!(

@@ -60,13 +60,14 @@ pub struct ServerArgs {
         default_value = "0.0.0.0:8443"
     )]
     pub listen_addr: SocketAddr,
-    /// Client certificate identities (DNS or URI SANs; a trailing `*` matches a prefix) allowed
-    /// to call the service. Comma-separated.
+    /// Client certificate identities (URI or DNS SANs; a trailing `*` matches a prefix) allowed
+    /// to call the service. Comma-separated. The default is the status-writer's SPIFFE ID
+    /// (docs/design/identity.md).
     #[arg(
         long = "allowed-identities",
         value_name = "SAN,…",
         value_delimiter = ',',
-        default_value = "status-writer.pacto.svc"
+        default_value = crate::identity::DEFAULT_STATUS_WRITER_IDENTITY
     )]
     pub allowed_identities: Vec<String>,
 }

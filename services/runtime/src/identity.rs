@@ -13,6 +13,25 @@ use x509_parser::{certificate::X509Certificate, extensions::GeneralName, prelude
 
 use crate::metrics::GRPC_UNAUTHORIZED_TOTAL;
 
+/// Trust domain of the default identities (docs/design/identity.md#identities).
+pub const DEFAULT_TRUST_DOMAIN: &str = "pacto";
+
+/// The status-writer's default identity: the URI SAN the charts put on its certificate, the
+/// SPIFFE ID of its ServiceAccount `pacto-status-writer` in the namespace `pacto-system`
+/// (docs/design/identity.md#identities). The default `--allowed-identities` of every server.
+pub const DEFAULT_STATUS_WRITER_IDENTITY: &str =
+    "spiffe://pacto/ns/pacto-system/sa/pacto-status-writer";
+
+/// The node agent's default identity: ServiceAccount `pacto-node-agent` in `pacto-node-agent`.
+pub const DEFAULT_NODE_AGENT_IDENTITY: &str =
+    "spiffe://pacto/ns/pacto-node-agent/sa/pacto-node-agent";
+
+/// The identity (URI SAN) of a ServiceAccount under a trust domain:
+/// `spiffe://<trust_domain>/ns/<namespace>/sa/<service_account>`.
+pub fn spiffe_id(trust_domain: &str, namespace: &str, service_account: &str) -> String {
+    format!("spiffe://{trust_domain}/ns/{namespace}/sa/{service_account}")
+}
+
 /// The client certificate could not be read as X.509.
 #[derive(Debug, thiserror::Error)]
 pub enum IdentityError {
@@ -207,6 +226,30 @@ mod tests {
             dns_names: dns.iter().map(|s| (*s).to_owned()).collect(),
             uris: uris.iter().map(|s| (*s).to_owned()).collect(),
         }
+    }
+
+    #[test]
+    fn default_identities_are_spiffe_ids_of_service_accounts() {
+        assert_eq!(
+            spiffe_id(DEFAULT_TRUST_DOMAIN, "pacto-system", "pacto-status-writer"),
+            DEFAULT_STATUS_WRITER_IDENTITY
+        );
+        assert_eq!(
+            spiffe_id(DEFAULT_TRUST_DOMAIN, "pacto-node-agent", "pacto-node-agent"),
+            DEFAULT_NODE_AGENT_IDENTITY
+        );
+        // The status-writer's DNS name no longer passes a default list, nor does its
+        // ServiceAccount in another namespace.
+        let list = AllowList::new([DEFAULT_STATUS_WRITER_IDENTITY]);
+        assert!(!list.permits(&identity(&["status-writer.pacto.svc"], &[])));
+        assert!(!list.permits(&identity(
+            &["status-writer.pacto.svc"],
+            &["spiffe://pacto/ns/tenant/sa/pacto-status-writer"]
+        )));
+        assert!(list.permits(&identity(
+            &["status-writer.pacto.svc"],
+            &[DEFAULT_STATUS_WRITER_IDENTITY]
+        )));
     }
 
     #[test]

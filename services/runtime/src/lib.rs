@@ -37,7 +37,10 @@ pub mod watch;
 
 pub use duration::{DurationError, parse_duration};
 pub use error::RuntimeError;
-pub use identity::{AllowList, Authorizer, IdentityError, PeerIdentity, PeerInfo};
+pub use identity::{
+    AllowList, Authorizer, DEFAULT_NODE_AGENT_IDENTITY, DEFAULT_STATUS_WRITER_IDENTITY,
+    DEFAULT_TRUST_DOMAIN, IdentityError, PeerIdentity, PeerInfo, spiffe_id,
+};
 pub use shutdown::ShutdownError;
 pub use telemetry::TelemetryError;
 pub use tokio_util::sync::CancellationToken;

@@ -544,10 +544,44 @@ fn tls_modes_mount_or_issue_the_identity_certificate() -> Result<()> {
         "{dns:?}"
     );
     ensure!(cert[0]["spec"]["issuerRef"]["name"] == "pacto-ca");
+    ensure!(cert[0]["spec"]["issuerRef"]["kind"] == "Issuer");
+    // The identity peers admit: the URI SAN of its ServiceAccount (docs/design/identity.md).
+    ensure!(
+        cert[0]["spec"]["uris"]
+            == serde_json::json!(["spiffe://pacto/ns/pacto-system/sa/pacto-evaluator"]),
+        "{}",
+        cert[0]["spec"]
+    );
     let d = of_kind(&docs, "Deployment")[0];
     let a = args(d);
     ensure!(a.contains(&"--tls-cert=/etc/pacto/tls/tls.crt".to_owned()));
-    ensure!(a.contains(&"--allowed-identities=status-writer.pacto.svc".to_owned()));
+    // By default only the status-writer's URI identity may call (no bare DNS name).
+    ensure!(
+        a.contains(
+            &"--allowed-identities=spiffe://pacto/ns/pacto-system/sa/pacto-status-writer"
+                .to_owned()
+        ),
+        "{a:?}"
+    );
+    // Another trust domain changes both the URI SAN and the allow-list.
+    let docs = render(
+        &tools,
+        "pacto-contract-resolver",
+        None,
+        &["tls.trustDomain=corp.example"],
+    )?;
+    ensure!(
+        of_kind(&docs, "Certificate")[0]["spec"]["uris"]
+            == serde_json::json!([
+                "spiffe://corp.example/ns/pacto-system/sa/pacto-contract-resolver"
+            ])
+    );
+    ensure!(
+        args(of_kind(&docs, "Deployment")[0]).contains(
+            &"--allowed-identities=spiffe://corp.example/ns/pacto-system/sa/pacto-status-writer"
+                .to_owned()
+        )
+    );
     ensure!(
         d["spec"]["template"]["spec"]["volumes"]
             .as_array()
@@ -559,6 +593,10 @@ fn tls_modes_mount_or_issue_the_identity_certificate() -> Result<()> {
     let docs = render(&tools, "pacto-status-writer", None, &[])?;
     let cert = of_kind(&docs, "Certificate")[0];
     ensure!(cert["spec"]["dnsNames"] == serde_json::json!(["status-writer.pacto.svc"]));
+    ensure!(
+        cert["spec"]["uris"]
+            == serde_json::json!(["spiffe://pacto/ns/pacto-system/sa/pacto-status-writer"])
+    );
     ensure!(
         !cert["spec"]["usages"]
             .as_array()
@@ -625,7 +663,12 @@ fn schemas_reject_unsafe_or_unknown_values() -> Result<()> {
             "stabilizationWindow",
         ),
         ("pacto-status-writer", "unknownKey=1", "unknownKey"),
-        ("pacto-pki", "ca.duration=forever", "duration"),
+        ("pacto-pki", "ca.validityDays=forever", "validityDays"),
+        (
+            "pacto-evaluator",
+            "tls.trustDomain=Bad/Domain",
+            "trustDomain",
+        ),
     ] {
         let out = tools.output(
             "helm",

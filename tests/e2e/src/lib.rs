@@ -36,6 +36,19 @@ pub const STATUS_WRITER: &str = "status-writer.pacto.svc";
 pub const RESOLVER: &str = "contract-resolver.pacto.svc";
 pub const EVALUATOR: &str = "evaluator.pacto.svc";
 pub const OBSERVER: &str = "observer.pacto.svc";
+/// The status-writer's URI SAN: the identity the other services admit by default
+/// (docs/design/identity.md).
+pub const STATUS_WRITER_ID: &str = pacto_runtime::DEFAULT_STATUS_WRITER_IDENTITY;
+
+/// The URI SAN the charts put on a service's certificate with the default release names,
+/// namespace and trust domain: `spiffe://pacto/ns/pacto-system/sa/pacto-<service>`.
+pub fn service_spiffe_id(service: &str) -> String {
+    pacto_runtime::spiffe_id(
+        pacto_runtime::DEFAULT_TRUST_DOMAIN,
+        "pacto-system",
+        &format!("pacto-{service}"),
+    )
+}
 
 /// The binaries the suite runs, with the package that builds each.
 const BINARIES: [(&str, &str); 5] = [
@@ -370,8 +383,11 @@ impl Stack {
         let identities = service_identities(cp, &namespace, dir.path(), &options).await?;
 
         let ca = TestCa::new("pacto e2e CA")?;
+        // Each certificate as the charts issue it: the DNS identity (the server name the
+        // status-writer checks) and the URI SAN the default allow-lists admit.
         let tls = |name: &str, identity: &str| -> anyhow::Result<Vec<String>> {
-            let cert = ca.issue(&[identity])?;
+            let uri = service_spiffe_id(name);
+            let cert = ca.issue(&[identity, uri.as_str()])?;
             let files = write_tls_files(dir.path(), name, &ca.pem(), &cert)?;
             Ok(vec![
                 format!("--tls-ca={}", files.ca.display()),

@@ -216,16 +216,32 @@ async fn the_shipped_charts_confine_node_agent_reports_and_keep_its_namespace_pr
         .find_map(|s| s["serviceAccountToken"]["audience"].as_str())
         .context("the DaemonSet projects no token for the observer")?
         .to_owned();
-    let agent_identity = of_kind(&agent_docs, "Certificate")
+    // The agent certificate's SANs as the chart requests them: its DNS name and its URI SAN
+    // (which the observer chart's --node-agent-identities must name).
+    let agent_certificate = of_kind(&agent_docs, "Certificate")
         .next()
-        .and_then(|c| c["spec"]["dnsNames"][0].as_str())
-        .context("no agent Certificate")?
-        .to_owned();
+        .context("no agent Certificate")?;
+    let agent_identity: Vec<String> = ["dnsNames", "uris"]
+        .iter()
+        .flat_map(|field| {
+            agent_certificate["spec"][field]
+                .as_array()
+                .into_iter()
+                .flatten()
+        })
+        .filter_map(|name| name.as_str().map(str::to_owned))
+        .collect();
+    ensure!(
+        agent_certificate["spec"]["uris"][0]
+            .as_str()
+            .is_some_and(|uri| uri.ends_with(&format!("/ns/{agents}/sa/{agent_sa}"))),
+        "the agent Certificate carries no URI SAN of its ServiceAccount: {agent_certificate}"
+    );
 
     // The two binaries, each with its chart ServiceAccount's token and the chart's flags.
     let ca = TestCa::new("node agent e2e CA")?;
-    let tls = |name: &str, identity: &str| -> Result<Vec<String>> {
-        let files = write_tls_files(dir.path(), name, &ca.pem(), &ca.issue(&[identity])?)?;
+    let tls = |name: &str, identity: &[&str]| -> Result<Vec<String>> {
+        let files = write_tls_files(dir.path(), name, &ca.pem(), &ca.issue(identity)?)?;
         Ok(vec![
             format!("--tls-ca={}", files.ca.display()),
             format!("--tls-cert={}", files.cert.display()),
@@ -252,7 +268,7 @@ async fn the_shipped_charts_confine_node_agent_reports_and_keep_its_namespace_pr
         format!("--watch-namespace={ns}"),
         "--log-format=text".into(),
     ];
-    observer_args.extend(tls("observer", OBSERVER)?);
+    observer_args.extend(tls("observer", &[OBSERVER])?);
     observer_args.extend(chart_flags(&observer_docs, "--node-agent-")?);
     let observer_sa = service_account(&observer_docs)?;
     let observer_kubeconfig = cp.service_account_kubeconfig(&ns, &observer_sa).await?;
@@ -268,7 +284,10 @@ async fn the_shipped_charts_confine_node_agent_reports_and_keep_its_namespace_pr
         "--node-agent-resync-interval=1s".into(),
         "--log-format=text".into(),
     ];
-    writer_args.extend(tls("status-writer", pacto_e2e::STATUS_WRITER)?);
+    writer_args.extend(tls(
+        "status-writer",
+        &[pacto_e2e::STATUS_WRITER, pacto_e2e::STATUS_WRITER_ID],
+    )?);
     let agent_flags = chart_flags(&writer_docs, "--node-agent-namespace")?;
     ensure!(
         agent_flags == [format!("--node-agent-namespace={agents}")],
@@ -324,7 +343,8 @@ async fn the_shipped_charts_confine_node_agent_reports_and_keep_its_namespace_pr
     let node_a = pacto_testenv::controlplane::unique_name("nc-node-a");
     let node_b = pacto_testenv::controlplane::unique_name("nc-node-b");
     let token_a = pod_bound_token(cp, &agents, &agent_sa, &node_a, &audience).await?;
-    let agent = ca.channel(dir.path(), "agent", &[&agent_identity], grpc, OBSERVER);
+    let agent_names: Vec<&str> = agent_identity.iter().map(String::as_str).collect();
+    let agent = ca.channel(dir.path(), "agent", &agent_names, grpc, OBSERVER);
     let accepted = within(
         "the observer to acknowledge node A's report",
         DEADLINE,
@@ -354,7 +374,7 @@ async fn the_shipped_charts_confine_node_agent_reports_and_keep_its_namespace_pr
     let writer = ca.channel(
         dir.path(),
         "writer-client",
-        &[pacto_e2e::STATUS_WRITER],
+        &[pacto_e2e::STATUS_WRITER, pacto_e2e::STATUS_WRITER_ID],
         grpc,
         OBSERVER,
     );
