@@ -156,7 +156,7 @@ fn workload(name: &str) -> String {
 
 fn pacto(name: &str, check_interval: i32) -> String {
     let contract = format!(
-        "pactoVersion: \"2.0\"\nservice:\n  name: {name}\n  version: 1.0.0\ninterfaces:\n  - name: http\n    type: openapi\n    ref: interfaces/openapi.yaml\n  - name: admin\n    type: openapi\n    ref: interfaces/admin.yaml\ndependencies:\n  - name: db\n    ref: oci://registry.local/db:1.0.0\n    required: false\n"
+        "pactoVersion: \"2.0\"\nservice:\n  name: {name}\n  version: 1.0.0\ninterfaces:\n  - name: http\n    type: openapi\n    ref: interfaces/openapi.yaml\n  - name: admin\n    type: openapi\n    ref: interfaces/admin.yaml\ndependencies:\n  - name: db\n    ref: oci://registry.local/db:1.0.0@sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n    required: false\n    compatibility: ^1.0.0\n"
     );
     PactoBuilder::inline(name, &contract)
         .target(
