@@ -27,7 +27,7 @@ pub use pacto::{
     MIN_CHECK_INTERVAL_SECONDS, ObservationWindow, ObservationWindowKind, ObservedRuntime,
     OwnerContact, OwnerInfo, Pacto, PactoSpec, PactoStatus, PolicyInfo, ReadinessRevision,
     ReadinessStatus, ResolutionPolicy, ResourceStatus, ResourcesStatus, SchemaProperty, Severity,
-    Summary, TargetRef, ValidationIssue, ValidationResult, WorkloadKind, WorkloadRef,
-    sort_observation_windows,
+    Summary, TargetRef, UndeclaredPeer, UndeclaredPeerKind, ValidationIssue, ValidationResult,
+    WorkloadKind, WorkloadRef, sort_observation_windows,
 };
 pub use revision::{PactoRevision, PactoRevisionSpec, PactoRevisionStatus, RevisionSource};

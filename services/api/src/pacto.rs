@@ -834,6 +834,46 @@ pub struct ObservedRuntime {
     /// initialDelaySeconds of the first container's readiness probe, else its liveness probe.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health_probe_initial_delay_seconds: Option<i32>,
+    /// Outbound peers of the target's pods that the contract does not declare, seen in fresh,
+    /// complete node-agent evidence (docs/design/observation.md#undeclared-peers). Observations
+    /// only: never findings, never part of the verdict. Absent when node evidence says nothing
+    /// (off, stale, failed or partial); empty when it is complete and shows none. At most 100
+    /// entries, then one `LIST_TRUNCATED` entry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub undeclared_peers: Option<Vec<UndeclaredPeer>>,
+    /// How many undeclared peers there are, when `undeclaredPeers` was capped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_undeclared_peers: Option<u64>,
+}
+
+/// What an undeclared peer resolved to.
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, JsonSchema,
+)]
+pub enum UndeclaredPeerKind {
+    /// A Service that a Pacto targets; the name is the Pacto's.
+    Pacto,
+    /// A Service no Pacto targets.
+    Service,
+    /// An address no Service resolves.
+    #[serde(rename = "IP")]
+    Ip,
+    /// The entry closing a capped list; its name says how many were left out.
+    #[serde(rename = "LIST_TRUNCATED")]
+    ListTruncated,
+}
+
+/// One outbound peer the contract does not declare.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UndeclaredPeer {
+    /// What the peer resolved to.
+    pub kind: UndeclaredPeerKind,
+    /// `<namespace>/<name>` of the Pacto or Service, the address of an IP, or the overflow text.
+    pub name: String,
+    /// The peer TCP ports connected to, ascending.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ports: Vec<u32>,
 }
 
 /// The readiness assessment (docs/design/contract.md#readiness).

@@ -131,6 +131,12 @@ fn full_status() -> PactoStatus {
             has_pvc: false,
             has_empty_dir: true,
             health_probe_initial_delay_seconds: Some(5),
+            undeclared_peers: Some(vec![pacto_api::UndeclaredPeer {
+                kind: pacto_api::UndeclaredPeerKind::Ip,
+                name: "203.0.113.7".into(),
+                ports: vec![443],
+            }]),
+            total_undeclared_peers: None,
         }),
         readiness: Some(ReadinessStatus {
             score: 85,

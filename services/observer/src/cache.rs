@@ -369,6 +369,23 @@ impl Caches {
         })
     }
 
+    /// Which cached Service each of `wanted` belongs to (by ClusterIP, else by endpoint
+    /// address; docs/design/observation.md#undeclared-peers).
+    pub async fn services_by_address(
+        &self,
+        wanted: &std::collections::BTreeSet<std::net::IpAddr>,
+    ) -> Result<std::collections::BTreeMap<std::net::IpAddr, (String, String)>, ApiFailure> {
+        self.services.synced().await?;
+        self.endpoint_slices.synced().await?;
+        let services = self.services.store.state();
+        let slices = self.endpoint_slices.store.state();
+        Ok(crate::peers::services_by_address(
+            services.iter().map(AsRef::as_ref),
+            slices.iter().map(AsRef::as_ref),
+            wanted,
+        ))
+    }
+
     /// Every cached Pacto.
     pub async fn pactos(&self) -> Result<Vec<Pacto>, ApiFailure> {
         self.pactos.synced().await?;

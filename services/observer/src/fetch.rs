@@ -2,7 +2,8 @@
 //! reflector stores. NotFound is `Ok(None)`; any other error is an [`ApiFailure`] naming the
 //! query. Secrets are read as metadata only.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
@@ -203,6 +204,35 @@ impl KubeCluster {
                     failure(&query, &e)
                 }
             })
+    }
+
+    /// Which Service each of `wanted` belongs to, among the Services visible to the observer
+    /// (the cache, else a LIST of Services and EndpointSlices, cluster-wide or in the watch
+    /// namespace); docs/design/observation.md#undeclared-peers.
+    pub async fn services_by_address(
+        &self,
+        wanted: &BTreeSet<IpAddr>,
+    ) -> Result<BTreeMap<IpAddr, (String, String)>, ApiFailure> {
+        if wanted.is_empty() {
+            return Ok(BTreeMap::new());
+        }
+        if let Some(caches) = &self.caches {
+            return caches.services_by_address(wanted).await;
+        }
+        let ns = self.watch_namespace.as_deref();
+        let services = crate::k8s::api::<Service>(&self.client, ns)
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| failure("list services", &e))?;
+        let slices = crate::k8s::api::<EndpointSlice>(&self.client, ns)
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| failure("list endpointslices", &e))?;
+        Ok(crate::peers::services_by_address(
+            &services.items,
+            &slices.items,
+            wanted,
+        ))
     }
 
     /// LIST the Pactos visible to the observer (cluster-wide or the watch namespace).

@@ -15,7 +15,8 @@
 //!   [`interfaces`], [`configuration`], [`dependency`], [`health`], [`metrics_capability`] —
 //!   each returns a [`verdict::Verdict`];
 //! - [`node_evidence`]: node-agent evidence (freshness, collection state, pod views) and how it
-//!   decides or qualifies interfaces and dependencies;
+//!   decides or qualifies interfaces and dependencies; [`peers`]: the undeclared outbound peers
+//!   it shows (an observation for the status, never a finding);
 //! - [`window`]: the stabilization function and the persisted windows;
 //! - [`observe`]: the orchestration of one Observe call;
 //! - [`probe`]: SSRF-safe HTTP probing and scraping;
@@ -35,6 +36,7 @@ mod metrics_capability;
 pub mod node_evidence;
 pub mod node_reports;
 mod observe;
+pub mod peers;
 mod probe;
 mod service;
 mod target;

@@ -62,8 +62,8 @@ pub struct PodView {
     pub partial: Option<String>,
     /// TCP ports with a LISTEN socket.
     pub listening: BTreeSet<u32>,
-    /// Peer IPs of outbound TCP connections.
-    pub outbound: BTreeSet<IpAddr>,
+    /// Peer IPs of outbound TCP connections, with the peer ports connected to.
+    pub outbound: BTreeMap<IpAddr, BTreeSet<u32>>,
 }
 
 /// One node's report (streamed or published), normalised.
@@ -75,6 +75,21 @@ pub struct NodeView {
     pub failed: Option<(String, String)>,
     /// Pod views by pod UID.
     pub pods: BTreeMap<String, PodView>,
+}
+
+/// Outbound connections by peer IP (unparseable addresses dropped; port 0 is no port).
+fn outbound_map<'a>(
+    connections: impl Iterator<Item = (&'a str, Option<u32>)>,
+) -> BTreeMap<IpAddr, BTreeSet<u32>> {
+    let mut out: BTreeMap<IpAddr, BTreeSet<u32>> = BTreeMap::new();
+    for (ip, port) in connections {
+        let Ok(ip) = ip.parse() else { continue };
+        let ports = out.entry(ip).or_default();
+        if let Some(port) = port.filter(|p| *p != 0) {
+            ports.insert(port);
+        }
+    }
+    out
 }
 
 fn time_of(time: &k8s_openapi::jiff::Timestamp) -> Option<Timestamp> {
@@ -120,14 +135,14 @@ impl NodeView {
                         .filter(|l| l.protocol == Protocol::Tcp)
                         .filter_map(|l| u32::try_from(l.port).ok())
                         .collect(),
-                    outbound: pod
-                        .connections
-                        .iter()
-                        .filter(|c| {
-                            c.direction == Direction::Outbound && c.protocol == Protocol::Tcp
-                        })
-                        .filter_map(|c| c.peer_ip.parse().ok())
-                        .collect(),
+                    outbound: outbound_map(
+                        pod.connections
+                            .iter()
+                            .filter(|c| {
+                                c.direction == Direction::Outbound && c.protocol == Protocol::Tcp
+                            })
+                            .map(|c| (c.peer_ip.as_str(), u32::try_from(c.peer_port).ok())),
+                    ),
                 };
                 (pod.uid.clone(), view)
             })
@@ -164,12 +179,12 @@ impl NodeView {
                         .filter(|l| l.protocol == "TCP")
                         .map(|l| l.port)
                         .collect(),
-                    outbound: pod
-                        .connections
-                        .iter()
-                        .filter(|c| c.direction == "outbound" && c.protocol == "TCP")
-                        .filter_map(|c| c.peer_ip.parse().ok())
-                        .collect(),
+                    outbound: outbound_map(
+                        pod.connections
+                            .iter()
+                            .filter(|c| c.direction == "outbound" && c.protocol == "TCP")
+                            .map(|c| (c.peer_ip.as_str(), Some(c.peer_port))),
+                    ),
                 };
                 (pod.uid.clone(), view)
             })
@@ -619,7 +634,7 @@ pub fn dependency_rule(
         Ok(views) => {
             if views
                 .iter()
-                .any(|(_, v)| v.outbound.iter().any(|ip| addresses.contains(ip)))
+                .any(|(_, v)| v.outbound.keys().any(|ip| addresses.contains(ip)))
             {
                 Decided::ebpf(
                     Verdict::Clear(Outcome::Observed(Value::Dependency(

@@ -23,6 +23,7 @@ use crate::node_evidence::{
     Decided, NodeEvidence, NodeStates, PodRef, dependency_rule, interface_check, interface_rule,
     nodes_of, service_addresses, target_pods,
 };
+use crate::peers::{self, Peer, SYSTEM_SERVICES};
 use crate::probe::{Prober, service_url};
 use crate::target::Target;
 use crate::targets::DependencyEdges;
@@ -90,6 +91,9 @@ pub struct ObserveOutput {
     pub snapshot: Snapshot,
     /// What the dependencies resolved to (for the WatchTargets index).
     pub dependency_edges: DependencyEdges,
+    /// The outbound peers the contract does not declare; `None` when node evidence says
+    /// nothing (off, or not fresh and complete for every pod of the target).
+    pub undeclared_peers: Option<Vec<Peer>>,
 }
 
 /// Feature flags and defaults.
@@ -302,6 +306,7 @@ impl Observer {
             pods,
             nodes,
             node_due,
+            declared_addresses: BTreeSet::new(),
         };
         self.interfaces(&mut call);
         self.capabilities(&mut call).await;
@@ -313,7 +318,10 @@ impl Observer {
             .unwrap_or_default();
         self.configurations(&mut call, &schemas).await;
         call.workload_and_persistence();
-        call.finish(contract_ref, now, edges)
+        let undeclared_peers = self.undeclared_peers(&call).await;
+        let mut output = call.finish(contract_ref, now, edges);
+        output.undeclared_peers = undeclared_peers;
+        output
     }
 
     /// The target's Service, its slices and the workload, fetched once, concurrently. Slices
@@ -486,6 +494,15 @@ impl Observer {
                 }
                 _ => (Ok(None), Ok(None)),
             };
+            if let Ok(Some(service)) = &svc {
+                call.declared_addresses.extend(peers::addresses_of(
+                    Some(service),
+                    sl.as_ref()
+                        .ok()
+                        .and_then(Option::as_deref)
+                        .unwrap_or_default(),
+                ));
+            }
             let verdict = dependency_verdict(&sibling, &svc, &sl);
             let decided = match (&call.nodes, &sibling) {
                 (Some(nodes), Ok(SiblingMatch::None)) => {
@@ -503,6 +520,10 @@ impl Observer {
                             edges
                                 .services
                                 .insert((namespace.clone(), dependency.name.clone()));
+                            call.declared_addresses.extend(peers::addresses_of(
+                                Some(service),
+                                slices.as_deref().unwrap_or_default(),
+                            ));
                             Some(service_addresses(
                                 service,
                                 slices.as_deref().unwrap_or_default(),
@@ -522,6 +543,72 @@ impl Observer {
             );
         }
         edges
+    }
+
+    /// The target's outbound peers that the contract does not declare
+    /// (docs/design/observation.md#undeclared-peers): only from fresh, complete views of every
+    /// pod of the target; else `None`. Never a finding, and its reads never count as failed
+    /// queries (a failed read says nothing, with a log line).
+    async fn undeclared_peers(&self, call: &Call) -> Option<Vec<Peer>> {
+        let nodes = call.nodes.as_ref()?;
+        if call.pods.is_empty() {
+            return None;
+        }
+        let views = crate::node_evidence::views(&call.pods, nodes).ok()?;
+        let state = &call.state;
+        let mut excluded = call.declared_addresses.clone();
+        if let Ok(Some(service)) = &state.service {
+            excluded.extend(peers::addresses_of(
+                Some(service),
+                state
+                    .slices
+                    .as_ref()
+                    .ok()
+                    .and_then(Option::as_deref)
+                    .unwrap_or_default(),
+            ));
+        }
+        let said_nothing = |error: &str| {
+            tracing::warn!(
+                namespace = call.target.namespace.as_str(),
+                pacto = %call.target.pacto_name,
+                error,
+                "node-agent evidence: undeclared peers not listed"
+            );
+        };
+        for (namespace, name) in SYSTEM_SERVICES {
+            let mut ignored = Errors::default();
+            match self.sibling_service(namespace, name, &mut ignored).await {
+                (Ok(service), Ok(slices)) => excluded.extend(peers::addresses_of(
+                    service.as_ref(),
+                    slices.as_deref().unwrap_or_default(),
+                )),
+                (Err(e), _) | (_, Err(e)) => {
+                    said_nothing(&e.message);
+                    return None;
+                }
+            }
+        }
+        let candidates = peers::candidates(&views, &excluded);
+        if candidates.is_empty() {
+            return Some(Vec::new());
+        }
+        let wanted = candidates.keys().copied().collect();
+        let services = match self.cluster.services_by_address(&wanted).await {
+            Ok(services) => services,
+            Err(e) => {
+                said_nothing(&e.message);
+                return None;
+            }
+        };
+        let pactos = match self.cluster.pactos().await {
+            Ok(pactos) => peers::pactos_by_service(&pactos),
+            Err(e) => {
+                said_nothing(&e.message);
+                return None;
+            }
+        };
+        Some(peers::resolve(&candidates, &services, &pactos))
     }
 
     /// A sibling's Service and, when it exists, its slices.
@@ -684,6 +771,8 @@ struct Call {
     nodes: Option<NodeStates>,
     /// When the first of those nodes turns stale unless heard from again.
     node_due: Option<Timestamp>,
+    /// The addresses of the Services the declared dependencies matched (never undeclared peers).
+    declared_addresses: BTreeSet<std::net::IpAddr>,
 }
 
 impl Call {
@@ -801,6 +890,7 @@ impl Call {
             api_errors: errors.0,
             snapshot,
             dependency_edges: edges,
+            undeclared_peers: None,
         }
     }
 }

@@ -254,6 +254,19 @@ pub fn observe_output_to_proto(output: &ObserveOutput) -> pb::ObserveResponse {
             .window_due_at
             .as_ref()
             .map(convert::timestamp_to_proto),
+        undeclared_peers: output
+            .undeclared_peers
+            .as_ref()
+            .map(|peers| pb::UndeclaredPeers {
+                peers: peers
+                    .iter()
+                    .map(|p| pb::UndeclaredPeer {
+                        kind: p.kind.as_str().to_owned(),
+                        name: p.name.clone(),
+                        ports: p.ports.iter().copied().collect(),
+                    })
+                    .collect(),
+            }),
         snapshot: Some(pb::RuntimeSnapshot {
             service: snapshot.service.as_ref().map(existence),
             workload: snapshot.workload.as_ref().map(existence),

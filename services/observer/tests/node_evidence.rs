@@ -18,7 +18,8 @@ use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use pacto_api::NodeRuntimeObservation;
+use pacto_api::testing::PactoBuilder;
+use pacto_api::{NodeRuntimeObservation, Pacto};
 use pacto_engine::{Observation, ObservationKind, Outcome, Timestamp};
 use pacto_observer::node_evidence::{COLLECTOR_WITH_EBPF, NodeEvidence};
 use pacto_observer::{KubeCluster, NodeReports, ObserveInput, Observer, Options, Prober, Target};
@@ -394,5 +395,283 @@ async fn node_evidence_freshness_failed_partial_listen_and_streams() {
         batch[0].reason,
         format!("node-agent evidence of node {NODE} changed")
     );
+    shutdown.cancel();
+}
+
+/// A sibling Pacto targeting Service `service`, resolved to `resolved` (its status written as
+/// the status-writer would).
+async fn sibling_pacto(client: &Client, ns: &str, name: &str, service: &str, resolved: &str) {
+    let pactos: Api<Pacto> = Api::namespaced(client.clone(), ns);
+    let pacto = PactoBuilder::oci(name, resolved).service(service).build();
+    pactos.create(&PostParams::default(), &pacto).await.unwrap();
+    let version = resolved.rsplit(':').next().unwrap();
+    pactos
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"contract": {
+                "serviceName": name, "version": version, "resolvedRef": resolved}}})),
+        )
+        .await
+        .unwrap();
+}
+
+/// A selector-less Service (the API server allocates its ClusterIP); returns that ClusterIP.
+async fn cluster_ip_service(client: &Client, ns: &str, name: &str) -> String {
+    create::<Service>(
+        client,
+        ns,
+        json!({
+            "metadata": {"name": name},
+            "spec": {"ports": [{"port": 443}]}
+        }),
+    )
+    .await;
+    Api::<Service>::namespaced(client.clone(), ns)
+        .get(name)
+        .await
+        .unwrap()
+        .spec
+        .unwrap()
+        .cluster_ip
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn undeclared_peers_are_resolved_listed_and_never_judged() {
+    let cp = cluster().await;
+    let client = cp.client().unwrap();
+    let ns = cp.create_namespace("obs-peers").await.unwrap();
+    let agents = cp.create_namespace("obs-peers-agents").await.unwrap();
+    create::<Deployment>(&client, &ns, json!({
+        "metadata": {"name": "web"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}},
+                              "spec": {"containers": [{"name": "app", "image": "registry.example/app:1"}]}}}
+    }))
+    .await;
+    create::<Service>(&client, &ns, json!({
+        "metadata": {"name": "web"},
+        "spec": {"selector": {"app": "web"}, "ports": [{"name": "http", "port": 80, "targetPort": 8080}]}
+    }))
+    .await;
+    let own = Api::<Service>::namespaced(client.clone(), &ns)
+        .get("web")
+        .await
+        .unwrap()
+        .spec
+        .unwrap()
+        .cluster_ip
+        .unwrap();
+    // Declared: `db` (no sibling Pacto: the Service named after it) and `orders` (a sibling
+    // Pacto's Service). Undeclared: `cache` (no Pacto), `payments` (a Pacto targets it).
+    let db = cluster_ip_service(&client, &ns, "db").await;
+    let orders = cluster_ip_service(&client, &ns, "orders").await;
+    let cache = cluster_ip_service(&client, &ns, "cache").await;
+    let payments = cluster_ip_service(&client, &ns, "payments").await;
+    let repo = |n: &str| format!("registry.example/{ns}/{n}");
+    sibling_pacto(
+        &client,
+        &ns,
+        "orders",
+        "orders",
+        &format!("{}:1.0.0", repo("orders")),
+    )
+    .await;
+    sibling_pacto(
+        &client,
+        &ns,
+        "payments-pacto",
+        "payments",
+        &format!("{}:1.0.0", repo("payments")),
+    )
+    .await;
+    let api_server = Api::<Service>::namespaced(client.clone(), "default")
+        .get("kubernetes")
+        .await
+        .unwrap()
+        .spec
+        .unwrap()
+        .cluster_ip
+        .unwrap();
+    let contract = format!(
+        r#"
+pactoVersion: "2.0"
+service:
+  name: web
+  version: 1.0.0
+interfaces:
+  - name: api
+    type: openapi
+    ref: interfaces/openapi.yaml
+dependencies:
+  - name: db
+    ref: oci://{db}:1.0.0
+    required: true
+  - name: orders
+    ref: oci://{orders}:1.0.0
+    required: true
+"#,
+        db = repo("db"),
+        orders = repo("orders"),
+    );
+    let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), &ns);
+    let uid = eventually(
+        "a Ready endpoint on the simulated node",
+        Duration::from_mins(1),
+        || async {
+            let list = slices
+                .list(&ListParams::default().labels("kubernetes.io/service-name=web"))
+                .await
+                .ok()?;
+            list.items
+                .iter()
+                .flat_map(|s| s.endpoints.iter().flatten())
+                .find_map(|e| {
+                    (e.conditions.as_ref()?.ready == Some(true)
+                        && e.node_name.as_deref() == Some(NODE))
+                    .then(|| e.target_ref.as_ref()?.uid.clone())
+                    .flatten()
+                })
+        },
+    )
+    .await;
+
+    let shutdown = pacto_runtime::CancellationToken::new();
+    let observer = Observer::new(
+        KubeCluster::cached(client.clone(), None, &shutdown),
+        Prober::new().unwrap(),
+        Options::default(),
+    )
+    .with_node_evidence(NodeEvidence::spawn(
+        &client,
+        &agents,
+        NodeReports::new(),
+        Duration::from_secs(90),
+        None,
+        &shutdown,
+    ));
+    let observe = |at: Timestamp| {
+        let observer = observer.clone();
+        let mut request = input(&ns, vec![]);
+        request.contract = pacto_contract::parse_contract(contract.as_bytes())
+            .unwrap()
+            .1;
+        async move { observer.observe(request, at).await }
+    };
+    let t0 = Timestamp::from_unix(Timestamp::now().unix_parts().0, 0).unwrap();
+    let connection = |ip: &str, port: u16| json!({"direction": "outbound", "protocol": "TCP", "peerIP": ip, "peerPort": port});
+    let view = |coverage: &str, connections: Vec<serde_json::Value>| {
+        let mut status = pod_view(&uid, coverage, &[8080]);
+        status["pods"][0]["connections"] = json!(connections);
+        status
+    };
+    let every_peer = vec![
+        connection(&db, 5432),
+        connection(&orders, 443),
+        connection(&cache, 6379),
+        connection(&payments, 443),
+        connection(&payments, 8443),
+        connection(&own, 80),
+        connection(&api_server, 443),
+        connection("127.0.0.1", 9000),
+        connection("::1", 9000),
+        connection("203.0.113.7", 443),
+    ];
+
+    // No node evidence yet (stale): nothing is said.
+    let out = observe(t0).await;
+    assert_eq!(out.undeclared_peers, None);
+
+    lease(&client, &agents, t0).await;
+    observation(&client, &agents, t0, view("Complete", vec![])).await;
+    let quiet = eventually(
+        "the fresh observation read",
+        Duration::from_secs(30),
+        || async {
+            let out = observe(t0).await;
+            out.undeclared_peers.is_some().then_some(out)
+        },
+    )
+    .await;
+    assert_eq!(
+        quiet.undeclared_peers,
+        Some(vec![]),
+        "complete, no connection"
+    );
+
+    observation(&client, &agents, t0, view("Complete", every_peer.clone())).await;
+    let out = eventually("the connections read", Duration::from_secs(30), || async {
+        let out = observe(t0).await;
+        out.undeclared_peers
+            .as_ref()
+            .is_some_and(|p| !p.is_empty())
+            .then_some(out)
+    })
+    .await;
+    let listed: Vec<(&str, String, Vec<u32>)> = out
+        .undeclared_peers
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p.kind.as_str(),
+                p.name.clone(),
+                p.ports.iter().copied().collect(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            ("Pacto", format!("{ns}/payments-pacto"), vec![443, 8443]),
+            ("Service", format!("{ns}/cache"), vec![6379]),
+            ("IP", "203.0.113.7".to_owned(), vec![443]),
+        ],
+        "declared dependencies, the target itself, the API server and loopback are not listed"
+    );
+    // Never judged: the evidence is what it is without the undeclared connections.
+    observation(
+        &client,
+        &agents,
+        t0,
+        view(
+            "Complete",
+            vec![connection(&db, 5432), connection(&orders, 443)],
+        ),
+    )
+    .await;
+    let declared_only = eventually(
+        "the declared-only view read",
+        Duration::from_secs(30),
+        || async {
+            let out = observe(t0).await;
+            (out.undeclared_peers == Some(vec![])).then_some(out)
+        },
+    )
+    .await;
+    assert_eq!(
+        out.evidence.observations(),
+        declared_only.evidence.observations()
+    );
+    assert_eq!(out.api_errors, declared_only.api_errors);
+
+    // Stale or partial evidence says nothing.
+    observation(&client, &agents, t0, view("Complete", every_peer.clone())).await;
+    eventually("the peers read again", Duration::from_secs(30), || async {
+        observe(t0)
+            .await
+            .undeclared_peers
+            .is_some_and(|p| !p.is_empty())
+            .then_some(())
+    })
+    .await;
+    assert_eq!(observe(later(t0, 91)).await.undeclared_peers, None);
+    observation(&client, &agents, t0, view("Partial", every_peer)).await;
+    eventually("the Partial view read", Duration::from_secs(30), || async {
+        observe(t0).await.undeclared_peers.is_none().then_some(())
+    })
+    .await;
     shutdown.cancel();
 }

@@ -11,7 +11,8 @@ use pacto_api::conditions::{
 use pacto_api::labels::event_reason;
 use pacto_api::{
     ContractStatus, FindingStatus, PactoSpec, PactoStatus, ReadinessStatus, ResolutionPolicy,
-    Severity, Summary, ValidationIssue, ValidationResult, sort_observation_windows,
+    Severity, Summary, UndeclaredPeer, UndeclaredPeerKind, ValidationIssue, ValidationResult,
+    sort_observation_windows,
 };
 
 use crate::derive::apply_contract;
@@ -572,6 +573,34 @@ pub fn cap_findings(findings: &mut Vec<FindingStatus>) -> Option<u64> {
     )
 }
 
+/// Caps `peers` (status.observedRuntime.undeclaredPeers) at [`LIST_CAP`] plus a
+/// [`LIST_TRUNCATED`] entry whose name says how many were left out; returns the true count when
+/// entries were left out.
+pub fn cap_peers(peers: &mut Vec<UndeclaredPeer>) -> Option<u64> {
+    cap_list(
+        peers,
+        |peer| &mut peer.name,
+        |peer| peer.kind == UndeclaredPeerKind::ListTruncated,
+        |total| UndeclaredPeer {
+            kind: UndeclaredPeerKind::ListTruncated,
+            name: overflow_message(
+                total,
+                "undeclared peers",
+                "status.observedRuntime.totalUndeclaredPeers",
+            ),
+            ports: Vec::new(),
+        },
+    )
+}
+
+/// How many undeclared peers `status` lists (the true count when the list was capped); `None`
+/// when it says nothing about them.
+pub fn undeclared_peer_count(status: &PactoStatus) -> Option<u64> {
+    let runtime = status.observed_runtime.as_ref()?;
+    let peers = runtime.undeclared_peers.as_ref()?;
+    Some(runtime.total_undeclared_peers.unwrap_or(peers.len() as u64))
+}
+
 /// Bounds the lists and messages of a composed status. A status already bounded is left as it
 /// is, so a pass over an unchanged input composes the same status again.
 pub fn bound_status(status: &mut PactoStatus) {
@@ -591,6 +620,11 @@ pub fn bound_status(status: &mut PactoStatus) {
         validation.total_warnings = warnings.or(validation.total_warnings);
     }
     status.total_findings = cap_findings(&mut status.findings).or(status.total_findings);
+    if let Some(runtime) = status.observed_runtime.as_mut()
+        && let Some(peers) = runtime.undeclared_peers.as_mut()
+    {
+        runtime.total_undeclared_peers = cap_peers(peers).or(runtime.total_undeclared_peers);
+    }
     for condition in &mut status.conditions {
         condition.message = truncate_message(
             std::mem::take(&mut condition.message),
@@ -693,5 +727,46 @@ mod size_tests {
         let once = status.clone();
         bound_status(&mut status);
         assert_eq!(status, once);
+    }
+
+    #[test]
+    fn undeclared_peers_are_capped_with_a_marker_and_counted() {
+        let peer = |i: usize| UndeclaredPeer {
+            kind: UndeclaredPeerKind::Ip,
+            name: format!("203.0.113.{i}"),
+            ports: vec![443],
+        };
+        let runtime = |peers: Option<Vec<UndeclaredPeer>>| PactoStatus {
+            observed_runtime: Some(pacto_api::ObservedRuntime {
+                undeclared_peers: peers,
+                ..pacto_api::ObservedRuntime::default()
+            }),
+            ..PactoStatus::default()
+        };
+        let mut status = runtime(Some((0..250).map(peer).collect()));
+        bound_status(&mut status);
+        let observed = status.observed_runtime.as_ref().expect("runtime");
+        let peers = observed.undeclared_peers.as_ref().expect("peers");
+        assert_eq!(peers.len(), LIST_CAP + 1);
+        assert_eq!(peers[LIST_CAP - 1], peer(LIST_CAP - 1));
+        assert_eq!(peers[LIST_CAP].kind, UndeclaredPeerKind::ListTruncated);
+        assert!(
+            peers[LIST_CAP].name.contains("150 more undeclared peers"),
+            "{}",
+            peers[LIST_CAP].name
+        );
+        assert_eq!(observed.total_undeclared_peers, Some(250));
+        assert_eq!(undeclared_peer_count(&status), Some(250));
+        let once = status.clone();
+        bound_status(&mut status);
+        assert_eq!(status, once, "bounding twice changes nothing");
+
+        let mut few = runtime(Some(vec![peer(1)]));
+        bound_status(&mut few);
+        assert_eq!(undeclared_peer_count(&few), Some(1));
+        assert_eq!(undeclared_peer_count(&runtime(Some(Vec::new()))), Some(0));
+        // Nothing said (node evidence off, stale, failed or partial): no count at all.
+        assert_eq!(undeclared_peer_count(&runtime(None)), None);
+        assert_eq!(undeclared_peer_count(&PactoStatus::default()), None);
     }
 }

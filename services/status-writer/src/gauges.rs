@@ -19,12 +19,16 @@ pub const READINESS_GATE: &str = "pacto_readiness_gate";
 pub const READINESS_STATUS: &str = "pacto_readiness_status";
 /// `pacto_readiness_checks{name,namespace,status}`.
 pub const READINESS_CHECKS: &str = "pacto_readiness_checks";
+/// `pacto_undeclared_peers{name,namespace}`.
+pub const UNDECLARED_PEERS: &str = "pacto_undeclared_peers";
 
 /// What the gauges of one Pacto show.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Entry {
     status: ContractStatus,
     readiness: Option<ReadinessGauges>,
+    /// How many undeclared peers the status lists; `None` when it says nothing about them.
+    undeclared_peers: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,13 +52,15 @@ impl Gauges {
         Self::default()
     }
 
-    /// Records the status (and readiness, or its absence) of `namespace/name`.
+    /// Records the status (and readiness, or its absence) of `namespace/name`, and how many
+    /// undeclared peers its status lists (`None`: it says nothing about them, no series).
     pub fn set(
         &self,
         namespace: &str,
         name: &str,
         status: ContractStatus,
         readiness: Option<&ReadinessStatus>,
+        undeclared_peers: Option<u64>,
     ) {
         let readiness = readiness.map(|r| ReadinessGauges {
             score: r.score,
@@ -76,7 +82,11 @@ impl Gauges {
             .unwrap_or_else(PoisonError::into_inner)
             .insert(
                 (namespace.to_owned(), name.to_owned()),
-                Entry { status, readiness },
+                Entry {
+                    status,
+                    readiness,
+                    undeclared_peers,
+                },
             );
     }
 
@@ -192,6 +202,16 @@ impl Gauges {
                 );
             }
         }
+        family(
+            &mut out,
+            UNDECLARED_PEERS,
+            "Outbound peers of a Pacto's target that its contract does not declare, in fresh, complete node-agent evidence (an observation, not a finding).",
+        );
+        for ((ns, name), entry) in &entries {
+            if let Some(count) = entry.undeclared_peers {
+                let _ = writeln!(out, "{UNDECLARED_PEERS}{{{}}} {count}", labels(ns, name));
+            }
+        }
         out
     }
 }
@@ -227,7 +247,7 @@ mod tests {
     #[test]
     fn one_hot_status_and_removal() {
         let gauges = Gauges::new();
-        gauges.set("shop", "orders", ContractStatus::NonCompliant, None);
+        gauges.set("shop", "orders", ContractStatus::NonCompliant, None, None);
         let text = gauges.render();
         assert!(text.contains(
             "pacto_contract_status{name=\"orders\",namespace=\"shop\",status=\"NonCompliant\"} 1"
@@ -245,6 +265,7 @@ mod tests {
             "orders",
             ContractStatus::Compliant,
             Some(&readiness(false, true)),
+            None,
         );
         let text = gauges.render();
         assert!(text.contains("pacto_readiness_score{name=\"orders\",namespace=\"shop\"} 40"));
@@ -257,19 +278,25 @@ mod tests {
         ));
 
         // Readiness no longer declared: its series go, the status stays.
-        gauges.set("shop", "orders", ContractStatus::Compliant, None);
+        gauges.set("shop", "orders", ContractStatus::Compliant, None, Some(3));
+        assert!(
+            gauges
+                .render()
+                .contains("pacto_undeclared_peers{name=\"orders\",namespace=\"shop\"} 3")
+        );
         assert!(!gauges.render().contains("pacto_readiness_score{"));
 
         assert!(gauges.remove("shop", "orders"));
         assert!(!gauges.render().contains("orders"));
         assert!(!gauges.remove("shop", "orders"));
 
-        gauges.set("shop", "a", ContractStatus::Compliant, None);
+        gauges.set("shop", "a", ContractStatus::Compliant, None, None);
         gauges.set(
             "shop",
             "b",
             ContractStatus::Compliant,
             Some(&readiness(true, false)),
+            None,
         );
         gauges.clear();
         let text = gauges.render();

@@ -487,6 +487,43 @@ fn troubleshooting_values_reach_flags_and_rbac() -> Result<()> {
         );
     }
 
+    // Observer with node evidence and a watch namespace: the two system Services by name (cluster
+    // DNS and the API server, left out of undeclared peers) and their EndpointSlices, nothing more.
+    let docs = render(
+        &tools,
+        "pacto-observer",
+        None,
+        &["controller.watchNamespace=team-a", "nodeAgent.enabled=true"],
+    )?;
+    let perms = permissions(&docs);
+    for p in [
+        "ns=kube-system /services get name=kube-dns",
+        "ns=kube-system discovery.k8s.io/endpointslices list",
+        "ns=default /services get name=kubernetes",
+        "ns=default discovery.k8s.io/endpointslices list",
+    ] {
+        ensure!(perms.contains(p), "{p} missing: {perms:?}");
+    }
+    ensure!(
+        !perms
+            .iter()
+            .any(|p| p.starts_with("ns=kube-system /services list")
+                || p.starts_with("ns=default /services list")),
+        "{perms:?}"
+    );
+    let docs = render(
+        &tools,
+        "pacto-observer",
+        None,
+        &["controller.watchNamespace=team-a"],
+    )?;
+    ensure!(
+        !permissions(&docs)
+            .iter()
+            .any(|p| p.starts_with("ns=kube-system") || p.starts_with("ns=default")),
+        "system reads without nodeAgent.enabled"
+    );
+
     // Resolver: insecure registries; status-writer: check interval, node agent namespace labels.
     let docs = render(
         &tools,

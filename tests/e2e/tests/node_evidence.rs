@@ -134,17 +134,29 @@ fn running(uid: &str, pod: &str, namespace: &str, coverage: &str, listeners: &[u
     })
 }
 
+/// `status` with the pod's outbound TCP connections to `peers` (`(ip, port)`).
+fn connecting(mut status: Value, peers: &[(String, u16)]) -> Value {
+    status["pods"][0]["connections"] = peers
+        .iter()
+        .map(|(ip, port)| {
+            json!({"direction": "outbound", "protocol": "TCP", "peerIP": ip, "peerPort": port})
+        })
+        .collect();
+    status
+}
+
 /// The workload: one replica whose container listens on 8080 (`http`) and 9090 (`admin`), a
-/// Service exposing only `http` (80 → 8080).
+/// Service exposing only `http` (80 → 8080); and the selector-less Service `db` of the declared
+/// dependency no Pacto manages (the API server gives it a ClusterIP).
 fn workload(name: &str) -> String {
     format!(
-        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\nspec:\n  replicas: 1\n  selector:\n    matchLabels: {{app: {name}}}\n  template:\n    metadata:\n      labels: {{app: {name}}}\n    spec:\n      containers:\n        - name: app\n          image: registry.local/{name}:1\n          ports:\n            - {{name: http, containerPort: 8080}}\n            - {{name: admin, containerPort: 9090}}\n---\napiVersion: v1\nkind: Service\nmetadata:\n  name: {name}\nspec:\n  selector: {{app: {name}}}\n  ports:\n    - {{name: http, port: 80, targetPort: 8080}}\n"
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\nspec:\n  replicas: 1\n  selector:\n    matchLabels: {{app: {name}}}\n  template:\n    metadata:\n      labels: {{app: {name}}}\n    spec:\n      containers:\n        - name: app\n          image: registry.local/{name}:1\n          ports:\n            - {{name: http, containerPort: 8080}}\n            - {{name: admin, containerPort: 9090}}\n---\napiVersion: v1\nkind: Service\nmetadata:\n  name: {name}\nspec:\n  selector: {{app: {name}}}\n  ports:\n    - {{name: http, port: 80, targetPort: 8080}}\n---\napiVersion: v1\nkind: Service\nmetadata:\n  name: db\nspec:\n  ports:\n    - {{port: 5432}}\n"
     )
 }
 
 fn pacto(name: &str, check_interval: i32) -> String {
     let contract = format!(
-        "pactoVersion: \"2.0\"\nservice:\n  name: {name}\n  version: 1.0.0\ninterfaces:\n  - name: http\n    type: openapi\n    ref: interfaces/openapi.yaml\n  - name: admin\n    type: openapi\n    ref: interfaces/admin.yaml\n"
+        "pactoVersion: \"2.0\"\nservice:\n  name: {name}\n  version: 1.0.0\ninterfaces:\n  - name: http\n    type: openapi\n    ref: interfaces/openapi.yaml\n  - name: admin\n    type: openapi\n    ref: interfaces/admin.yaml\ndependencies:\n  - name: db\n    ref: oci://registry.local/db:1.0.0@sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n    required: false\n    compatibility: ^1.0.0\n"
     );
     PactoBuilder::inline(name, &contract)
         .target(
@@ -162,7 +174,8 @@ fn pacto(name: &str, check_interval: i32) -> String {
 }
 
 /// Renders the observer chart with `nodeAgent.enabled` for `agents` and applies its Role and
-/// RoleBinding in the agent namespace (read access to NodeRuntimeObservations and Leases).
+/// RoleBinding in the agent namespace (read access to NodeRuntimeObservations and Leases) and
+/// those in `kube-system` and `default` (the cluster DNS and API server Services).
 async fn grant_node_agent_reads(stack: &Stack, agents: &str) {
     let tools = pacto_chart_tests::Tools::new().unwrap();
     let chart =
@@ -186,11 +199,18 @@ async fn grant_node_agent_reads(stack: &Stack, agents: &str) {
         .into_iter()
         .filter(|d| {
             matches!(d["kind"].as_str(), Some("Role" | "RoleBinding"))
-                && d["metadata"]["namespace"] == agents
+                && [agents, "kube-system", "default"]
+                    .iter()
+                    .any(|ns| d["metadata"]["namespace"] == *ns)
         })
         .map(|d| serde_norway::to_string(&d).unwrap())
         .collect();
-    assert_eq!(docs.len(), 2, "the chart's node-agent Role and RoleBinding");
+    assert_eq!(
+        docs.len(),
+        6,
+        "the chart's node-agent Role and RoleBinding, and the reads of the cluster DNS and API \
+         server Services (undeclared peers leave them out)"
+    );
     stack
         .kubectl(&["apply", "-f", "-"], Some(&docs.join("---\n")))
         .await
@@ -242,6 +262,47 @@ fn has(pacto: &Value, subject: &str, code: &str) -> bool {
     finding(pacto, subject).is_some_and(|f| {
         f["code"] == code && f["evidenceRefs"][0]["collector"] == "k8s-observer+ebpf"
     })
+}
+
+/// A Service's ClusterIP.
+async fn cluster_ip(stack: &Stack, namespace: &str, service: &str) -> String {
+    stack
+        .kubectl(
+            &[
+                "get",
+                "service",
+                service,
+                "-n",
+                namespace,
+                "-o",
+                "jsonpath={.spec.clusterIP}",
+            ],
+            None,
+        )
+        .await
+        .unwrap()
+}
+
+/// Waits until the status-writer's `pacto_undeclared_peers` sample with `labels` reads `value`
+/// (`None`: no such sample).
+async fn wait_gauge(stack: &Stack, labels: &str, value: Option<u64>) {
+    within("the undeclared-peer gauge", STATUS_DEADLINE, || async {
+        let lines = stack
+            .metric_lines("status-writer", "pacto_undeclared_peers")
+            .await
+            .unwrap_or_default();
+        let sample = lines
+            .iter()
+            .find_map(|l| l.strip_prefix(labels))
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        if sample == value {
+            Ok(())
+        } else {
+            Err(format!("{lines:?}"))
+        }
+    })
+    .await
+    .unwrap();
 }
 
 /// Nudges (as the guide says) until `check` holds.
@@ -323,6 +384,90 @@ async fn node_agent_evidence_found_stale_recovered_failed_partial_and_absent() {
             .is_none_or(Vec::is_empty),
         "{found:#}"
     );
+    // Complete evidence without a connection: an empty list.
+    assert_eq!(
+        found["status"]["observedRuntime"]["undeclaredPeers"],
+        json!([]),
+        "{found:#}"
+    );
+
+    // Undeclared peers (observations, never findings): the pod talks to the declared dependency's
+    // Service `db` (not listed), the API server and loopback (never listed) and an address the
+    // contract does not declare (listed). The verdict stays Compliant without a finding.
+    let db = cluster_ip(&stack, &ns, "db").await;
+    let api_server = cluster_ip(&stack, "default", "kubernetes").await;
+    let mut peers = vec![
+        (db.clone(), 5432),
+        (api_server, 443),
+        ("127.0.0.1".to_owned(), 9000),
+        ("203.0.113.7".to_owned(), 443),
+    ];
+    agent.set(Some(connecting(
+        running(&uid, &pod, &ns, "Complete", &[8080, 9090]),
+        &peers,
+    )));
+    let listed = nudge_until(&stack, name, "the undeclared peer listed", |p| {
+        p["status"]["observedRuntime"]["undeclaredPeers"]
+            .as_array()
+            .is_some_and(|l| !l.is_empty())
+    })
+    .await;
+    assert_eq!(
+        listed["status"]["observedRuntime"]["undeclaredPeers"],
+        json!([{"kind": "IP", "name": "203.0.113.7", "ports": [443]}]),
+        "{listed:#}"
+    );
+    assert_eq!(
+        listed["status"]["contractStatus"], "Compliant",
+        "{listed:#}"
+    );
+    assert!(
+        listed["status"]["findings"]
+            .as_array()
+            .is_none_or(Vec::is_empty),
+        "{listed:#}"
+    );
+    let gauge = format!("{{name=\"{name}\",namespace=\"{ns}\"}}");
+    wait_gauge(&stack, &gauge, Some(1)).await;
+
+    // Bounded: 150 more addresses list 100 entries and an overflow marker; the total is kept,
+    // in the status and the gauge; still Compliant, still no finding.
+    peers.extend((1..=150).map(|i| (format!("198.51.100.{i}"), 443)));
+    agent.set(Some(connecting(
+        running(&uid, &pod, &ns, "Complete", &[8080, 9090]),
+        &peers,
+    )));
+    let capped = nudge_until(&stack, name, "the capped peer list", |p| {
+        p["status"]["observedRuntime"]["totalUndeclaredPeers"] == 151
+    })
+    .await;
+    let list = capped["status"]["observedRuntime"]["undeclaredPeers"]
+        .as_array()
+        .unwrap();
+    assert_eq!(list.len(), 101, "{capped:#}");
+    assert_eq!(list[100]["kind"], "LIST_TRUNCATED");
+    assert!(
+        list[100]["name"]
+            .as_str()
+            .unwrap()
+            .contains("51 more undeclared peers"),
+        "{}",
+        list[100]
+    );
+    assert!(
+        !list
+            .iter()
+            .any(|p| p["name"] == db.as_str() || p["name"] == format!("{ns}/db")),
+        "the declared dependency is not undeclared: {capped:#}"
+    );
+    assert_eq!(capped["status"]["contractStatus"], "Compliant");
+    assert!(
+        capped["status"]["findings"]
+            .as_array()
+            .is_none_or(Vec::is_empty),
+        "{capped:#}"
+    );
+    wait_gauge(&stack, &gauge, Some(151)).await;
 
     // The agent stops: after stale-after both interfaces read EVIDENCE_STALE (Unknown, never a
     // violation), without a nudge (the observer asks to be called again when evidence turns stale).
@@ -340,6 +485,14 @@ async fn node_agent_evidence_found_stale_recovered_failed_partial_and_absent() {
         .await
         .unwrap();
     assert_eq!(stale["status"]["contractStatus"], "Unknown");
+    // Stale evidence says nothing about peers: no list, no gauge.
+    assert!(
+        stale["status"]["observedRuntime"]
+            .get("undeclaredPeers")
+            .is_none(),
+        "{stale:#}"
+    );
+    wait_gauge(&stack, &gauge, None).await;
     let message = finding(&stale, "interface/http").unwrap()["message"]
         .as_str()
         .unwrap()

@@ -360,7 +360,7 @@ fn dependencies_without_a_sibling_are_decided_by_outbound_connections() {
     let addresses = service_addresses(&svc, &db_slices);
     assert_eq!(addresses.len(), 2);
     let to_cluster_ip = PodView {
-        outbound: BTreeSet::from(["10.96.0.20".parse().unwrap()]),
+        outbound: BTreeMap::from([("10.96.0.20".parse().unwrap(), BTreeSet::from([5432]))]),
         ..PodView::default()
     };
     let nodes = NodeStates::from([

@@ -10,7 +10,7 @@ use pacto_api::{
     ClaimState, ClaimStatus, ConfigBindingKind, ConfigFormat, ContractStatus, EvaluationCoverage,
     EvidenceRefStatus, FindingStatus, ObservationWindow, ObservationWindowKind, ObservedRuntime,
     Pacto, ReadinessRevision, ReadinessStatus, ResolutionPolicy, ResourceStatus, ResourcesStatus,
-    Severity, Summary, ValidationIssue, ValidationResult,
+    Severity, Summary, UndeclaredPeer, UndeclaredPeerKind, ValidationIssue, ValidationResult,
 };
 
 use super::FieldError;
@@ -262,7 +262,40 @@ pub fn observed_runtime_from_proto(r: &observer::ObservedRuntime) -> ObservedRun
         has_pvc: r.has_pvc,
         has_empty_dir: r.has_empty_dir,
         health_probe_initial_delay_seconds: r.health_probe_initial_delay_seconds,
+        undeclared_peers: None,
+        total_undeclared_peers: None,
     }
+}
+
+/// `status.observedRuntime.undeclaredPeers` from the wire (`field` names the message); an
+/// unknown kind is an error naming its path.
+pub fn undeclared_peers_from_proto(
+    peers: &observer::UndeclaredPeers,
+    field: &str,
+) -> Result<Vec<UndeclaredPeer>, FieldError> {
+    peers
+        .peers
+        .iter()
+        .enumerate()
+        .map(|(i, peer)| {
+            let kind = match peer.kind.as_str() {
+                "Pacto" => UndeclaredPeerKind::Pacto,
+                "Service" => UndeclaredPeerKind::Service,
+                "IP" => UndeclaredPeerKind::Ip,
+                other => {
+                    return Err(FieldError::new(
+                        format!("{field}.peers[{i}].kind"),
+                        format!("unknown kind {other:?}"),
+                    ));
+                }
+            };
+            Ok(UndeclaredPeer {
+                kind,
+                name: peer.name.clone(),
+                ports: peer.ports.clone(),
+            })
+        })
+        .collect()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -587,6 +620,48 @@ mod tests {
         assert_eq!(
             windows_from_proto(&[missing], "windows").unwrap_err(),
             FieldError::new("windows[0].first_observed_negative_at", "required")
+        );
+    }
+
+    #[test]
+    fn undeclared_peers_from_the_wire() {
+        let wire = observer::UndeclaredPeers {
+            peers: vec![
+                observer::UndeclaredPeer {
+                    kind: "Pacto".into(),
+                    name: "shop/payments".into(),
+                    ports: vec![443],
+                },
+                observer::UndeclaredPeer {
+                    kind: "IP".into(),
+                    name: "203.0.113.7".into(),
+                    ports: vec![],
+                },
+            ],
+        };
+        let peers = undeclared_peers_from_proto(&wire, "undeclared_peers").unwrap();
+        assert_eq!(
+            peers
+                .iter()
+                .map(|p| (p.kind, p.name.as_str(), p.ports.clone()))
+                .collect::<Vec<_>>(),
+            [
+                (UndeclaredPeerKind::Pacto, "shop/payments", vec![443]),
+                (UndeclaredPeerKind::Ip, "203.0.113.7", vec![]),
+            ]
+        );
+        let bad = observer::UndeclaredPeers {
+            peers: vec![observer::UndeclaredPeer {
+                kind: "LIST_TRUNCATED".into(),
+                ..observer::UndeclaredPeer::default()
+            }],
+        };
+        assert_eq!(
+            undeclared_peers_from_proto(&bad, "undeclared_peers").unwrap_err(),
+            FieldError::new(
+                "undeclared_peers.peers[0].kind",
+                "unknown kind \"LIST_TRUNCATED\""
+            )
         );
     }
 }

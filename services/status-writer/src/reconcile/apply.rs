@@ -35,8 +35,13 @@ pub async fn apply_and_report(
     }
     publish_events(ctx, pacto, &composed.events).await;
     if let Some(verdict) = status.contract_status {
-        ctx.gauges
-            .set(namespace, name, verdict, status.readiness.as_ref());
+        ctx.gauges.set(
+            namespace,
+            name,
+            verdict,
+            status.readiness.as_ref(),
+            crate::compose::undeclared_peer_count(status),
+        );
     }
     Ok(())
 }

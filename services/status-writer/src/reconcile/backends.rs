@@ -324,14 +324,23 @@ fn observed_from_proto(response: &observer::ObserveResponse) -> Result<Observed,
         .as_ref()
         .map(|ts| crd::time_from_proto(ts, "window_due_at"))
         .transpose()?;
+    let undeclared_peers = response
+        .undeclared_peers
+        .as_ref()
+        .map(|peers| crd::undeclared_peers_from_proto(peers, "undeclared_peers"))
+        .transpose()?;
+    // The peers live in status.observedRuntime, which exists only with the workload
+    // (docs/design/status.md#undeclared-peers).
+    let observed_runtime = snapshot.observed_runtime.as_ref().map(|runtime| {
+        let mut runtime = crd::observed_runtime_from_proto(runtime);
+        runtime.undeclared_peers.clone_from(&undeclared_peers);
+        runtime
+    });
     Ok(Observed {
         windows,
         api_errors: response.api_errors.clone(),
         resources: crd::resources_from_proto(&snapshot),
-        observed_runtime: snapshot
-            .observed_runtime
-            .as_ref()
-            .map(crd::observed_runtime_from_proto),
+        observed_runtime,
         window_due_at,
     })
 }
@@ -442,5 +451,72 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(observed_from_proto(&response).unwrap().windows, windows);
+    }
+
+    #[test]
+    fn undeclared_peers_go_into_observed_runtime_only_with_the_workload() {
+        let peers = observer::UndeclaredPeers {
+            peers: vec![observer::UndeclaredPeer {
+                kind: "IP".into(),
+                name: "203.0.113.7".into(),
+                ports: vec![443],
+            }],
+        };
+        let with_workload = observer::ObserveResponse {
+            undeclared_peers: Some(peers.clone()),
+            snapshot: Some(observer::RuntimeSnapshot {
+                observed_runtime: Some(observer::ObservedRuntime::default()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let runtime = observed_from_proto(&with_workload)
+            .unwrap()
+            .observed_runtime
+            .unwrap();
+        assert_eq!(
+            runtime.undeclared_peers,
+            Some(vec![pacto_api::UndeclaredPeer {
+                kind: pacto_api::UndeclaredPeerKind::Ip,
+                name: "203.0.113.7".into(),
+                ports: vec![443],
+            }])
+        );
+        // Nothing said: no list at all (not an empty one).
+        let silent = observer::ObserveResponse {
+            undeclared_peers: None,
+            ..with_workload.clone()
+        };
+        assert_eq!(
+            observed_from_proto(&silent)
+                .unwrap()
+                .observed_runtime
+                .unwrap()
+                .undeclared_peers,
+            None
+        );
+        // Without the workload there is no observedRuntime to hold them.
+        let no_workload = observer::ObserveResponse {
+            undeclared_peers: Some(peers),
+            ..Default::default()
+        };
+        assert_eq!(
+            observed_from_proto(&no_workload).unwrap().observed_runtime,
+            None
+        );
+        // A malformed answer names the field.
+        let bad = observer::ObserveResponse {
+            undeclared_peers: Some(observer::UndeclaredPeers {
+                peers: vec![observer::UndeclaredPeer {
+                    kind: "Node".into(),
+                    ..Default::default()
+                }],
+            }),
+            ..with_workload
+        };
+        assert_eq!(
+            observed_from_proto(&bad).unwrap_err().field,
+            "undeclared_peers.peers[0].kind"
+        );
     }
 }
