@@ -220,6 +220,8 @@ pub async fn run(args: &StatusArgs) -> Result<(), StatusError> {
         std::io::stdout().is_terminal(),
         std::env::var_os("NO_COLOR").as_deref(),
     );
+    // kube's rustls needs the process-level crypto provider; an earlier install is kept.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let config = kube::Config::infer().await.map_err(StatusError::Config)?;
     let scope = match (&args.name, args.all_namespaces) {
         (Some(name), false) => Scope::One {

@@ -197,7 +197,12 @@ fn event_time(event: &Event) -> Option<Timestamp> {
 /// The last [`EVENTS_SHOWN`] Events, newest first.
 fn events(list: &[Event], now: Timestamp) -> Vec<EventLine> {
     let mut sorted: Vec<&Event> = list.iter().collect();
-    sorted.sort_by_key(|e| std::cmp::Reverse(event_time(e)));
+    // Newest first; Events of the same second by reason, so that the order is stable.
+    sorted.sort_by(|a, b| {
+        event_time(b)
+            .cmp(&event_time(a))
+            .then_with(|| a.reason.cmp(&b.reason))
+    });
     sorted
         .into_iter()
         .take(EVENTS_SHOWN)
@@ -678,7 +683,7 @@ pub fn text(r: &StatusReport, style: Style) -> String {
         };
         let _ = writeln!(
             out,
-            "\n{} {}/100 (min {}, gate {gate}): {} done, {} partial, {} not done, {} deferred",
+            "\n{} {}/100 (min {}, gate {gate}): {} done, {} partial, {} not-done, {} deferred",
             style.bold("Readiness:"),
             rd.score,
             rd.min_score,
@@ -780,8 +785,8 @@ pub fn table_text(t: &Table, style: Style) -> String {
     out
 }
 
-/// Replaces every age (`12s ago`, `in 4m30s`, `due 3s ago`) in `text` by `<age>`, so that
-/// outputs compare as goldens.
+/// Replaces every age (`12s ago`, `in 4m30s`, `due 3s ago`) in `text` by `<age>`, and the
+/// padding after an age by one space, so that outputs compare as goldens.
 pub fn normalize_ages(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
@@ -800,12 +805,21 @@ pub fn normalize_ages(text: &str) -> String {
         let is_age = !preceded_by_word
             && token.ends_with(['s', 'm', 'h', 'd'])
             && (after.starts_with(" ago") || before.ends_with("in "));
-        if is_age {
-            out.push_str("<age>");
-        } else {
+        if !is_age {
             out.push_str(token);
+            rest = after;
+        } else if let Some(tail) = after.strip_prefix(" ago") {
+            // The age column's padding depends on the age's width: one space stands for it.
+            out.push_str("<age> ago");
+            let trimmed = tail.trim_start_matches(' ');
+            if trimmed.len() < tail.len() {
+                out.push(' ');
+            }
+            rest = trimmed;
+        } else {
+            out.push_str("<age>");
+            rest = after;
         }
-        rest = after;
     }
     out.push_str(rest);
     out
@@ -901,7 +915,7 @@ mod tests {
             "unknown EVIDENCE_STALE interface/http  collector k8s-observer+ebpf  evidence 1m0s ago",
             "EVIDENCE_STALE: the node agent on the pod's node stopped reporting.",
             "Node worker-1: Lease renewed 5m0s ago",
-            "Readiness: 75/100 (min 80, gate unmet): 1 done, 0 partial, 1 not done, 1 deferred",
+            "Readiness: 75/100 (min 80, gate unmet): 1 done, 0 partial, 1 not-done, 1 deferred",
             "Warning ValidationFailed    x2   2m0s ago   ContractStatus: Unknown, 0 errors, 0 warnings",
             "Next check: in 0s (every 60s; last reconciled 1m0s ago)",
         ] {
@@ -1007,7 +1021,7 @@ mod tests {
             normalize_ages(
                 "Parsed 3m12s ago  x2   12s ago\nNext check: in 4m30s (every 300s; last reconciled 1h2m ago) v1.2.0 node-1 e2e-5s"
             ),
-            "Parsed <age> ago  x2   <age> ago\nNext check: in <age> (every 300s; last reconciled <age> ago) v1.2.0 node-1 e2e-5s"
+            "Parsed <age> ago x2   <age> ago\nNext check: in <age> (every 300s; last reconciled <age> ago) v1.2.0 node-1 e2e-5s"
         );
         assert_eq!(duration(59), "59s");
         assert_eq!(duration(3599), "59m59s");
