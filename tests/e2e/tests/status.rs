@@ -61,9 +61,34 @@ async fn pacto_status(stack: &Stack, args: &[&str]) -> Run {
     .await
 }
 
-/// The output with the run's namespace and every age replaced, for a golden comparison.
+/// The output with the run's namespace and every age replaced, and the Events block's lines
+/// sorted, for a golden comparison: events of one reconcile may land in different seconds, which
+/// decides their newest-first order.
 fn normalized(stack: &Stack, text: &str) -> String {
-    normalize_ages(&text.replace(&stack.namespace, "<ns>"))
+    let text = normalize_ages(&text.replace(&stack.namespace, "<ns>"));
+    let mut out = Vec::new();
+    let mut events: Vec<&str> = Vec::new();
+    let mut in_events = false;
+    for line in text.lines() {
+        if line.starts_with("Events ") {
+            in_events = true;
+            out.push(line);
+        } else if in_events && line.starts_with("  ") {
+            events.push(line);
+        } else {
+            if in_events {
+                events.sort_unstable();
+                out.append(&mut events);
+                in_events = false;
+            }
+            out.push(line);
+        }
+    }
+    events.sort_unstable();
+    out.append(&mut events);
+    let mut joined = out.join("\n");
+    joined.push('\n');
+    joined
 }
 
 fn golden_path(name: &str) -> PathBuf {
