@@ -319,6 +319,10 @@ async fn status_explains_each_verdict_from_the_cluster() {
     )
     .await;
     assert_eq!(out.code, Some(2), "{}", out.stdout);
+    println!(
+        "$ pacto status lonely -n {ns}   # as a user without RBAC\n{}",
+        out.stderr
+    );
     assert!(
         out.stderr.starts_with(&format!(
             "error: cannot get pactos.pacto.trianalab.io {ns}/lonely: forbidden: "
