@@ -107,6 +107,13 @@ pub fn execute(cli: Cli) -> u8 {
             constraint,
         } => finish(ctx.pull(&reference, &output, constraint.as_deref())),
         Command::Inspect { reference, output } => finish(ctx.inspect(&reference, output)),
+        Command::Status(args) => match runtime.block_on(crate::status::run(&args)) {
+            Ok(()) => EXIT_OK,
+            Err(e) => {
+                print_error(&e);
+                EXIT_ERROR
+            }
+        },
     }
 }
 

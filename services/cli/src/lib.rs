@@ -1,4 +1,6 @@
-//! The `pacto` command-line interface: validate, pack, push, pull and inspect contract bundles.
+//! The `pacto` command-line interface: validate, pack, push, pull and inspect contract bundles,
+//! and `status`, which explains a Pacto's verdict from the cluster (also installed as the kubectl
+//! plugin `kubectl pacto status`).
 //!
 //! Exit codes: `0` success (for `validate`: the contract is valid), `1` the contract is invalid,
 //! `2` usage errors or when the contract cannot be obtained (missing files, registry
@@ -6,9 +8,12 @@
 
 mod cache;
 mod commands;
+mod explain;
 mod output;
 pub mod reference;
 mod registry;
+mod status;
+pub mod status_view;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -137,6 +142,45 @@ pub enum OutputFormat {
     Json,
 }
 
+/// Output format of `pacto status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StatusOutput {
+    /// Human-readable text (coloured only on a terminal without `NO_COLOR`).
+    Text,
+    /// JSON on stdout.
+    Json,
+    /// YAML on stdout.
+    Yaml,
+}
+
+/// The arguments of `pacto status`.
+#[derive(Debug, Clone, Args)]
+pub struct StatusArgs {
+    /// The Pacto; without it, a table of every Pacto in the namespace (`-n`) or the cluster.
+    #[arg(value_name = "NAME")]
+    pub name: Option<String>,
+    /// Namespace of the Pacto (default: the kubeconfig context's namespace).
+    #[arg(long, short = 'n', value_name = "NS", env = "PACTO_NAMESPACE")]
+    pub namespace: Option<String>,
+    /// A table of every Pacto in every namespace, with counts by verdict.
+    #[arg(long, short = 'A', env = "PACTO_ALL_NAMESPACES")]
+    pub all_namespaces: bool,
+    /// Output format.
+    #[arg(long, short, value_enum, default_value_t = StatusOutput::Text, env = "PACTO_OUTPUT")]
+    pub output: StatusOutput,
+    /// Keep running and print the status again whenever the Pacto changes.
+    #[arg(long, short, env = "PACTO_WATCH")]
+    pub watch: bool,
+    /// Namespace of the node agents' Leases (read for EVIDENCE_STALE findings).
+    #[arg(
+        long,
+        value_name = "NS",
+        env = "PACTO_NODE_AGENT_NAMESPACE",
+        default_value = "pacto-node-agent"
+    )]
+    pub node_agent_namespace: String,
+}
+
 /// The commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -201,6 +245,9 @@ pub enum Command {
         #[arg(long, short, value_enum, default_value_t = OutputFormat::Text, env = "PACTO_OUTPUT")]
         output: OutputFormat,
     },
+    /// Explain a Pacto's verdict from the cluster (kubeconfig): conditions, findings, the
+    /// troubleshooting guide's next step, readiness, events and the next check.
+    Status(StatusArgs),
 }
 
 /// Parses the command line and runs the command, returning the process exit code.

@@ -51,12 +51,14 @@ pub fn service_spiffe_id(service: &str) -> String {
 }
 
 /// The binaries the suite runs, with the package that builds each.
-const BINARIES: [(&str, &str); 5] = [
+const BINARIES: [(&str, &str); 6] = [
     ("pacto-contract-resolver", "pacto-contract-resolver"),
     ("pacto-observer", "pacto-observer"),
     ("pacto-evaluator", "pacto-evaluator"),
     ("pacto-status-writer", "pacto-status-writer"),
     ("pacto", "pacto"),
+    // The same CLI as the kubectl plugin (`kubectl pacto status`).
+    ("kubectl-pacto", "pacto"),
 ];
 
 fn workspace_root() -> PathBuf {
