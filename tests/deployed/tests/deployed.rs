@@ -887,6 +887,7 @@ fn evaluator_pods(d: &Deployed) -> Result<Vec<(String, bool)>> {
 /// (Compliant); every verdict is the one before.
 async fn a_killed_service_pod_is_healed(d: &Deployed) -> Result<()> {
     let before = verdicts(d)?;
+    let every_before = all_verdicts(d)?;
     let old = evaluator_pods(d)?;
     ensure!(old.len() == 1, "one evaluator pod: {old:?}");
     let old = old[0].0.clone();
@@ -977,6 +978,28 @@ async fn a_killed_service_pod_is_healed(d: &Deployed) -> Result<()> {
     ensure!(
         after == before,
         "verdicts before the outage {before:?}, after {after:?}"
+    );
+    // A Pacto of another namespace that was reconciled during the outage read Unknown and is
+    // retried with the status-writer's doubling backoff (docs/design/status.md#requeue), not
+    // nudged: wait until every Pacto is back to its verdict, so that later scenarios start from
+    // settled verdicts, and say how long the slowest took.
+    let started = Instant::now();
+    d.wait(
+        "every Pacto back to its verdict from before the evaluator outage",
+        VERDICT,
+        |d| {
+            let now = all_verdicts(d).map_err(|e| e.to_string())?;
+            if now == every_before {
+                Ok(())
+            } else {
+                Err(format!("before {every_before:?}, now {now:?}"))
+            }
+        },
+    )
+    .await?;
+    eprintln!(
+        "deployed: evaluator outage: every Pacto back to its verdict {:.1} s after the probe Pacto",
+        started.elapsed().as_secs_f64()
     );
     Ok(())
 }
