@@ -56,10 +56,9 @@ impl Rng {
 }
 
 fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .map(|v| v.parse().unwrap_or_else(|e| panic!("{name}={v:?}: {e}")))
-        .unwrap_or(default)
+    std::env::var(name).map_or(default, |v| {
+        v.parse().unwrap_or_else(|e| panic!("{name}={v:?}: {e}"))
+    })
 }
 
 /// One Pacto of the backlog and the verdict it must reach.
@@ -222,11 +221,15 @@ async fn problems(stack: &Stack, cases: &[Case], watched: &Watched) -> Vec<Strin
             .map(|r| r["spec"]["version"].as_str().unwrap_or_default())
             .collect();
         if versions.len() != mine.len() {
+            let named: Vec<String> = mine
+                .iter()
+                .map(|r| format!("{}={}", r["metadata"]["name"], r["spec"]["version"]))
+                .collect();
             wrong.push(format!(
-                "{name}: duplicate revisions {:?}",
-                mine.iter()
-                    .map(|r| format!("{}={}", r["metadata"]["name"], r["spec"]["version"]))
-                    .collect::<Vec<_>>()
+                "{name}: {} revisions for {} versions, e.g. {:?}",
+                mine.len(),
+                versions.len(),
+                &named[..named.len().min(4)]
             ));
         }
         // A flipping Pacto has its one revision once its contract loaded (maybe only broken
