@@ -85,6 +85,52 @@ pub struct Composed {
     pub changed: bool,
     /// Events to publish, in order.
     pub events: Vec<EventSpec>,
+    /// The occurrence key of those events: the persisted status they move away from
+    /// ([`status_occurrence`]).
+    pub occurrence: String,
+}
+
+/// The occurrence key of the transition events of a pass that starts from the persisted status
+/// `previous` (docs/design/status.md#exactly-once-events): a replay of the pass (after a crash or
+/// a failed write) starts from the same persisted status and gets the same key; a later
+/// transition starts from a status written since, which differs at least in `lastReconciledAt`
+/// (or, within one second, in what that write changed). Only fields that round-trip through the
+/// API server unchanged are hashed, so the status held in the write memo and the one read back
+/// give the same key.
+pub fn status_occurrence(previous: Option<&PactoStatus>) -> String {
+    use sha2::{Digest, Sha256};
+    let Some(previous) = previous else {
+        return "status:none".to_owned();
+    };
+    let mut hasher = Sha256::new();
+    let mut field = |value: &str| {
+        hasher.update((value.len() as u64).to_be_bytes());
+        hasher.update(value.as_bytes());
+    };
+    field(
+        &previous
+            .last_reconciled_at
+            .as_ref()
+            .map(|t| t.0.to_string())
+            .unwrap_or_default(),
+    );
+    field(previous.contract_status.map_or("", ContractStatus::as_str));
+    field(
+        &previous
+            .observed_generation
+            .map(|g| g.to_string())
+            .unwrap_or_default(),
+    );
+    field(previous.current_revision.as_deref().unwrap_or_default());
+    for condition in &previous.conditions {
+        field(&condition.type_);
+        field(&condition.status);
+        field(&condition.reason);
+        field(&condition.last_transition_time.0.to_string());
+    }
+    let mut hex = hex::encode(hasher.finalize());
+    hex.truncate(16);
+    format!("status:{hex}")
 }
 
 /// `ContractStatus: <status>, <errors> errors, <warnings> warnings`.
@@ -206,6 +252,7 @@ pub fn compose(pass: &Pass<'_>) -> Composed {
         status,
         changed,
         events,
+        occurrence: status_occurrence(pass.previous),
     }
 }
 
@@ -768,5 +815,75 @@ mod size_tests {
         // Nothing said (node evidence off, stale, failed or partial): no count at all.
         assert_eq!(undeclared_peer_count(&runtime(None)), None);
         assert_eq!(undeclared_peer_count(&PactoStatus::default()), None);
+    }
+}
+
+#[cfg(test)]
+mod occurrence_tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+    use k8s_openapi::jiff::Timestamp;
+
+    use super::*;
+
+    fn at(second: i64) -> Time {
+        Time(Timestamp::from_second(second).unwrap())
+    }
+
+    fn written(second: i64, status: ContractStatus) -> PactoStatus {
+        PactoStatus {
+            contract_status: Some(status),
+            last_reconciled_at: Some(at(second)),
+            observed_generation: Some(1),
+            conditions: vec![Condition {
+                type_: "ContractValid".into(),
+                status: "True".into(),
+                reason: "Valid".into(),
+                message: "m".into(),
+                last_transition_time: at(second),
+                observed_generation: Some(1),
+            }],
+            ..PactoStatus::default()
+        }
+    }
+
+    #[test]
+    fn a_replay_of_a_pass_gets_the_key_of_the_pass() {
+        assert_eq!(status_occurrence(None), "status:none");
+        let a = written(100, ContractStatus::Compliant);
+        assert_eq!(
+            status_occurrence(Some(&a)),
+            status_occurrence(Some(&a.clone()))
+        );
+        // What the API server does not round-trip exactly (messages, lists) is not hashed.
+        let mut read_back = a.clone();
+        read_back.conditions[0].message = "other".into();
+        read_back.summary = Some(Summary::default());
+        assert_eq!(
+            status_occurrence(Some(&a)),
+            status_occurrence(Some(&read_back))
+        );
+    }
+
+    #[test]
+    fn each_later_write_gives_another_key() {
+        let a = written(100, ContractStatus::Compliant);
+        let keys = [
+            status_occurrence(Some(&a)),
+            status_occurrence(Some(&written(101, ContractStatus::Compliant))),
+            status_occurrence(Some(&written(100, ContractStatus::NonCompliant))),
+            {
+                let mut b = a.clone();
+                b.current_revision = Some("orders-1-0-0-abcdef0".into());
+                status_occurrence(Some(&b))
+            },
+            {
+                let mut b = a.clone();
+                b.conditions[0].status = "False".into();
+                status_occurrence(Some(&b))
+            },
+            status_occurrence(None),
+        ];
+        let distinct: std::collections::BTreeSet<_> = keys.iter().collect();
+        assert_eq!(distinct.len(), keys.len(), "{keys:?}");
     }
 }

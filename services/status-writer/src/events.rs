@@ -4,6 +4,13 @@
 //! identity recurs. The object's name is derived from the identity, so a restarted or newly
 //! elected status-writer finds the same object instead of starting a second one.
 //!
+//! An emission may carry an **occurrence key** naming the one change it reports (for example the
+//! persisted status it moves away from). The key is kept on the Event as an annotation, and an
+//! emission whose key is the one the Event already records is a replay (a pass repeated after a
+//! crash or a failed write), not a recurrence: the Event is left as it is. That is what lets a
+//! pass publish its events *before* the write that makes them stop recurring, and so lose none
+//! to a crash in between (docs/design/status.md#exactly-once-events).
+//!
 //! The pure part (identity, name, the new object, the recurrence patch) is unit tested here; the
 //! write ([`record`]) is create, and on `AlreadyExists` get + a merge patch guarded by the
 //! object's resourceVersion (a concurrent recurrence retries instead of losing a count).
@@ -25,6 +32,8 @@ pub const EVENT_COMPONENT: &str = "pacto-controller";
 pub const EVENT_ACTION: &str = "Reconcile";
 /// The longest object name Kubernetes accepts (a DNS subdomain).
 const NAME_LIMIT: usize = 253;
+/// The annotation holding the occurrence key of the last occurrence an Event counted.
+pub const OCCURRENCE_ANNOTATION: &str = "pacto.trianalab.io/occurrence";
 /// Hex digits of the identity hash in an event's name.
 const HASH_LEN: usize = 16;
 /// Create/get/patch rounds before a recurrence gives up (each lost round is a concurrent write
@@ -153,17 +162,22 @@ impl Identity {
 }
 
 /// The first occurrence of `identity` about `involved` (the Pacto's reference with its
-/// resourceVersion), reported by `instance`, at `now`: count 1, first = last = now.
+/// resourceVersion), reported by `instance`, at `now`: count 1, first = last = now, and the
+/// occurrence key when there is one.
 pub fn first_occurrence(
     identity: &Identity,
     involved: ObjectReference,
     instance: Option<&str>,
+    occurrence: Option<&str>,
     now: Timestamp,
 ) -> Event {
     Event {
         metadata: ObjectMeta {
             name: Some(identity.event_name()),
             namespace: Some(identity.namespace.clone()),
+            annotations: occurrence.map(|key| {
+                std::iter::once((OCCURRENCE_ANNOTATION.to_owned(), key.to_owned())).collect()
+            }),
             ..ObjectMeta::default()
         },
         involved_object: involved,
@@ -184,14 +198,35 @@ pub fn first_occurrence(
     }
 }
 
+/// The occurrence key `event` last counted.
+pub fn recorded_occurrence(event: &Event) -> Option<&str> {
+    event
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(OCCURRENCE_ANNOTATION)
+        .map(String::as_str)
+}
+
+/// True when an emission with key `occurrence` is a replay of what `existing` already counted.
+/// An emission without a key is never a replay.
+pub fn is_replay(existing: &Event, occurrence: Option<&str>) -> bool {
+    occurrence.is_some() && recorded_occurrence(existing) == occurrence
+}
+
 /// The merge patch that records one more occurrence of `existing` at `now`: count + 1 (an
-/// object without a count has been seen once), lastTimestamp = now, and the resourceVersion
-/// read, so that a concurrent recurrence makes this patch fail with a conflict instead of
-/// being overwritten.
-pub fn recurrence(existing: &Event, now: Timestamp) -> serde_json::Value {
+/// object without a count has been seen once), lastTimestamp = now, the occurrence key when
+/// there is one (an emission without a key leaves the recorded key alone), and the
+/// resourceVersion read, so that a concurrent recurrence makes this patch fail with a conflict
+/// instead of being overwritten.
+pub fn recurrence(existing: &Event, occurrence: Option<&str>, now: Timestamp) -> serde_json::Value {
     let count = existing.count.unwrap_or(1).max(1).saturating_add(1);
+    let mut metadata = serde_json::json!({ "resourceVersion": existing.metadata.resource_version });
+    if let Some(key) = occurrence {
+        metadata["annotations"] = serde_json::json!({ OCCURRENCE_ANNOTATION: key });
+    }
     serde_json::json!({
-        "metadata": { "resourceVersion": existing.metadata.resource_version },
+        "metadata": metadata,
         "count": count,
         "lastTimestamp": Time(now),
     })
@@ -204,6 +239,8 @@ pub enum Recorded {
     Created,
     /// An existing Event's count, now this value.
     Counted(i32),
+    /// The Event already counted this occurrence (same key): left as it was.
+    Replayed,
 }
 
 /// The Pacto's reference with its uid and resourceVersion.
@@ -224,11 +261,13 @@ fn api_error(step: &'static str, name: &str, source: kube::Error) -> EventError 
 }
 
 /// Records one occurrence of `spec` on `pacto`: creates the Event, or counts one more
-/// occurrence of the Event that already records the same identity.
+/// occurrence of the Event that already records the same identity, unless that Event already
+/// counted this very occurrence (`occurrence`, see the module documentation).
 pub async fn record(
     client: &Client,
     pacto: &Pacto,
     spec: &EventSpec,
+    occurrence: Option<&str>,
     instance: Option<&str>,
 ) -> Result<Recorded, EventError> {
     let identity = Identity::of(pacto, spec)?;
@@ -236,7 +275,7 @@ pub async fn record(
     let api: Api<Event> = Api::namespaced(client.clone(), &identity.namespace);
     for _ in 0..ATTEMPTS {
         let now = Timestamp::now();
-        let event = first_occurrence(&identity, involved_object(pacto), instance, now);
+        let event = first_occurrence(&identity, involved_object(pacto), instance, occurrence, now);
         match api.create(&PostParams::default(), &event).await {
             Ok(_) => return Ok(Recorded::Created),
             Err(kube::Error::Api(status)) if status.is_already_exists() => {}
@@ -251,7 +290,10 @@ pub async fn record(
         if !identity.matches(&existing) {
             return Err(EventError::Foreign(name));
         }
-        let patch = recurrence(&existing, now);
+        if is_replay(&existing, occurrence) {
+            return Ok(Recorded::Replayed);
+        }
+        let patch = recurrence(&existing, occurrence, now);
         match api
             .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
@@ -327,6 +369,7 @@ mod tests {
         let written = first_occurrence(
             &identity,
             ObjectReference::default(),
+            None,
             None,
             Timestamp::UNIX_EPOCH,
         );
@@ -440,7 +483,7 @@ mod tests {
         let pacto = pacto("orders");
         let identity = Identity::of(&pacto, &invalid()).unwrap();
         let now: Timestamp = "2026-12-03T10:00:00Z".parse().unwrap();
-        let event = first_occurrence(&identity, involved_object(&pacto), Some("pod-0"), now);
+        let event = first_occurrence(&identity, involved_object(&pacto), Some("pod-0"), None, now);
         assert_eq!(event.metadata.name, Some(identity.event_name()));
         assert_eq!(event.metadata.namespace.as_deref(), Some("team"));
         assert_eq!(event.count, Some(1));
@@ -470,10 +513,10 @@ mod tests {
         let pacto = pacto("orders");
         let identity = Identity::of(&pacto, &invalid()).unwrap();
         let now = Timestamp::UNIX_EPOCH;
-        let mut event = first_occurrence(&identity, involved_object(&pacto), None, now);
+        let mut event = first_occurrence(&identity, involved_object(&pacto), None, None, now);
         event.message = Some("something else".into());
         assert!(!identity.matches(&event));
-        let mut event = first_occurrence(&identity, involved_object(&pacto), None, now);
+        let mut event = first_occurrence(&identity, involved_object(&pacto), None, None, now);
         event.involved_object.uid = Some("uid-2".into());
         assert!(!identity.matches(&event));
     }
@@ -484,9 +527,9 @@ mod tests {
         let identity = Identity::of(&pacto, &invalid()).unwrap();
         let first: Timestamp = "2026-12-03T10:00:00Z".parse().unwrap();
         let later: Timestamp = "2026-12-03T10:05:00Z".parse().unwrap();
-        let mut existing = first_occurrence(&identity, involved_object(&pacto), None, first);
+        let mut existing = first_occurrence(&identity, involved_object(&pacto), None, None, first);
         existing.metadata.resource_version = Some("7".into());
-        let patch = recurrence(&existing, later);
+        let patch = recurrence(&existing, None, later);
         assert_eq!(
             patch,
             serde_json::json!({
@@ -496,9 +539,44 @@ mod tests {
             })
         );
         existing.count = Some(5);
-        assert_eq!(recurrence(&existing, later)["count"], 6);
+        assert_eq!(recurrence(&existing, None, later)["count"], 6);
         // An Event written without a count (by another recorder) has been seen once.
         existing.count = None;
-        assert_eq!(recurrence(&existing, later)["count"], 2);
+        assert_eq!(recurrence(&existing, None, later)["count"], 2);
+    }
+
+    #[test]
+    fn an_occurrence_key_makes_a_replay_a_no_op_and_a_new_key_a_recurrence() {
+        let pacto = pacto("orders");
+        let identity = Identity::of(&pacto, &invalid()).unwrap();
+        let now = Timestamp::UNIX_EPOCH;
+        let mut existing = first_occurrence(
+            &identity,
+            involved_object(&pacto),
+            None,
+            Some("status:a"),
+            now,
+        );
+        assert_eq!(recorded_occurrence(&existing), Some("status:a"));
+        // The same change again (a pass repeated after a crash): a replay.
+        assert!(is_replay(&existing, Some("status:a")));
+        // Another change with the same identity: a recurrence, which records its key.
+        assert!(!is_replay(&existing, Some("status:b")));
+        existing.metadata.resource_version = Some("3".into());
+        let patch = recurrence(&existing, Some("status:b"), now);
+        assert_eq!(
+            patch["metadata"]["annotations"][OCCURRENCE_ANNOTATION],
+            "status:b"
+        );
+        // Without a key nothing is a replay, and the recorded key stays.
+        assert!(!is_replay(&existing, None));
+        assert!(
+            recurrence(&existing, None, now)["metadata"]
+                .get("annotations")
+                .is_none()
+        );
+        // An Event written without a key is never replayed into.
+        let bare = first_occurrence(&identity, involved_object(&pacto), None, None, now);
+        assert!(!is_replay(&bare, Some("status:a")));
     }
 }

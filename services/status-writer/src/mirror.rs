@@ -21,7 +21,7 @@ use crate::context::Context;
 use crate::metrics::MIRROR_PASSES_TOTAL;
 use crate::reconcile::apply::publish_events;
 use crate::reconcile::revisions::{
-    Creation, Recorded, create, list, record_digest, revision_created, tag_overwritten,
+    Creation, Recorded, create, list, report_and_record_digest, report_created,
 };
 use crate::revision::{
     RevisionInput, mirror_failure_message, mirrored_ref, revision_name, revision_version,
@@ -87,21 +87,19 @@ async fn mirror_one(ctx: &Context, pacto: &Pacto) {
                 status.message().to_owned()
             };
             let event = failure_event(transient, &mirror_failure_message(&spec_ref, &detail));
-            publish_events(ctx, pacto, &[event]).await;
+            publish_events(ctx, pacto, &[event], None).await;
             return;
         }
     };
-    let mut events = Vec::new();
-    let mut failed = false;
+    let mut failure = None;
     for tag in answer.revisions {
         if !tag.error.is_empty() {
-            if !failed {
-                failed = true;
-                events.push(failure_event(
+            failure.get_or_insert_with(|| {
+                failure_event(
                     tag.transient,
                     &mirror_failure_message(&spec_ref, &tag.error),
-                ));
-            }
+                )
+            });
             continue;
         }
         let Some(known) = tracked.get(&tag.tag) else {
@@ -110,13 +108,14 @@ async fn mirror_one(ctx: &Context, pacto: &Pacto) {
         if tag.digest.is_empty() || tag.digest == known.digest {
             continue;
         }
-        // Recorded once per change, by whichever of the mirror and a reconcile sees it first
-        // (docs/design/status.md#tag-overwrites).
-        if record_digest(&revisions, known, &tag.digest).await != Recorded::Changed {
+        // Reported and recorded once per change, by whichever of the mirror and a reconcile sees
+        // it first (docs/design/status.md#tag-overwrites).
+        if report_and_record_digest(ctx, pacto, &revisions, &tag.tag, known, &tag.digest).await
+            != Recorded::Changed
+        {
             continue;
         }
         tracing::info!(pacto = %name, tag = %tag.tag, old = %known.digest, new = %tag.digest, "tag force-pushed");
-        events.push(tag_overwritten(&tag.tag, &known.digest, &tag.digest));
         if !tag.content_hash.is_empty() && known.content_hash.as_deref() != Some(&tag.content_hash)
         {
             let version = revision_version(&tag.version).to_owned();
@@ -134,12 +133,14 @@ async fn mirror_one(ctx: &Context, pacto: &Pacto) {
                 spec_oci: None,
                 inline: false,
             };
-            if create(&revisions, &input).await == Creation::Created {
-                events.push(revision_created(&new_name, &version));
+            if let Creation::Created(uid) = create(&revisions, &input).await {
+                report_created(ctx, pacto, &new_name, &version, &uid).await;
             }
         }
     }
-    publish_events(ctx, pacto, &events).await;
+    if let Some(event) = failure {
+        publish_events(ctx, pacto, &[event], None).await;
+    }
 }
 
 fn failure_event(transient: bool, message: &str) -> EventSpec {

@@ -101,7 +101,7 @@ pub async fn reconcile(pacto: Arc<Pacto>, ctx: Arc<Context>) -> Result<Action, R
     // 2. Revision, and 3. Observe + Evaluate, for a contract that resolved.
     let (revision, runtime) = match &resolution {
         Resolution::Resolved(resolved) => (
-            revisions::ensure(&ctx, &pacto, namespace, resolved).await,
+            revisions::ensure(&ctx, &pacto, previous, namespace, resolved).await,
             Some(
                 backends::runtime(
                     &ctx.backends,

@@ -652,3 +652,277 @@ async fn wait_revision_reconciled_and_idle(h: &Harness) {
     )
     .await;
 }
+
+// ---- The crash windows of a pass (docs/design/status.md#exactly-once-events) ----
+//
+// A status-writer killed between publishing an event and writing the status must not make the
+// next pass publish it again; one killed between creating a revision and reporting it must not
+// lose the report. The windows are held open with real admission: ValidatingAdmissionPolicies
+// that refuse the Pacto's status writes (while it carries a label) or the RevisionCreated
+// events of the namespace, so each pass in between is a replay of the pass that "crashed".
+
+use k8s_openapi::api::admissionregistration::v1::{
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+};
+use k8s_openapi::api::core::v1::Event as CoreEvent;
+use kube::api::DeleteParams;
+
+/// The label that makes the API server refuse a Pacto's status writes (its value names the
+/// test, so that two tests' policies do not meet).
+const BLOCK_STATUS: &str = "pacto-test/block-status";
+
+/// A policy `name` refusing what `resources`/`operations` match when `expression` is false,
+/// bound (Deny) to every namespace, optionally only to objects labelled `label` (key, value).
+async fn refuse(
+    client: &kube::Client,
+    name: &str,
+    resources: serde_json::Value,
+    expression: &str,
+    label: Option<(&str, &str)>,
+) {
+    let policy: ValidatingAdmissionPolicy = serde_json::from_value(serde_json::json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": name},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [resources]},
+            "validations": [{"expression": expression, "message": format!("refused by test policy {name}")}],
+        },
+    }))
+    .unwrap();
+    let mut binding = serde_json::json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": name},
+        "spec": {"policyName": name, "validationActions": ["Deny"]},
+    });
+    if let Some((key, value)) = label {
+        binding["spec"]["matchResources"] =
+            serde_json::json!({"objectSelector": {"matchLabels": {key: value}}});
+    }
+    let binding: ValidatingAdmissionPolicyBinding = serde_json::from_value(binding).unwrap();
+    let policies: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
+    let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(client.clone());
+    policies
+        .create(&PostParams::default(), &policy)
+        .await
+        .unwrap();
+    bindings
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
+}
+
+async fn unrefuse(client: &kube::Client, name: &str) {
+    let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(client.clone());
+    let policies: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
+    bindings
+        .delete(name, &DeleteParams::default())
+        .await
+        .unwrap();
+    policies
+        .delete(name, &DeleteParams::default())
+        .await
+        .unwrap();
+}
+
+/// Refuses status writes of Pactos labelled [`BLOCK_STATUS`] = `value`, and waits (deadline)
+/// until the API server enforces it, probing with a dry-run status write of such a Pacto in a
+/// namespace no status-writer watches.
+async fn refuse_labelled_status_writes(client: &kube::Client, policy: &str, value: &str) {
+    refuse(
+        client,
+        policy,
+        serde_json::json!({"apiGroups": ["pacto.trianalab.io"], "apiVersions": ["*"],
+            "operations": ["UPDATE"], "resources": ["pactos/status"]}),
+        "false",
+        Some((BLOCK_STATUS, value)),
+    )
+    .await;
+    let probe_ns = cluster().await.create_namespace("probe").await.unwrap();
+    let probes: Api<Pacto> = Api::namespaced(client.clone(), &probe_ns);
+    let mut probe = pacto("probe", VALID, None);
+    probe
+        .labels_mut()
+        .insert(BLOCK_STATUS.to_owned(), value.to_owned());
+    probes.create(&PostParams::default(), &probe).await.unwrap();
+    eventually(
+        "the status-write refusal to be enforced",
+        Duration::from_secs(30),
+        || async {
+            let patch = Patch::Merge(serde_json::json!({"status": {"contractStatus": "Unknown"}}));
+            let params = PatchParams {
+                dry_run: true,
+                ..PatchParams::default()
+            };
+            match probes.patch_status("probe", &params, &patch).await {
+                Err(kube::Error::Api(status)) if status.message.contains(policy) => Ok(()),
+                other => Err(format!("probe write: {other:?}")),
+            }
+        },
+    )
+    .await;
+}
+
+/// Whether a dry-run `RevisionCreated` event in `ns` is refused by policy `policy`.
+async fn revision_events_refused(client: &kube::Client, ns: &str, policy: &str) -> bool {
+    let events: Api<CoreEvent> = Api::namespaced(client.clone(), ns);
+    let probe: CoreEvent = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "probe.0", "namespace": ns},
+        "involvedObject": {"kind": "Pacto", "name": "probe", "namespace": ns},
+        "reason": "RevisionCreated", "message": "probe", "type": "Normal",
+        "source": {"component": "test"},
+    }))
+    .unwrap();
+    let params = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    match events.create(&params, &probe).await {
+        Err(kube::Error::Api(status)) => status.message.contains(policy),
+        _ => false,
+    }
+}
+
+/// Removes label [`BLOCK_STATUS`] from Pacto `name` (which also starts a pass).
+async fn unblock_status(api: &Api<Pacto>, name: &str) {
+    let patch = Patch::Merge(serde_json::json!({"metadata": {"labels": {BLOCK_STATUS: null}}}));
+    api.patch(name, &PatchParams::default(), &patch)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_transition_event_is_published_before_the_status_and_never_twice() {
+    let h = start(true).await;
+    let policy = format!("block-status-{}", h.namespace);
+    refuse_labelled_status_writes(&h.client, &policy, &h.namespace).await;
+    let api: Api<Pacto> = Api::namespaced(h.client.clone(), &h.namespace);
+    let bad = "pactoVersion: \"2.0\"\nservice:\n  name: orders\n  version: not-a-version\n";
+    let mut broken = pacto("broken", bad, Some("orders"));
+    broken
+        .labels_mut()
+        .insert(BLOCK_STATUS.to_owned(), h.namespace.clone());
+    api.create(&PostParams::default(), &broken).await.unwrap();
+
+    // The event is out although no status could be written: what a pass killed right before
+    // its status write leaves behind.
+    wait_event(&h.client, &h.namespace, "broken", "ContractInvalid").await;
+    // Every later pass (the backoff retries of the refused write; after a crash, the restarted
+    // writer's first pass) starts from the same persisted status: a replay, not a recurrence.
+    let passes = h.ctx.reconciles();
+    eventually(
+        "two more passes over the refused write",
+        Duration::from_secs(40),
+        || async { (h.ctx.reconciles() >= passes + 2).then_some(()) },
+    )
+    .await;
+    assert!(api.get("broken").await.unwrap().status.is_none());
+    assert_eq!(
+        times_recorded(&h.client, &h.namespace, "broken", "ContractInvalid").await,
+        1
+    );
+
+    // The write lands: still one event.
+    unblock_status(&api, "broken").await;
+    wait_status(&api, "broken", ContractStatus::Invalid).await;
+    let writes = h.ctx.status_writes();
+    api.patch(
+        "broken",
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"metadata": {"annotations": {"nudge": "1"}}})),
+    )
+    .await
+    .unwrap();
+    eventually(
+        "the nudge to be reconciled",
+        Duration::from_secs(20),
+        || async { (h.ctx.reconciles() > passes + 3).then_some(()) },
+    )
+    .await;
+    assert_eq!(h.ctx.status_writes(), writes, "nothing changed");
+    assert_eq!(
+        times_recorded(&h.client, &h.namespace, "broken", "ContractInvalid").await,
+        1
+    );
+    unrefuse(&h.client, &policy).await;
+}
+
+#[tokio::test]
+async fn a_revision_whose_report_was_lost_is_reported_by_the_next_pass_once() {
+    let h = start(true).await;
+    let status_policy = format!("block-status-rev-{}", h.namespace);
+    refuse_labelled_status_writes(&h.client, &status_policy, &h.namespace).await;
+    let events_policy = format!("block-revision-events-{}", h.namespace);
+    refuse(
+        &h.client,
+        &events_policy,
+        serde_json::json!({"apiGroups": [""], "apiVersions": ["v1"],
+            "operations": ["CREATE"], "resources": ["events"]}),
+        &format!(
+            "!(object.reason == 'RevisionCreated' && object.involvedObject.namespace == '{}')",
+            h.namespace
+        ),
+        None,
+    )
+    .await;
+    eventually(
+        "the RevisionCreated refusal to be enforced",
+        Duration::from_secs(30),
+        || async {
+            revision_events_refused(&h.client, &h.namespace, &events_policy)
+                .await
+                .then_some(())
+        },
+    )
+    .await;
+
+    // A pass creates the revision, its report is refused (lost, as if the writer died right
+    // after the create), and so is its status write.
+    let api: Api<Pacto> = Api::namespaced(h.client.clone(), &h.namespace);
+    let mut orders = pacto("orders", VALID, None);
+    orders
+        .labels_mut()
+        .insert(BLOCK_STATUS.to_owned(), h.namespace.clone());
+    api.create(&PostParams::default(), &orders).await.unwrap();
+    let revisions: Api<PactoRevision> = Api::namespaced(h.client.clone(), &h.namespace);
+    let revision = eventually("the revision", Duration::from_secs(30), || async {
+        let listed = revisions.list(&ListParams::default()).await.unwrap().items;
+        listed.into_iter().next().ok_or("no revision yet")
+    })
+    .await;
+    assert_eq!(
+        times_recorded(&h.client, &h.namespace, "orders", "RevisionCreated").await,
+        0
+    );
+
+    // Events are accepted again; the passes that follow find a revision no status write has
+    // acknowledged and report it, once, however many of them there are.
+    unrefuse(&h.client, &events_policy).await;
+    eventually(
+        "the RevisionCreated refusal to be lifted",
+        Duration::from_secs(30),
+        || async {
+            (!revision_events_refused(&h.client, &h.namespace, &events_policy).await).then_some(())
+        },
+    )
+    .await;
+    let (_, message) = wait_event(&h.client, &h.namespace, "orders", "RevisionCreated").await;
+    assert!(message.contains(&revision.name_any()), "{message}");
+    let passes = h.ctx.reconciles();
+    eventually(
+        "two more passes over the refused status write",
+        Duration::from_secs(40),
+        || async { (h.ctx.reconciles() >= passes + 2).then_some(()) },
+    )
+    .await;
+    unblock_status(&api, "orders").await;
+    let (_, status) = wait_status(&api, "orders", ContractStatus::Reference).await;
+    assert_eq!(status.current_revision, Some(revision.name_any()));
+    assert_eq!(
+        times_recorded(&h.client, &h.namespace, "orders", "RevisionCreated").await,
+        1
+    );
+    unrefuse(&h.client, &status_policy).await;
+}

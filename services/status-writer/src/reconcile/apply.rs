@@ -1,5 +1,7 @@
-//! Step 5 of a reconcile: the server-side apply of the composed status with one field manager
-//! (only when it changed), then the report: transition events and the contract gauges.
+//! Step 5 of a reconcile: the transition events, then the server-side apply of the composed
+//! status with one field manager (only when it changed), then the contract gauges. Events go
+//! first, keyed by the status they move away from, so a crash between the two repeats the
+//! pass without repeating or losing an event (docs/design/status.md#exactly-once-events).
 
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
@@ -17,8 +19,9 @@ use crate::reconcile::memo::PactoKey;
 /// The single field manager of every status write.
 pub const FIELD_MANAGER: &str = "pacto-status-writer";
 
-/// Applies `composed.status` when it changed (remembering the write), then publishes its events
-/// and sets the Pacto's gauges. A failed write skips the report.
+/// Publishes the events of `composed` (keyed by [`Composed::occurrence`]), applies its status
+/// when it changed (remembering the write), and sets the Pacto's gauges. A failed write skips
+/// the gauges; its events were published, and the pass that retries it replays them as no-ops.
 pub async fn apply_and_report(
     ctx: &Context,
     pacto: &Pacto,
@@ -27,13 +30,13 @@ pub async fn apply_and_report(
 ) -> Result<(), ReconcileError> {
     let (namespace, name) = key;
     let status = &composed.status;
+    publish_events(ctx, pacto, &composed.events, Some(&composed.occurrence)).await;
     if composed.changed {
         let wrote = apply_status(&ctx.client, namespace, name, status).await?;
         ctx.count_status_write();
         ctx.written
             .remember(key.clone(), pacto, wrote.as_deref(), status);
     }
-    publish_events(ctx, pacto, &composed.events).await;
     if let Some(verdict) = status.contract_status {
         ctx.gauges.set(
             namespace,
@@ -80,11 +83,25 @@ pub async fn apply_status(
 }
 
 /// Publishes `events` on `pacto` as aggregated core/v1 Events: a recurrence of the same type,
-/// reason and message counts on the existing Event (docs/design/status.md#events). Failures are
-/// logged and counted: events are best effort and never fail a reconcile.
-pub async fn publish_events(ctx: &Context, pacto: &Pacto, events: &[EventSpec]) {
+/// reason and message counts on the existing Event, unless it carries the `occurrence` key that
+/// Event already counted (docs/design/status.md#events). Failures are logged and counted:
+/// events are best effort and never fail a reconcile.
+pub async fn publish_events(
+    ctx: &Context,
+    pacto: &Pacto,
+    events: &[EventSpec],
+    occurrence: Option<&str>,
+) {
     for event in events {
-        match events::record(&ctx.client, pacto, event, ctx.instance.as_deref()).await {
+        match events::record(
+            &ctx.client,
+            pacto,
+            event,
+            occurrence,
+            ctx.instance.as_deref(),
+        )
+        .await
+        {
             Ok(recorded) => {
                 tracing::debug!(reason = %event.reason, ?recorded, "event recorded");
             }

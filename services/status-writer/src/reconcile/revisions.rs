@@ -1,14 +1,16 @@
 //! Step 2 of a reconcile: the PactoRevision of the resolved contract, created when missing
 //! (and its status backfilled), and the tag overwrite this reconcile may be the first to see
 //! (docs/design/status.md#tag-overwrites). [`list`], [`record_digest`] and [`create`] are shared
-//! with the revision mirror. Events are published as soon as what they report happened, before
-//! and independently of the status write. Revision errors are logged only; they never fail a
-//! reconcile.
+//! with the revision mirror. A `TagOverwritten` is published before the digest is recorded, a
+//! `RevisionCreated` as soon as the revision is created, and again (as a no-op replay) by each
+//! pass until a status write acknowledges the revision, each keyed by the change it reports, so
+//! that a crash loses none and repeats none (docs/design/status.md#exactly-once-events).
+//! Revision errors are logged only; they never fail a reconcile.
 
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 use pacto_api::labels::event_reason;
-use pacto_api::{Pacto, PactoRevision};
+use pacto_api::{Pacto, PactoRevision, PactoStatus};
 
 use crate::compose::{EventKind, EventSpec};
 use crate::context::Context;
@@ -25,10 +27,10 @@ use crate::revision::{
 const RECORD_ATTEMPTS: usize = 3;
 
 /// What [`create`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Creation {
-    /// The revision was created (and its status written).
-    Created,
+    /// The revision was created (and its status written); its uid.
+    Created(String),
     /// A revision of that name exists already.
     Existed,
     /// The API refused (logged).
@@ -123,17 +125,77 @@ pub async fn create(api: &Api<PactoRevision>, input: &RevisionInput<'_>) -> Crea
     let object = revision_object(input);
     let name = object.name_any();
     match api.create(&PostParams::default(), &object).await {
-        Ok(_) => {
+        Ok(created) => {
             if let Err(error) = write_resolved_status(api, &name, input.hash).await {
                 tracing::warn!(%error, revision = %name, "cannot write PactoRevision status");
             }
-            Creation::Created
+            Creation::Created(created.uid().unwrap_or_default())
         }
         Err(kube::Error::Api(status)) if status.code == 409 => Creation::Existed,
         Err(error) => {
             tracing::warn!(%error, revision = %name, "cannot create PactoRevision");
             Creation::Failed
         }
+    }
+}
+
+/// The occurrence key of a `RevisionCreated`: the revision's uid (a revision deleted and
+/// created again is another creation).
+pub fn revision_occurrence(uid: &str) -> String {
+    format!("revision:{uid}")
+}
+
+/// The occurrence key of a `TagOverwritten`: the tracked revision as it was read (its
+/// resourceVersion moves with each recorded change) and the new digest.
+pub fn tag_occurrence(tracked: &TrackedTag, digest: &str) -> String {
+    format!(
+        "tag:{}:{}:{digest}",
+        tracked.revision,
+        tracked.resource_version.as_deref().unwrap_or_default()
+    )
+}
+
+/// Publishes the `TagOverwritten` of `tracked`'s tag moving to `digest`, then records the digest
+/// (docs/design/status.md#tag-overwrites). Publishing first means a crash in between repeats
+/// the publish (a no-op replay, same key) instead of losing it; two passes that read the same
+/// revision publish one event.
+pub async fn report_and_record_digest(
+    ctx: &Context,
+    pacto: &Pacto,
+    api: &Api<PactoRevision>,
+    tag: &str,
+    tracked: &TrackedTag,
+    digest: &str,
+) -> Recorded {
+    let event = tag_overwritten(tag, &tracked.digest, digest);
+    publish_events(ctx, pacto, &[event], Some(&tag_occurrence(tracked, digest))).await;
+    record_digest(api, tracked, digest).await
+}
+
+/// Publishes the `RevisionCreated` of revision `name` (uid `uid`).
+pub async fn report_created(ctx: &Context, pacto: &Pacto, name: &str, version: &str, uid: &str) {
+    let event = revision_created(name, version);
+    publish_events(ctx, pacto, &[event], Some(&revision_occurrence(uid))).await;
+}
+
+/// True when no status write has acknowledged `revision` yet: the persisted status does not
+/// name it and was last written no later than the revision was created (both times have
+/// one-second granularity, so the same second counts as not acknowledged; a needless publish is
+/// a no-op replay). Such a revision's `RevisionCreated` may have been lost to a crash.
+pub fn unacknowledged(revision: &PactoRevision, previous: Option<&PactoStatus>) -> bool {
+    let name = revision.meta().name.as_deref();
+    let Some(previous) = previous else {
+        return true;
+    };
+    if previous.current_revision.as_deref() == name {
+        return false;
+    }
+    match (
+        &previous.last_reconciled_at,
+        &revision.meta().creation_timestamp,
+    ) {
+        (Some(written), Some(created)) => created.0 >= written.0,
+        _ => true,
     }
 }
 
@@ -162,6 +224,7 @@ pub fn revision_created(name: &str, version: &str) -> EventSpec {
 pub async fn ensure(
     ctx: &Context,
     pacto: &Pacto,
+    previous: Option<&PactoStatus>,
     namespace: &str,
     resolved: &ResolvedContract,
 ) -> Option<EnsuredRevision> {
@@ -176,7 +239,6 @@ pub async fn ensure(
             return None;
         }
     };
-    let mut events = Vec::new();
     if let (Some((tag, tracked)), Some(digest)) = (
         moved_tag(
             pacto,
@@ -185,15 +247,19 @@ pub async fn ensure(
             resolved.digest.as_deref(),
         ),
         resolved.digest.as_deref(),
-    ) && record_digest(&api, &tracked, digest).await == Recorded::Changed
+    ) && report_and_record_digest(ctx, pacto, &api, tag, &tracked, digest).await
+        == Recorded::Changed
     {
         tracing::info!(pacto = %pacto_name, tag, old = %tracked.digest, new = %digest, "tag force-pushed (seen by a reconcile)");
-        events.push(tag_overwritten(tag, &tracked.digest, digest));
     }
     let existing = listed
         .iter()
         .find(|r| r.meta().name.as_deref() == Some(&name));
     let ensured = if let Some(existing) = existing {
+        if unacknowledged(existing, previous) {
+            let uid = existing.uid().unwrap_or_default();
+            report_created(ctx, pacto, &name, &version, &uid).await;
+        }
         if needs_backfill(existing.status.as_ref())
             && let Err(error) = write_resolved_status(&api, &name, &resolved.content_hash).await
         {
@@ -220,13 +286,22 @@ pub async fn ensure(
                 .is_some_and(|i| !i.is_empty()),
         };
         match create(&api, &input).await {
-            Creation::Created => {
-                events.push(revision_created(&name, &version));
+            Creation::Created(uid) => {
+                report_created(ctx, pacto, &name, &version, &uid).await;
                 true
             }
-            // Created by a concurrent pass (which reported it): its status is written (again)
-            // all the same.
+            // Created by a concurrent pass, which may have died before reporting it: reported
+            // here too (a no-op replay when it did), and its status is written (again).
             Creation::Existed => {
+                match api.get(&name).await {
+                    Ok(existing) => {
+                        let uid = existing.uid().unwrap_or_default();
+                        report_created(ctx, pacto, &name, &version, &uid).await;
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, revision = %name, "cannot read PactoRevision");
+                    }
+                }
                 if let Err(error) = write_resolved_status(&api, &name, &resolved.content_hash).await
                 {
                     tracing::warn!(%error, revision = %name, "cannot write PactoRevision status");
@@ -236,6 +311,72 @@ pub async fn ensure(
             Creation::Failed => false,
         }
     };
-    publish_events(ctx, pacto, &events).await;
     ensured.then_some(EnsuredRevision { name })
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use k8s_openapi::jiff::Timestamp;
+
+    use super::*;
+
+    fn revision(name: &str, created: Option<i64>) -> PactoRevision {
+        let mut revision: PactoRevision = serde_json::from_value(serde_json::json!({
+            "apiVersion": "pacto.trianalab.io/v1alpha1",
+            "kind": "PactoRevision",
+            "metadata": {"name": name},
+            "spec": {"pactoRef": "orders", "version": "1.0.0", "source": {}},
+        }))
+        .unwrap();
+        revision.metadata.creation_timestamp =
+            created.map(|s| Time(Timestamp::from_second(s).unwrap()));
+        revision
+    }
+
+    fn status(written: Option<i64>, current: Option<&str>) -> PactoStatus {
+        PactoStatus {
+            last_reconciled_at: written.map(|s| Time(Timestamp::from_second(s).unwrap())),
+            current_revision: current.map(str::to_owned),
+            ..PactoStatus::default()
+        }
+    }
+
+    #[test]
+    fn a_revision_is_acknowledged_by_a_later_status_write_or_by_being_named() {
+        let rev = revision("orders-1-0-0-abcdef0", Some(100));
+        // Never written, or written without a time: not acknowledged.
+        assert!(unacknowledged(&rev, None));
+        assert!(unacknowledged(&rev, Some(&status(None, None))));
+        // Written before the revision existed, or in the same second: not acknowledged.
+        assert!(unacknowledged(&rev, Some(&status(Some(99), None))));
+        assert!(unacknowledged(&rev, Some(&status(Some(100), None))));
+        // Written after it was created, or naming it: acknowledged.
+        assert!(!unacknowledged(&rev, Some(&status(Some(101), None))));
+        assert!(!unacknowledged(
+            &rev,
+            Some(&status(Some(100), Some("orders-1-0-0-abcdef0")))
+        ));
+        // An old revision the Pacto comes back to is not reported again.
+        let old = revision("orders-0-9-0-1234567", Some(10));
+        assert!(!unacknowledged(
+            &old,
+            Some(&status(Some(100), Some("orders-1-0-0-abcdef0")))
+        ));
+    }
+
+    #[test]
+    fn occurrence_keys_name_the_change() {
+        assert_eq!(revision_occurrence("u-1"), "revision:u-1");
+        let tracked = TrackedTag {
+            revision: "orders-1-0-0-abcdef0".into(),
+            resource_version: Some("7".into()),
+            digest: "sha256:old".into(),
+            content_hash: None,
+        };
+        assert_eq!(
+            tag_occurrence(&tracked, "sha256:new"),
+            "tag:orders-1-0-0-abcdef0:7:sha256:new"
+        );
+    }
 }
