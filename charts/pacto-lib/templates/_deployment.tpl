@@ -45,6 +45,12 @@ spec:
         - name: {{ include "pacto.component" . }}
           image: {{ include "pacto.image" . | quote }}
           imagePullPolicy: {{ .Values.image.pullPolicy }}
+          {{- if and (eq (include "pacto.hasGrpcServer" .) "true") (gt (int .Values.shutdownDelaySeconds) 0) }}
+          lifecycle:
+            preStop:
+              sleep:
+                seconds: {{ int .Values.shutdownDelaySeconds }}
+          {{- end }}
           args:
             {{- include "pacto.serviceArgs" . | nindent 12 }}
             {{- include "pacto.commonArgs" . | nindent 12 }}
