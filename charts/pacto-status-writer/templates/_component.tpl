@@ -21,6 +21,7 @@
 {{- with .Values.controller.watchNamespace }}
 - --watch-namespace={{ . }}
 {{- end }}
+{{- include "pacto.scopeArgs" . }}
 {{- with .Values.controller.stabilizationWindow }}
 - --stabilization-window={{ . }}
 {{- end }}

@@ -120,6 +120,23 @@ pub struct Args {
         value_name = "NS"
     )]
     pub watch_namespace: Option<String>,
+    /// Observe only targets of namespaces whose labels match this Kubernetes label selector
+    /// (default: every namespace); Observe for another namespace is refused and its target
+    /// changes are not streamed. Needs list/watch on Namespaces.
+    #[arg(
+        long = "namespace-selector",
+        env = "PACTO_OBSERVER_NAMESPACE_SELECTOR",
+        value_name = "SELECTOR"
+    )]
+    pub namespace_selector: Option<String>,
+    /// Never observe targets of these namespaces (comma-separated), selector or not.
+    #[arg(
+        long = "exclude-namespaces",
+        env = "PACTO_OBSERVER_EXCLUDE_NAMESPACES",
+        value_name = "NAMESPACES",
+        value_delimiter = ','
+    )]
+    pub exclude_namespaces: Vec<String>,
     /// Who may stream node-agent reports.
     #[command(flatten)]
     pub node_agents: NodeAgentArgs,
@@ -234,6 +251,9 @@ pub enum ObserverError {
     /// The HTTP prober could not be built.
     #[error(transparent)]
     Probe(#[from] probe::ProbeError),
+    /// `--namespace-selector` or `--exclude-namespaces` cannot be used.
+    #[error(transparent)]
+    Scope(#[from] pacto_runtime::scope::ScopeError),
 }
 
 /// Serves gRPC and the admin endpoints until `shutdown` is cancelled, then drains in-flight
@@ -290,6 +310,12 @@ pub async fn run(args: Args) -> Result<(), ObserverError> {
         .await
         .map_err(ObserverError::Kube)?;
     let namespace = args.watch_namespace.clone().filter(|n| !n.is_empty());
+    let scope = pacto_runtime::scope::NamespaceScope::new(
+        args.namespace_selector.as_deref(),
+        args.exclude_namespaces.clone(),
+    )?;
+    scope.check(&client).await?;
+    tokio::spawn(scope.clone().run(client.clone(), shutdown.clone()));
     let hub = watch::TargetHub::new();
     let kinds = watch::Kinds {
         secrets: args.observe_secrets,
@@ -315,7 +341,9 @@ pub async fn run(args: Args) -> Result<(), ObserverError> {
     let config = process.bind(&args.server).await?;
     serve(
         config,
-        ObserverService::new(observer, hub, shutdown.clone()).with_node_agents(node_agents),
+        ObserverService::new(observer, hub, shutdown.clone())
+            .with_node_agents(node_agents)
+            .with_scope(scope),
         shutdown,
     )
     .await

@@ -11,6 +11,7 @@ use pacto_proto::observer::{
     ObserveRequest, ObserveResponse, TargetChange, WatchTargetsRequest, observer_server,
 };
 use pacto_runtime::metrics::RpcTimer;
+use pacto_runtime::scope::NamespaceScope;
 use pacto_runtime::{AllowList, CancellationToken};
 use tonic::{Request, Response, Status};
 
@@ -30,6 +31,7 @@ pub struct ObserverService {
     shutdown: CancellationToken,
     clock: Clock,
     node_agents: Option<NodeAgentEndpoint>,
+    scope: NamespaceScope,
 }
 
 /// The NodeAgentReports service and the client identities allowed to call it (a list separate
@@ -69,7 +71,16 @@ impl ObserverService {
             shutdown,
             clock,
             node_agents: None,
+            scope: NamespaceScope::all(),
         }
+    }
+
+    /// Observes only targets of namespaces in `scope`
+    /// (docs/design/architecture.md#namespace-scope).
+    #[must_use]
+    pub fn with_scope(mut self, scope: NamespaceScope) -> Self {
+        self.scope = scope;
+        self
     }
 
     /// Also serves NodeAgentReports, to callers on `endpoint.allowed`.
@@ -109,6 +120,13 @@ impl observer_server::Observer for ObserverService {
                 return timer.finish(Err(Status::from(error)));
             }
         };
+        if !self.scope.admits(&input.target.namespace) {
+            return timer.finish(Err(Status::failed_precondition(format!(
+                "namespace {} is outside this observer's scope ({}; flags --namespace-selector, --exclude-namespaces)",
+                input.target.namespace,
+                self.scope.describe()
+            ))));
+        }
         let key = (
             input.target.namespace.clone(),
             input.target.pacto_name.clone(),
@@ -131,11 +149,16 @@ impl observer_server::Observer for ObserverService {
         request: Request<WatchTargetsRequest>,
     ) -> Result<Response<Self::WatchTargetsStream>, Status> {
         let namespace = request.into_inner().namespace;
+        let scope = self.scope.clone();
         let stream = self
             .hub
             .subscribe(namespace, self.shutdown.clone())
-            .flat_map(|batch| {
-                futures::stream::iter(batch.into_iter().map(|change| {
+            .flat_map(move |batch| {
+                let scope = scope.clone();
+                let in_scope = batch
+                    .into_iter()
+                    .filter(move |change| scope.admits(&change.pacto.0));
+                futures::stream::iter(in_scope.map(|change| {
                     metrics::counter!(crate::metrics::TARGET_CHANGES_TOTAL).increment(1);
                     Ok(TargetChange {
                         namespace: change.pacto.0,

@@ -1463,3 +1463,101 @@ async fn without_secret_access_bound_secrets_are_honest_unknowns() {
         .await
         .expect("the watches without Secrets are ready");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn observe_outside_the_namespace_scope_is_refused_until_the_namespace_is_labelled() {
+    use k8s_openapi::api::core::v1::Namespace;
+    use kube::api::{Patch, PatchParams};
+    use pacto_proto::observer as pb;
+    use pacto_proto::observer::observer_server::Observer as _;
+    use pacto_runtime::CancellationToken;
+    use pacto_runtime::scope::NamespaceScope;
+
+    let cp = cluster().await;
+    let ns = cp.create_namespace("obs-scope").await.unwrap();
+    let client = cp.client().unwrap();
+    let label = "pacto-test/observe";
+    let scope =
+        NamespaceScope::new(Some(&format!("{label}={ns}")), ["kube-system".to_owned()]).unwrap();
+    scope.check(&client).await.unwrap();
+    let shutdown = CancellationToken::new();
+    tokio::spawn(scope.clone().run(client.clone(), shutdown.clone()));
+    let service = pacto_observer::ObserverService::new(
+        observer(&client, Options::default(), &[]),
+        pacto_observer::watch::TargetHub::new(),
+        shutdown.clone(),
+    )
+    .with_scope(scope);
+    let request = |namespace: &str| pb::ObserveRequest {
+        target: Some(pb::Target {
+            namespace: namespace.to_owned(),
+            pacto_name: "web".into(),
+            service_name: "web".into(),
+            ..pb::Target::default()
+        }),
+        contract: Some(pacto_proto::convert::contract_document(WEB_CONTRACT)),
+        ..pb::ObserveRequest::default()
+    };
+    // Not labelled: refused, naming the namespace and the scope.
+    let status = service
+        .observe(tonic::Request::new(request(&ns)))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::FailedPrecondition);
+    assert_eq!(
+        status.message(),
+        format!(
+            "namespace {ns} is outside this observer's scope (namespaces labelled \"{label}={ns}\" except kube-system; flags --namespace-selector, --exclude-namespaces)"
+        )
+    );
+    // Excluded: refused whatever its labels.
+    let status = service
+        .observe(tonic::Request::new(request("kube-system")))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::FailedPrecondition);
+
+    // Labelled: observed (the scope follows the namespace's labels through its watch).
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    namespaces
+        .patch(
+            &ns,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {label: ns.clone()}}})),
+        )
+        .await
+        .unwrap();
+    eventually(
+        "Observe to be served once the namespace is labelled",
+        Duration::from_secs(30),
+        || async {
+            service
+                .observe(tonic::Request::new(request(&ns)))
+                .await
+                .map(drop)
+                .map_err(|s| format!("{:?}: {}", s.code(), s.message()))
+        },
+    )
+    .await;
+    // And refused again once the label goes.
+    namespaces
+        .patch(
+            &ns,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {label: null}}})),
+        )
+        .await
+        .unwrap();
+    eventually(
+        "Observe to be refused once the label is removed",
+        Duration::from_secs(30),
+        || async {
+            match service.observe(tonic::Request::new(request(&ns))).await {
+                Err(s) if s.code() == tonic::Code::FailedPrecondition => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+    shutdown.cancel();
+}

@@ -28,6 +28,8 @@ pub mod grpc;
 mod identity;
 pub mod metrics;
 pub mod process;
+#[cfg(feature = "watch")]
+pub mod scope;
 pub mod service;
 mod shutdown;
 mod telemetry;

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use kube::Client;
+use pacto_runtime::scope::NamespaceScope;
 
 use crate::gauges::Gauges;
 use crate::reconcile::backends::Backends;
@@ -30,6 +31,8 @@ pub struct Context {
     pub instance: Option<String>,
     /// Pactos reconciled at the same time.
     pub concurrency: u16,
+    /// The namespaces whose Pactos are reconciled (docs/design/architecture.md#namespace-scope).
+    pub scope: NamespaceScope,
     /// Consecutive backend failures per Pacto.
     pub(crate) backoff: Backoff,
     /// The status last written per Pacto, until the Pacto cache shows that write.
@@ -82,6 +85,7 @@ impl Context {
             stabilization_window,
             instance,
             concurrency: DEFAULT_CONCURRENT_RECONCILES,
+            scope: NamespaceScope::all(),
             backoff: Backoff::default(),
             written: WriteMemo::default(),
             triggers: Triggers::default(),
@@ -91,6 +95,13 @@ impl Context {
             in_flight: AtomicU64::new(0),
             most_in_flight: AtomicU64::new(0),
         }
+    }
+
+    /// The same context reconciling only Pactos of namespaces in `scope`.
+    #[must_use]
+    pub fn with_scope(mut self, scope: NamespaceScope) -> Self {
+        self.scope = scope;
+        self
     }
 
     /// The same context reconciling at most `concurrency` Pactos at once (at least one).

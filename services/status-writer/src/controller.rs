@@ -53,9 +53,14 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>, shutdown: Cancell
         ctx.clone(),
         shutdown.clone(),
     ));
+    let entered = ctx.scope.subscribe();
     let (reader, stream) = triggers::pactos(pactos, Arc::clone(&ctx));
     let mut targets = triggers::watch_targets(&ctx, reader.clone(), shutdown.clone());
-    let target_stream = futures::stream::poll_fn(move |cx| targets.poll_recv(cx));
+    let mut scope = triggers::scope_entries(&ctx, reader.clone(), entered, shutdown.clone());
+    let target_stream = futures::stream::select(
+        futures::stream::poll_fn(move |cx| targets.poll_recv(cx)),
+        futures::stream::poll_fn(move |cx| scope.poll_recv(cx)),
+    );
     let stop = shutdown.clone();
     Controller::for_stream(stream, reader)
         .with_config(kube::runtime::controller::Config::default().concurrency(ctx.concurrency))

@@ -120,6 +120,23 @@ pub struct Args {
         value_name = "NAMESPACE"
     )]
     pub watch_namespace: Option<String>,
+    /// Reconcile only Pactos of namespaces whose labels match this Kubernetes label selector
+    /// (e.g. `pacto.trianalab.io/audit=enabled`; default: every namespace). Needs list/watch
+    /// on Namespaces.
+    #[arg(
+        long = "namespace-selector",
+        env = "PACTO_STATUS_WRITER_NAMESPACE_SELECTOR",
+        value_name = "SELECTOR"
+    )]
+    pub namespace_selector: Option<String>,
+    /// Never reconcile Pactos of these namespaces (comma-separated), selector or not.
+    #[arg(
+        long = "exclude-namespaces",
+        env = "PACTO_STATUS_WRITER_EXCLUDE_NAMESPACES",
+        value_name = "NAMESPACES",
+        value_delimiter = ','
+    )]
+    pub exclude_namespaces: Vec<String>,
     /// Stabilization window for absences, passed to Observe (default: the observer's own
     /// `--stabilization-window`). Go duration syntax.
     #[arg(
@@ -247,6 +264,9 @@ pub enum StatusWriterError {
     /// The leader-election durations are not ordered retry < deadline < lease duration.
     #[error(transparent)]
     LeaseTiming(#[from] leader::LeaseTimingError),
+    /// `--namespace-selector` or `--exclude-namespaces` cannot be used.
+    #[error(transparent)]
+    Scope(#[from] pacto_runtime::scope::ScopeError),
 }
 
 fn spec(address: &str, server_name: Option<&String>, args: &GrpcClientArgs) -> ChannelSpec {
@@ -354,7 +374,9 @@ pub async fn serve_elected(
     let metrics = MetricsEndpoint::new(metrics).with_extra(move || gauges.render());
     let admin = AdminServer::spawn(admin_listener, metrics, &shutdown);
     admin.readiness().set(true);
-    tracing::info!(namespace = ?namespace, "status-writer reconciling Pactos");
+    // Every replica follows the scope, leader or not, so a new leader starts with it.
+    tokio::spawn(ctx.scope.clone().run(ctx.client.clone(), shutdown.clone()));
+    tracing::info!(namespace = ?namespace, scope = %ctx.scope.describe(), "status-writer reconciling Pactos");
     match lease {
         None => work(ctx, namespace, mirror_interval, shutdown.clone()).await,
         Some(lease) => {
@@ -376,6 +398,11 @@ pub async fn run(args: Args) -> Result<(), StatusWriterError> {
     let client = kube::Client::try_default()
         .await
         .map_err(StatusWriterError::Kubernetes)?;
+    let scope = pacto_runtime::scope::NamespaceScope::new(
+        args.namespace_selector.as_deref(),
+        args.exclude_namespaces.clone(),
+    )?;
+    scope.check(&client).await?;
     let ctx = Arc::new(
         controller::Context::new(
             client,
@@ -384,7 +411,8 @@ pub async fn run(args: Args) -> Result<(), StatusWriterError> {
             args.stabilization_window,
             args.pod_name.clone(),
         )
-        .with_concurrency(args.max_concurrent_reconciles),
+        .with_concurrency(args.max_concurrent_reconciles)
+        .with_scope(scope),
     );
     let lease = if args.leader_elect {
         let lease = leader::LeaseConfig {

@@ -28,14 +28,17 @@ use crate::revision::{
     tracked_tags,
 };
 
-/// One mirror pass over every Pacto visible to `ctx` (all namespaces or `namespace`).
+/// One mirror pass over every Pacto visible to `ctx` (all namespaces or `namespace`) whose
+/// namespace is in scope.
 pub async fn pass(ctx: &Context, namespace: Option<&str>) -> Result<(), kube::Error> {
     let api: Api<Pacto> = match namespace {
         Some(ns) => Api::namespaced(ctx.client.clone(), ns),
         None => Api::all(ctx.client.clone()),
     };
     for pacto in api.list(&ListParams::default()).await?.items {
-        mirror_one(ctx, &pacto).await;
+        if pacto.namespace().is_some_and(|ns| ctx.scope.admits(&ns)) {
+            mirror_one(ctx, &pacto).await;
+        }
     }
     Ok(())
 }

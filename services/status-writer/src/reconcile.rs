@@ -89,6 +89,14 @@ pub async fn reconcile(pacto: Arc<Pacto>, ctx: Arc<Context>) -> Result<Action, R
     let key = key_of(&pacto)?;
     let trigger = ctx.triggers.take(&key);
     let namespace = key.0.as_str();
+    // Out of scope (docs/design/architecture.md#namespace-scope): no pass, no requeue; the
+    // status stays as last written and the gauges go. The namespace entering the scope starts
+    // a pass again.
+    if !ctx.scope.admits(namespace) {
+        ctx.gauges.remove(namespace, &key.1);
+        ctx.count_reconcile();
+        return Ok(Action::await_change());
+    }
 
     // The previous status: our own last write while the cache has not seen it
     // (docs/design/status.md#the-write-memo), else the cached one. The windows sent to the

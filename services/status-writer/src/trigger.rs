@@ -13,7 +13,8 @@ use crate::reconcile::memo::PactoKey;
 /// marks the Pacto it queues, and the reconcile takes the mark (see [`Triggers`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Trigger {
-    /// A change of the Pacto's spec, labels or annotations (or its first listing).
+    /// A change of the Pacto's spec, labels or annotations (or its first listing, or its
+    /// namespace entering the scope).
     Pacto,
     /// A WatchTargets notification of the observer (its target changed).
     WatchTargets,

@@ -1,6 +1,6 @@
 //! What makes a Pacto reconcile, and what follows its deletion: the Pacto watch (spec, labels
 //! and annotations; not our own status writes), the watch of the PactoRevisions it owns, the
-//! observer's WatchTargets notifications, and a metadata watch that drops the gauges and the last-write memo of deleted Pactos.
+//! observer's WatchTargets notifications, the namespaces entering the scope, and a metadata watch that drops the gauges and the last-write memo of deleted Pactos.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -156,6 +156,54 @@ pub fn watch_targets(
                 () = tokio::time::sleep(delay) => {}
             }
             delay = (delay * 2).min(WATCH_TARGETS_RETRY_MAX);
+        }
+    });
+    rx
+}
+
+/// The Pactos of each namespace that enters the scope (docs/design/architecture.md#namespace-scope),
+/// from the controller's store, marked as [`Trigger::Pacto`] (the scope's first listing of
+/// them). `entered` must be subscribed before the controller starts, so that no entry falls
+/// between a pass that found the namespace out of scope and the subscription. A subscriber that
+/// lagged reconciles every Pacto in scope.
+pub fn scope_entries(
+    ctx: &Arc<Context>,
+    pactos: Store<Pacto>,
+    mut entered: tokio::sync::broadcast::Receiver<String>,
+    shutdown: CancellationToken,
+) -> tokio::sync::mpsc::Receiver<ObjectRef<Pacto>> {
+    use tokio::sync::broadcast::error::RecvError;
+    let (tx, rx) = tokio::sync::mpsc::channel(256);
+    let ctx = Arc::clone(ctx);
+    tokio::spawn(async move {
+        loop {
+            let next = tokio::select! {
+                () = shutdown.cancelled() => return,
+                next = entered.recv() => next,
+            };
+            let wanted: Box<dyn Fn(&str) -> bool + Send> = match next {
+                Ok(namespace) => Box::new(move |ns| ns == namespace),
+                Err(RecvError::Lagged(_)) => {
+                    let scope = ctx.scope.clone();
+                    Box::new(move |ns| scope.admits(ns))
+                }
+                Err(RecvError::Closed) => return,
+            };
+            let refs: Vec<ObjectRef<Pacto>> = pactos
+                .state()
+                .iter()
+                .filter(|p| p.namespace().is_some_and(|ns| wanted(&ns)))
+                .map(|p| ObjectRef::from_obj(&**p))
+                .collect();
+            for obj in refs {
+                if let Some(namespace) = obj.namespace.clone() {
+                    ctx.triggers
+                        .mark((namespace, obj.name.clone()), Trigger::Pacto);
+                }
+                if tx.send(obj).await.is_err() {
+                    return;
+                }
+            }
         }
     });
     rx

@@ -926,3 +926,98 @@ async fn a_revision_whose_report_was_lost_is_reported_by_the_next_pass_once() {
     );
     unrefuse(&h.client, &status_policy).await;
 }
+
+// ---- Namespace scope (docs/design/architecture.md#namespace-scope) ----
+
+/// Waits (deadline) for `passes` more reconciles than `since`, then checks that Pacto `name`
+/// has no status and no events: it was seen and left alone.
+async fn left_alone(h: &Harness, api: &Api<Pacto>, name: &str, since: u64) {
+    eventually("the Pacto to be seen", Duration::from_secs(30), || async {
+        (h.ctx.reconciles() > since).then_some(())
+    })
+    .await;
+    assert!(api.get(name).await.unwrap().status.is_none());
+    assert!(events_of(&h.client, &h.namespace, name).await.is_empty());
+}
+
+#[tokio::test]
+async fn a_namespace_selector_decides_which_pactos_are_reconciled() {
+    use k8s_openapi::api::core::v1::Namespace;
+    use pacto_runtime::scope::NamespaceScope;
+
+    let label = "pacto-test/audit";
+    let h =
+        start_scoped(|ns| NamespaceScope::new(Some(&format!("{label}={ns}")), []).unwrap()).await;
+    let api: Api<Pacto> = Api::namespaced(h.client.clone(), &h.namespace);
+    let before = h.ctx.reconciles();
+    api.create(&PostParams::default(), &pacto("orders", VALID, None))
+        .await
+        .unwrap();
+    left_alone(&h, &api, "orders", before).await;
+
+    // The namespace gets the label: its Pactos are reconciled without being touched.
+    let namespaces: Api<Namespace> = Api::all(h.client.clone());
+    let label_it = |value: serde_json::Value| {
+        Patch::Merge(serde_json::json!({"metadata": {"labels": {label: value}}}))
+    };
+    namespaces
+        .patch(
+            &h.namespace,
+            &PatchParams::default(),
+            &label_it(h.namespace.clone().into()),
+        )
+        .await
+        .unwrap();
+    let (_, written) = wait_status(&api, "orders", ContractStatus::Reference).await;
+    eventually("its gauges", Duration::from_secs(20), || async {
+        h.gauges.render().contains("name=\"orders\"").then_some(())
+    })
+    .await;
+
+    // The label goes: the next pass leaves the Pacto as it was and drops its gauges.
+    namespaces
+        .patch(
+            &h.namespace,
+            &PatchParams::default(),
+            &label_it(serde_json::Value::Null),
+        )
+        .await
+        .unwrap();
+    let writes = h.ctx.status_writes();
+    eventually(
+        "the Pacto to be dropped from the gauges",
+        Duration::from_secs(30),
+        || async {
+            // A nudge starts a pass, which finds the namespace out of scope.
+            api.patch(
+                "orders",
+                &PatchParams::default(),
+                &Patch::Merge(serde_json::json!({"metadata": {"annotations": {
+                    "nudge": h.ctx.reconciles().to_string()
+                }}})),
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+            (!h.gauges.render().contains("name=\"orders\""))
+                .then_some(())
+                .ok_or_else(|| "still in the gauges".to_owned())
+        },
+    )
+    .await;
+    assert_eq!(h.ctx.status_writes(), writes);
+    assert_eq!(api.get("orders").await.unwrap().status, Some(written));
+}
+
+#[tokio::test]
+async fn an_excluded_namespace_is_never_reconciled() {
+    use pacto_runtime::scope::NamespaceScope;
+
+    let h = start_scoped(|ns| NamespaceScope::new(None, [ns.to_owned()]).unwrap()).await;
+    let api: Api<Pacto> = Api::namespaced(h.client.clone(), &h.namespace);
+    let before = h.ctx.reconciles();
+    api.create(&PostParams::default(), &pacto("orders", VALID, None))
+        .await
+        .unwrap();
+    left_alone(&h, &api, "orders", before).await;
+    assert_eq!(h.ctx.status_writes(), 0);
+}

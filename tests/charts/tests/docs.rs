@@ -121,6 +121,12 @@ fn variants(chart: &str) -> Vec<Vec<String>> {
             "controller.watchNamespace=x,controller.stabilizationWindow=1m,controller.revisionMirrorInterval=10m,controller.maxConcurrentReconciles=4,nodeAgent.enabled=true,backends.resolver=r.example:1".to_owned(),
         ]);
     }
+    if chart == "pacto-observer" || chart == "pacto-status-writer" {
+        out.push(vec![
+            "--set".to_owned(),
+            "controller.namespaceSelector=pacto.trianalab.io/audit in (on\\,strict),controller.excludeNamespaces={kube-system,dev}".to_owned(),
+        ]);
+    }
     if chart == "pacto-contract-resolver" {
         out.push(vec![
             "--set".to_owned(),

@@ -370,6 +370,50 @@ fn rbac_matches_the_architecture_table() -> Result<()> {
 }
 
 #[test]
+fn a_namespace_selector_adds_only_the_right_to_list_and_watch_namespaces() -> Result<()> {
+    let tools = Tools::new()?;
+    for chart in ["pacto-observer", "pacto-status-writer"] {
+        let plain = permissions(&render(&tools, chart, None, &[])?);
+        let scoped_docs = render(
+            &tools,
+            chart,
+            None,
+            &["controller.namespaceSelector=audit=on,controller.excludeNamespaces={kube-system}"],
+        )?;
+        let scoped = permissions(&scoped_docs);
+        let added: BTreeSet<String> = scoped.difference(&plain).cloned().collect();
+        ensure!(
+            added == set(&["cluster /namespaces list", "cluster /namespaces watch"]),
+            "{chart}: {added:?}"
+        );
+        ensure!(plain.is_subset(&scoped), "{chart}: a right went away");
+        let args = of_kind(&scoped_docs, "Deployment")
+            .first()
+            .and_then(|d| d["spec"]["template"]["spec"]["containers"][0]["args"].as_array())
+            .cloned()
+            .context("args")?;
+        for flag in [
+            "--namespace-selector=audit=on",
+            "--exclude-namespaces=kube-system",
+        ] {
+            ensure!(
+                args.iter().any(|a| a.as_str() == Some(flag)),
+                "{chart}: no {flag} in {args:?}"
+            );
+        }
+        // An exclusion list alone needs no right.
+        let excluded = permissions(&render(
+            &tools,
+            chart,
+            None,
+            &["controller.excludeNamespaces={kube-system}"],
+        )?);
+        ensure!(excluded == plain, "{chart}");
+    }
+    Ok(())
+}
+
+#[test]
 fn evaluator_has_no_kubernetes_access_and_no_egress() -> Result<()> {
     let tools = Tools::new()?;
     let docs = render(&tools, "pacto-evaluator", None, &[])?;

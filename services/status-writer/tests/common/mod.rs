@@ -191,9 +191,36 @@ pub async fn start_concurrent(
     observer_up: bool,
     concurrency: Option<u16>,
 ) -> Harness {
+    start_harness(
+        resolver_up,
+        insecure,
+        mirror_interval,
+        observer_up,
+        concurrency,
+        |_| pacto_runtime::scope::NamespaceScope::all(),
+    )
+    .await
+}
+
+/// [`start`] with the namespace scope `scope` makes of the test namespace's name.
+pub async fn start_scoped(
+    scope: impl FnOnce(&str) -> pacto_runtime::scope::NamespaceScope,
+) -> Harness {
+    start_harness(true, Vec::new(), Duration::from_mins(5), false, None, scope).await
+}
+
+async fn start_harness(
+    resolver_up: bool,
+    insecure: Vec<String>,
+    mirror_interval: Duration,
+    observer_up: bool,
+    concurrency: Option<u16>,
+    scope: impl FnOnce(&str) -> pacto_runtime::scope::NamespaceScope,
+) -> Harness {
     let cp = cluster().await;
     let client = cp.client().unwrap();
     let namespace = cp.create_namespace("sw").await.unwrap();
+    let scope = scope(&namespace);
     let shutdown = CancellationToken::new();
     let dir = tempfile::tempdir().unwrap();
     let ca = TestCa::new("pacto status-writer test CA").unwrap();
@@ -278,10 +305,13 @@ pub async fn start_concurrent(
         None,
         Some("status-writer-test".into()),
     );
-    let ctx = Arc::new(match concurrency {
-        Some(n) => ctx.with_concurrency(n),
-        None => ctx,
-    });
+    let ctx = Arc::new(
+        match concurrency {
+            Some(n) => ctx.with_concurrency(n),
+            None => ctx,
+        }
+        .with_scope(scope),
+    );
     let ns = namespace.clone();
     let stop = shutdown.clone();
     let run_ctx = Arc::clone(&ctx);
