@@ -10,6 +10,7 @@ mod cache;
 mod commands;
 mod explain;
 mod output;
+pub mod progress;
 pub mod reference;
 mod registry;
 mod status;
@@ -93,7 +94,9 @@ pub struct GlobalArgs {
     #[arg(long, env = "PACTO_NO_CACHE", global = true)]
     pub no_cache: bool,
 
-    /// Suppress progress messages on stderr.
+    /// Suppress progress messages on stderr. Without it, push and pull print one line per step;
+    /// on a terminal, a transfer that lasts longer than `PACTO_PROGRESS_DELAY` (default `300ms`)
+    /// also shows a live line with bytes, share and rate.
     #[arg(long, short, env = "PACTO_QUIET", global = true)]
     pub quiet: bool,
 }

@@ -99,29 +99,11 @@ impl Registries {
         })
     }
 
-    /// The progress callback: lines on stderr unless `--quiet`.
+    /// The progress callback (docs of [`crate::progress`]): nothing with `--quiet`, summary
+    /// lines on stderr, and live transfer lines when stderr is a terminal.
     pub fn progress(&self) -> Box<dyn Fn(Progress) + Send + Sync> {
-        if self.global.quiet {
-            return Box::new(|_| {});
-        }
-        Box::new(|p| match p {
-            Progress::Packed { layer_bytes } => {
-                eprintln!("packed bundle layer ({layer_bytes} bytes)");
-            }
-            Progress::BlobUploaded {
-                what,
-                digest,
-                bytes,
-            } => eprintln!("uploaded {what} {digest} ({bytes} bytes)"),
-            Progress::ManifestPushed { digest } => eprintln!("pushed manifest {digest}"),
-            Progress::ManifestFetched { digest } => eprintln!("fetched manifest {digest}"),
-            Progress::Downloading { received, total } => {
-                if received == total {
-                    eprintln!("downloaded layer ({received} bytes)");
-                }
-            }
-            Progress::Extracted { files } => eprintln!("extracted {files} files"),
-        })
+        let reporter = crate::progress::Reporter::for_stderr(self.global.quiet);
+        Box::new(move |p| reporter.report(p))
     }
 
     pub fn quiet(&self) -> bool {

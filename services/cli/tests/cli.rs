@@ -673,3 +673,139 @@ fn digest_pinned_pulls_are_served_from_the_cache() {
     let out = pull("fourth", &[]);
     assert_eq!(code(&out), 2, "{}", stderr(&out));
 }
+
+/// Runs `pacto <args>` with stderr (and stdout) on a pseudo-terminal (`script`), returning what
+/// the terminal showed.
+fn on_a_terminal(home: &Path, env: &[(&str, &str)], args: &[&str]) -> (i32, String) {
+    let bin = env!("CARGO_BIN_EXE_pacto");
+    let command = std::iter::once(bin)
+        .chain(args.iter().copied())
+        .map(|a| format!("'{}'", a.replace('\'', r"'\''")))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut script = Command::new("script");
+    script
+        .args(["-qefc", &command, "/dev/null"])
+        .env("HOME", home)
+        .env_remove("NO_COLOR");
+    for (key, value) in env {
+        script.env(key, value);
+    }
+    let out = run(&mut script);
+    (
+        code(&out),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+#[test]
+fn transfers_show_live_progress_on_a_terminal_and_none_when_piped_or_quiet() {
+    let registry = Registry::start().expect("registry");
+    let host = registry.host();
+    let h = home();
+    // A bundle with 4 MiB that do not compress, so the layer arrives in many reads.
+    let src = h.path().join("big");
+    copy_dir(&fixture("valid", "spec-7.1-stateless-http-api"), &src);
+    let mut state = 0x9E37_79B9_7F4A_7C15_u64;
+    let noise: Vec<u8> = (0..4 * 1024 * 1024)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state.to_le_bytes()[0]
+        })
+        .collect();
+    std::fs::create_dir_all(src.join("docs")).expect("mkdir");
+    std::fs::write(src.join("docs/noise.bin"), &noise).expect("write");
+    let repo = format!("oci://{host}/team/big:1.0.0");
+    let src_arg = src.to_str().expect("utf8");
+    let always = [("PACTO_PROGRESS_DELAY", "0s")];
+
+    // Push on a terminal: each blob's summary carries its time and rate.
+    let (status, shown) = on_a_terminal(
+        h.path(),
+        &always,
+        &["--insecure-registry", &host, "push", src_arg, &repo],
+    );
+    assert_eq!(status, 0, "{shown}");
+    assert!(
+        shown.contains("uploaded layer sha256:") && shown.contains("/s\r\n"),
+        "{shown:?}"
+    );
+
+    // Pull on a terminal: live lines (redrawn in place) with bytes, share and rate, then the
+    // summary.
+    let dest = h.path().join("pulled");
+    let (status, shown) = on_a_terminal(
+        h.path(),
+        &always,
+        &[
+            "--insecure-registry",
+            &host,
+            "--no-cache",
+            "pull",
+            &repo,
+            "-o",
+            dest.to_str().expect("utf8"),
+        ],
+    );
+    assert_eq!(status, 0, "{shown}");
+    assert!(shown.contains("\r\x1b[2Kpulling layer  "), "{shown:?}");
+    assert!(shown.contains(" / 4.0 MiB  "), "{shown:?}");
+    assert!(shown.contains("downloaded layer ("), "{shown:?}");
+    assert_eq!(
+        std::fs::read(dest.join("docs/noise.bin")).expect("pulled"),
+        noise
+    );
+
+    // --quiet on a terminal: no progress at all.
+    let (status, shown) = on_a_terminal(
+        h.path(),
+        &always,
+        &[
+            "--insecure-registry",
+            &host,
+            "--quiet",
+            "--no-cache",
+            "pull",
+            &repo,
+            "-o",
+            h.path().join("quiet").to_str().expect("utf8"),
+        ],
+    );
+    assert_eq!(status, 0, "{shown}");
+    assert!(
+        !shown.contains("pulling") && !shown.contains("downloaded"),
+        "{shown:?}"
+    );
+
+    // Piped: the summary lines only, no live line, no escape sequence.
+    let out = run(pacto(h.path())
+        .env("PACTO_PROGRESS_DELAY", "0s")
+        .args([
+            "--insecure-registry",
+            &host,
+            "--no-cache",
+            "pull",
+            &repo,
+            "-o",
+        ])
+        .arg(h.path().join("piped")));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("downloaded layer ("), "{err}");
+    assert!(!err.contains('\r') && !err.contains('\x1b'), "{err:?}");
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read_dir") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("type").is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy");
+        }
+    }
+}

@@ -87,6 +87,14 @@ pub enum Progress {
         /// Compressed layer size.
         layer_bytes: u64,
     },
+    /// A blob upload started (the registry client sends it whole: the next report about it
+    /// is its [`Progress::BlobUploaded`]).
+    Uploading {
+        /// `config` or `layer`.
+        what: &'static str,
+        /// Its size.
+        bytes: u64,
+    },
     /// A blob was uploaded.
     BlobUploaded {
         /// `config` or `layer`.
@@ -553,6 +561,10 @@ impl RegistryClient {
                     .map_err(|e| OciError::registry("authenticate", reference, e))?;
             }
             let layer_len = layer.len() as u64;
+            progress(Progress::Uploading {
+                what: "layer",
+                bytes: layer_len,
+            });
             self.inner
                 .push_blob(&oref, layer, &layer_digest)
                 .await
@@ -563,6 +575,10 @@ impl RegistryClient {
                 bytes: layer_len,
             });
             let config_len = config.len() as u64;
+            progress(Progress::Uploading {
+                what: "config",
+                bytes: config_len,
+            });
             self.inner
                 .push_blob(&oref, config, &config_digest)
                 .await
