@@ -357,7 +357,7 @@ fn dependencies_without_a_sibling_are_decided_by_outbound_connections() {
         &[(None, 5432)],
         vec![endpoint("db", "b", "10.244.1.9", true)],
     )];
-    let addresses = service_addresses(&svc, &db_slices);
+    let addresses = crate::addresses::of(Some(&svc), &db_slices);
     assert_eq!(addresses.len(), 2);
     let to_cluster_ip = PodView {
         outbound: BTreeMap::from([("10.96.0.20".parse().unwrap(), BTreeSet::from([5432]))]),
