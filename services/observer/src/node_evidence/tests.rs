@@ -4,12 +4,12 @@
 )]
 
 use k8s_openapi::api::core::v1::ObjectReference;
-use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort};
+use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions};
 use pacto_engine::DependencyValue;
 use serde_json::json;
 
 use super::*;
-use crate::interfaces::fixtures::{port, service};
+use crate::interfaces::fixtures::{port, service, slice_with as slice};
 
 fn at(seconds: i64) -> Timestamp {
     Timestamp::from_unix(1_800_000_000 + seconds, 0).unwrap()
@@ -279,24 +279,6 @@ fn endpoint(uid: &str, node: &str, ip: &str, ready: bool) -> Endpoint {
             ..ObjectReference::default()
         }),
         ..Endpoint::default()
-    }
-}
-
-fn slice(ports: &[(Option<&str>, i32)], endpoints: Vec<Endpoint>) -> EndpointSlice {
-    EndpointSlice {
-        address_type: "IPv4".into(),
-        endpoints: Some(endpoints),
-        ports: Some(
-            ports
-                .iter()
-                .map(|(n, p)| EndpointPort {
-                    name: n.map(str::to_owned),
-                    port: Some(*p),
-                    ..EndpointPort::default()
-                })
-                .collect(),
-        ),
-        ..EndpointSlice::default()
     }
 }
 
