@@ -540,23 +540,7 @@ async fn metrics_scraped_on_the_ready_pod_ip() {
 async fn configuration_mismatch_at_once_absence_after_the_window() {
     let stack = Stack::start().await.unwrap();
     // A contract with a required configuration and its schema in the bundle.
-    let bundle = stack.dir.path().join("settings");
-    std::fs::create_dir_all(bundle.join("configuration")).unwrap();
-    std::fs::write(
-        bundle.join("pacto.yaml"),
-        "pactoVersion: \"2.0\"\nservice:\n  name: settings\n  version: 1.0.0\nconfigurations:\n  - name: app\n    required: true\n    schema: configuration/schema.json\n",
-    )
-    .unwrap();
-    std::fs::write(
-        bundle.join("configuration/schema.json"),
-        r#"{"type":"object","required":["port"],"properties":{"port":{"type":"integer"}}}"#,
-    )
-    .unwrap();
-    let reference = format!("oci://{}/pacto/settings:1.0.0", stack.registry.host());
-    stack
-        .pacto_cli(&["push", bundle.to_str().unwrap(), &reference])
-        .await
-        .unwrap();
+    let reference = stack.push_settings_bundle().await.unwrap();
     stack
         .apply(&deployment("settings", 8080, &json!({})))
         .await
