@@ -838,7 +838,11 @@ fn dashboard_queries(dashboard: &Value) -> Vec<(String, String)> {
     }
     let mut out = Vec::new();
     panels(&dashboard["panels"], &mut out);
-    for variable in dashboard["templating"]["list"].as_array().into_iter().flatten() {
+    for variable in dashboard["templating"]["list"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
         let query = &variable["query"];
         if let Some(expr) = query["query"].as_str().or_else(|| query.as_str())
             && variable["type"] == "query"
@@ -852,9 +856,10 @@ fn dashboard_queries(dashboard: &Value) -> Vec<(String, String)> {
 /// `name`, or the histogram series it is a `_bucket`/`_sum`/`_count` of, when `known` has it.
 fn known_series(name: &str, known: &BTreeSet<String>) -> bool {
     known.contains(name)
-        || ["_bucket", "_sum", "_count"]
-            .iter()
-            .any(|s| name.strip_suffix(s).is_some_and(|base| known.contains(base)))
+        || ["_bucket", "_sum", "_count"].iter().any(|s| {
+            name.strip_suffix(s)
+                .is_some_and(|base| known.contains(base))
+        })
 }
 
 /// What is wrong with a dashboard's queries: each metric not defined in the code (`in_code`) or
@@ -900,19 +905,28 @@ fn the_grafana_dashboard_is_json_over_real_documented_metrics() -> Result<()> {
         "the dashboard has a uid and a title"
     );
     let queries = dashboard_queries(&dashboard);
-    ensure!(queries.len() >= 10, "only {} queries: {queries:?}", queries.len());
+    ensure!(
+        queries.len() >= 10,
+        "only {} queries: {queries:?}",
+        queries.len()
+    );
     let mut ids = BTreeSet::new();
     for panel in dashboard["panels"].as_array().context("panels")? {
         let id = panel["id"].as_u64().context("a panel without an id")?;
         ensure!(ids.insert(id), "panel id {id} is used twice");
         ensure!(
-            panel["gridPos"]["w"].as_u64().is_some_and(|w| w > 0 && w <= 24),
+            panel["gridPos"]["w"]
+                .as_u64()
+                .is_some_and(|w| w > 0 && w <= 24),
             "panel {} has no gridPos within 24 columns",
             panel["title"]
         );
     }
-    let problems =
-        dashboard_metric_problems(&dashboard, &known_metric_names()?, &documented_metric_names()?);
+    let problems = dashboard_metric_problems(
+        &dashboard,
+        &known_metric_names()?,
+        &documented_metric_names()?,
+    );
     ensure!(problems.is_empty(), "{}", problems.join("\n"));
     // The panels the dashboard promises (issue 20).
     let all: String = queries.iter().map(|(_, e)| e.as_str()).collect();
@@ -963,8 +977,16 @@ fn the_status_writer_chart_renders_the_dashboard_configmap_only_when_enabled() -
         dashboards(&render(&tools, chart, None, &[])?).is_empty(),
         "the dashboard ConfigMap is rendered by default"
     );
-    let on = dashboards(&render(&tools, chart, None, &["grafanaDashboard.enabled=true"])?);
-    ensure!(on.len() == 1, "one dashboard ConfigMap when enabled: {on:?}");
+    let on = dashboards(&render(
+        &tools,
+        chart,
+        None,
+        &["grafanaDashboard.enabled=true"],
+    )?);
+    ensure!(
+        on.len() == 1,
+        "one dashboard ConfigMap when enabled: {on:?}"
+    );
     let map = &on[0];
     ensure!(
         map["metadata"]["labels"]["grafana_dashboard"] == "1",
@@ -974,7 +996,10 @@ fn the_status_writer_chart_renders_the_dashboard_configmap_only_when_enabled() -
     ensure!(map["metadata"]["namespace"] == NAMESPACE);
     let shipped: Value = serde_json::from_str(map["data"]["pacto.json"].as_str().context("data")?)
         .context("the ConfigMap's pacto.json is not JSON")?;
-    ensure!(shipped == dashboard_file()?, "the ConfigMap holds dashboards/pacto.json");
+    ensure!(
+        shipped == dashboard_file()?,
+        "the ConfigMap holds dashboards/pacto.json"
+    );
     let custom = dashboards(&render(
         &tools,
         chart,
