@@ -730,19 +730,8 @@ fn completions_are_printed_per_shell_and_complete_in_bash() {
     assert!(syntax.status.success(), "bash -n: {}", stderr(&syntax));
     assert_eq!(bash_complete(&script, "pacto st"), ["status"]);
     let commands = bash_complete(&script, "pacto ");
-    for command in [
-        "validate",
-        "pack",
-        "push",
-        "pull",
-        "inspect",
-        "status",
-        "completions",
-    ] {
-        assert!(
-            commands.iter().any(|c| c == command),
-            "{command} in {commands:?}"
-        );
+    for command in command_names() {
+        assert!(commands.contains(&command), "{command} in {commands:?}");
     }
     let flags = bash_complete(&script, "pacto status --all");
     assert_eq!(flags, ["--all-namespaces"]);
@@ -756,4 +745,18 @@ fn completions_are_printed_per_shell_and_complete_in_bash() {
         "the error names the value and the shells: {}",
         stderr(&out)
     );
+}
+
+/// The names of the `pacto` commands, from the clap definitions.
+fn command_names() -> Vec<String> {
+    use clap::CommandFactory as _;
+    let names: Vec<String> = pacto_cli::Cli::command()
+        .get_subcommands()
+        .map(|c| c.get_name().to_owned())
+        .collect();
+    assert!(
+        names.len() >= 7 && names.iter().any(|n| n == "completions"),
+        "{names:?}"
+    );
+    names
 }

@@ -107,15 +107,7 @@ fn man_renders_the_pages_with_every_command_and_flag() {
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
     let root = man("pacto.1");
-    for command in [
-        "validate",
-        "pack",
-        "push",
-        "pull",
-        "inspect",
-        "status",
-        "completions",
-    ] {
+    for command in command_names() {
         assert!(
             root.contains(&format!("pacto-{command}(1)")),
             "pacto.1 lists {command}:\n{root}"
@@ -133,4 +125,18 @@ fn man_renders_the_pages_with_every_command_and_flag() {
             "pacto-status.1 names {flag}:\n{status}"
         );
     }
+}
+
+/// The names of the `pacto` commands, from the clap definitions.
+fn command_names() -> Vec<String> {
+    use clap::CommandFactory as _;
+    let names: Vec<String> = pacto_cli::Cli::command()
+        .get_subcommands()
+        .map(|c| c.get_name().to_owned())
+        .collect();
+    assert!(
+        names.len() >= 7 && names.iter().any(|n| n == "completions"),
+        "{names:?}"
+    );
+    names
 }
