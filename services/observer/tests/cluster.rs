@@ -29,7 +29,7 @@ use pacto_runtime::testing::{admin_get, eventually};
 use serde_json::json;
 
 mod common;
-use common::{apply, cluster, later};
+use common::{apply, cluster, later, sibling};
 
 /// An observer reading through reflector caches (as the binary does), cluster-wide. The caches
 /// live as long as the test's runtime.
@@ -537,26 +537,6 @@ async fn bound_configmaps_and_secrets() {
     assert_eq!(get(&out, "missing-token"), Some(Outcome::Insufficient));
     let keys: Vec<String> = out.windows.iter().map(|w| w.key.to_string()).collect();
     assert_eq!(keys, ["configuration/missing-map"]);
-}
-
-async fn sibling(client: &Client, ns: &str, name: &str, service: Option<&str>, resolved: &str) {
-    let pactos: Api<Pacto> = Api::namespaced(client.clone(), ns);
-    let builder = PactoBuilder::oci(name, resolved);
-    let pacto = match service {
-        Some(s) => builder.service(s),
-        None => builder,
-    }
-    .build();
-    pactos.create(&PostParams::default(), &pacto).await.unwrap();
-    let version = resolved.rsplit(':').next().unwrap();
-    pactos
-        .patch_status(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"contract": {"serviceName": name, "version": version, "resolvedRef": resolved}}})),
-        )
-        .await
-        .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -17,9 +17,8 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::Client;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use pacto_api::testing::PactoBuilder;
-use pacto_api::{NodeRuntimeObservation, Pacto};
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use pacto_api::NodeRuntimeObservation;
 use pacto_engine::{Observation, ObservationKind, Outcome, Timestamp};
 use pacto_observer::node_evidence::{COLLECTOR_WITH_EBPF, NodeEvidence};
 use pacto_observer::{KubeCluster, NodeReports, ObserveInput, Observer, Options, Prober, Target};
@@ -27,7 +26,7 @@ use pacto_runtime::testing::eventually;
 use serde_json::json;
 
 mod common;
-use common::{apply, cluster, later};
+use common::{apply, cluster, later, sibling};
 
 const NODE: &str = "sim-node-0";
 
@@ -372,24 +371,6 @@ async fn node_evidence_freshness_failed_partial_listen_and_streams() {
     shutdown.cancel();
 }
 
-/// A sibling Pacto targeting Service `service`, resolved to `resolved` (its status written as
-/// the status-writer would).
-async fn sibling_pacto(client: &Client, ns: &str, name: &str, service: &str, resolved: &str) {
-    let pactos: Api<Pacto> = Api::namespaced(client.clone(), ns);
-    let pacto = PactoBuilder::oci(name, resolved).service(service).build();
-    pactos.create(&PostParams::default(), &pacto).await.unwrap();
-    let version = resolved.rsplit(':').next().unwrap();
-    pactos
-        .patch_status(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"contract": {
-                "serviceName": name, "version": version, "resolvedRef": resolved}}})),
-        )
-        .await
-        .unwrap();
-}
-
 /// The ClusterIP of Service `ns/name`.
 async fn cluster_ip(client: &Client, ns: &str, name: &str) -> String {
     Api::<Service>::namespaced(client.clone(), ns)
@@ -431,19 +412,19 @@ async fn undeclared_peers_are_resolved_listed_and_never_judged() {
     let cache = cluster_ip_service(&client, &ns, "cache").await;
     let payments = cluster_ip_service(&client, &ns, "payments").await;
     let repo = |n: &str| format!("registry.example/{ns}/{n}");
-    sibling_pacto(
+    sibling(
         &client,
         &ns,
         "orders",
-        "orders",
+        Some("orders"),
         &format!("{}:1.0.0", repo("orders")),
     )
     .await;
-    sibling_pacto(
+    sibling(
         &client,
         &ns,
         "payments-pacto",
-        "payments",
+        Some("payments"),
         &format!("{}:1.0.0", repo("payments")),
     )
     .await;

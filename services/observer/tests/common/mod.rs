@@ -6,9 +6,12 @@
 #![allow(dead_code, reason = "each user needs a different subset")]
 
 use kube::Client;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use pacto_api::Pacto;
+use pacto_api::testing::PactoBuilder;
 use pacto_engine::Timestamp;
 use pacto_testenv::{ControlPlane, ControlPlaneOptions, Simulator, SimulatorOptions};
+use serde_json::json;
 
 /// The shared control plane, with the simulator started once.
 pub async fn cluster() -> &'static ControlPlane {
@@ -61,4 +64,27 @@ where
 pub fn later(at: Timestamp, seconds: i64) -> Timestamp {
     let (s, n) = at.unix_parts();
     Timestamp::from_unix(s + seconds, n).unwrap()
+}
+
+/// A sibling Pacto `name` (targeting Service `service`, if any) whose contract resolved to
+/// `resolved`, its status written as the status-writer would.
+pub async fn sibling(client: &Client, ns: &str, name: &str, service: Option<&str>, resolved: &str) {
+    let pactos: Api<Pacto> = Api::namespaced(client.clone(), ns);
+    let builder = PactoBuilder::oci(name, resolved);
+    let pacto = match service {
+        Some(s) => builder.service(s),
+        None => builder,
+    }
+    .build();
+    pactos.create(&PostParams::default(), &pacto).await.unwrap();
+    let version = resolved.rsplit(':').next().unwrap();
+    pactos
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"contract": {
+                "serviceName": name, "version": version, "resolvedRef": resolved}}})),
+        )
+        .await
+        .unwrap();
 }
