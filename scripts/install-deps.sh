@@ -6,7 +6,7 @@
 #   scripts/install-deps.sh --node   also the real node's packages (containerd, runc, CNI plugins, iptables)
 #                                    and the image tools (buildah, busybox-static, gcc for the pause image)
 set -euo pipefail
-APT_PACKAGES=(docker-registry apache2-utils skopeo prometheus unzip jq python3-venv python3-pip openssl curl clang llvm libbpf-dev)
+APT_PACKAGES=(docker-registry apache2-utils skopeo prometheus unzip jq python3-venv python3-pip openssl curl clang llvm libbpf-dev man-db groff-base)
 NODE_PACKAGES=(containerd runc containernetworking-plugins iptables buildah busybox-static gcc libc6-dev)
 
 for arg in "$@"; do

@@ -114,6 +114,18 @@ pub fn execute(cli: Cli) -> u8 {
                 EXIT_ERROR
             }
         },
+        Command::Completions { shell } => {
+            let mut out = std::io::stdout().lock();
+            match crate::reference::completions(shell, &mut out)
+                .and_then(|()| std::io::Write::flush(&mut out))
+            {
+                Ok(()) => EXIT_OK,
+                Err(e) => {
+                    eprintln!("error: writing the {shell} completion script: {e}");
+                    EXIT_ERROR
+                }
+            }
+        }
     }
 }
 

@@ -251,6 +251,13 @@ pub enum Command {
     /// Explain a Pacto's verdict from the cluster (kubeconfig): conditions, findings, the
     /// troubleshooting guide's next step, readiness, events and the next check.
     Status(StatusArgs),
+    /// Print the shell completion script of `pacto` for a shell (bash, zsh, fish, elvish,
+    /// powershell) to standard output.
+    Completions {
+        /// The shell to complete in.
+        #[arg(value_enum, value_name = "SHELL")]
+        shell: clap_complete::Shell,
+    },
 }
 
 /// Parses the command line and runs the command, returning the process exit code.

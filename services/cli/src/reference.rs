@@ -1,5 +1,6 @@
-//! Renders the CLI reference (Markdown) from the clap definitions, so the checked-in
-//! `docs/reference/cli.md` can be regenerated and drift-checked by a test.
+//! Renders the CLI reference (Markdown), the man pages and the shell completion scripts from the
+//! clap definitions, so the checked-in `docs/reference/cli.md` and `docs/reference/man/` can be
+//! regenerated and drift-checked by a test.
 
 use std::fmt::Write as _;
 
@@ -90,6 +91,14 @@ pub fn markdown() -> String {
          <!-- Generated from services/cli/src/lib.rs by services/cli/src/reference.rs; \
          regenerate with `PACTO_UPDATE_DOCS=1 cargo test -p pacto --test reference_docs`. -->\n\n",
     );
+    out.push_str(
+        "Shell completion: `pacto completions <shell>` prints the script for `bash`, `zsh`, `fish`, \
+         `elvish` or `powershell`, e.g. `source <(pacto completions bash)` in `~/.bashrc`, or \
+         `pacto completions zsh > \"${fpath[1]}/_pacto\"`. Man pages: [`man/`](man/) holds \
+         `pacto.1` and one `pacto-<command>.1` per command, generated from the same definitions \
+         (`man -l docs/reference/man/pacto.1`, or copy them into a `man1` directory of your \
+         `MANPATH`).\n\n",
+    );
     let _ = writeln!(
         out,
         "Exit codes: `{EXIT_OK}` success (for `validate`: the contract is valid), `{EXIT_INVALID}` the \
@@ -120,4 +129,98 @@ pub fn markdown() -> String {
         table(&mut out, &own);
     }
     out
+}
+
+/// Writes the completion script of `pacto` for `shell` to `out`.
+///
+/// # Errors
+/// Writing to `out` failed.
+pub fn completions(
+    shell: clap_complete::Shell,
+    out: &mut dyn std::io::Write,
+) -> std::io::Result<()> {
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "pacto", &mut script);
+    out.write_all(&script)
+}
+
+/// Escapes text for a roff line: backslashes, hyphens (so they print as ASCII `-` and can be
+/// searched for) and a leading control character.
+fn roff_text(text: &str) -> String {
+    let escaped = text.replace('\\', "\\e").replace('-', "\\-");
+    if escaped.starts_with(['.', '\'']) {
+        format!("\\&{escaped}")
+    } else {
+        escaped
+    }
+}
+
+/// The ENVIRONMENT section: every environment variable an argument of `cmd` reads.
+fn environment_section(cmd: &clap::Command, w: &mut dyn std::io::Write) -> std::io::Result<()> {
+    let vars: Vec<(String, String)> = cmd
+        .get_arguments()
+        .filter(|a| !a.is_hide_set())
+        .filter_map(|a| {
+            let env = a.get_env()?.to_string_lossy().into_owned();
+            let arg = a.get_long().map_or_else(
+                || {
+                    let name = a
+                        .get_value_names()
+                        .and_then(|v| v.first())
+                        .map_or_else(|| a.get_id().to_string(), ToString::to_string);
+                    format!("<{name}>")
+                },
+                |l| format!("--{l}"),
+            );
+            Some((env, format!("The value of {arg} when it is not given.")))
+        })
+        .collect();
+    if vars.is_empty() {
+        return Ok(());
+    }
+    writeln!(w, ".SH ENVIRONMENT")?;
+    for (env, text) in vars {
+        writeln!(w, ".TP\n\\fB{}\\fR\n{}", roff_text(&env), roff_text(&text))?;
+    }
+    Ok(())
+}
+
+/// One man page: clap_mangen's sections, with an ENVIRONMENT section after the options.
+fn man_page(cmd: &clap::Command, source: &str) -> std::io::Result<(String, Vec<u8>)> {
+    let man = clap_mangen::Man::new(cmd.clone())
+        .source(source)
+        .manual("Pacto Manual");
+    let mut page = Vec::new();
+    man.render_title(&mut page)?;
+    man.render_name_section(&mut page)?;
+    man.render_synopsis_section(&mut page)?;
+    man.render_description_section(&mut page)?;
+    if cmd.get_arguments().any(|a| !a.is_hide_set()) {
+        man.render_options_section(&mut page)?;
+    }
+    environment_section(cmd, &mut page)?;
+    if cmd.get_subcommands().any(|s| !s.is_hide_set()) {
+        man.render_subcommands_section(&mut page)?;
+    }
+    if cmd.get_version().is_some() {
+        man.render_version_section(&mut page)?;
+    }
+    Ok((man.get_filename(), page))
+}
+
+/// The man pages: `pacto.1` and `pacto-<command>.1` for every command, as (file name, roff).
+///
+/// # Errors
+/// Rendering a page failed (it renders into memory, so only on a clap definition it cannot
+/// render).
+pub fn man_pages() -> std::io::Result<Vec<(String, Vec<u8>)>> {
+    let mut root = Cli::command().disable_help_subcommand(true);
+    root.build();
+    let source = format!("pacto {}", root.get_version().unwrap_or_default());
+    let mut pages = vec![man_page(&root, &source)?];
+    for sub in root.get_subcommands().filter(|s| !s.is_hide_set()) {
+        pages.push(man_page(sub, &source)?);
+    }
+    pages.sort();
+    Ok(pages)
 }

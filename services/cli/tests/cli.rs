@@ -808,4 +808,90 @@ fn copy_dir(from: &Path, to: &Path) {
             std::fs::copy(entry.path(), &target).expect("copy");
         }
     }
+
+/// Completes `line` (the cursor at its end) with the bash script `pacto completions bash`
+/// printed, loaded into a real bash: the candidates bash would offer.
+fn bash_complete(script: &Path, line: &str) -> Vec<String> {
+    let words: Vec<&str> = line.split(' ').collect();
+    let current = words.len() - 1;
+    let previous = words.get(current.wrapping_sub(1)).copied().unwrap_or("");
+    let program = format!(
+        "source {script}\nCOMP_WORDS=({words})\nCOMP_CWORD={current}\nCOMP_LINE={line:?}\n\
+         COMP_POINT={point}\n_pacto pacto {cur:?} {previous:?}\nprintf '%s\\n' \"${{COMPREPLY[@]}}\"",
+        script = script.display(),
+        words = words
+            .iter()
+            .map(|w| format!("{w:?}"))
+            .collect::<Vec<_>>()
+            .join(" "),
+        point = line.len(),
+        cur = words[current],
+    );
+    let out = Command::new("bash")
+        .args(["--noprofile", "--norc", "-c", &program])
+        .output()
+        .expect("bash runs");
+    assert!(out.status.success(), "bash: {}", stderr(&out));
+    stdout(&out).lines().map(str::to_owned).collect()
+}
+
+#[test]
+fn completions_are_printed_per_shell_and_complete_in_bash() {
+    let h = home();
+    for (shell, marker) in [
+        ("bash", "_pacto()"),
+        ("zsh", "#compdef pacto"),
+        ("fish", "complete -c pacto"),
+        ("elvish", "edit:completion:arg-completer[pacto]"),
+        ("powershell", "Register-ArgumentCompleter"),
+    ] {
+        let out = run(pacto(h.path()).args(["completions", shell]));
+        assert_eq!(code(&out), 0, "{shell}: {}", stderr(&out));
+        assert!(stdout(&out).contains(marker), "{shell}: no {marker:?}");
+        assert!(
+            stdout(&out).contains("status"),
+            "{shell} completes `status`"
+        );
+    }
+
+    let out = run(pacto(h.path()).args(["completions", "bash"]));
+    let script = h.path().join("pacto.bash");
+    std::fs::write(&script, stdout(&out)).expect("write the script");
+    let syntax = Command::new("bash")
+        .arg("-n")
+        .arg(&script)
+        .output()
+        .expect("bash runs");
+    assert!(syntax.status.success(), "bash -n: {}", stderr(&syntax));
+    assert_eq!(bash_complete(&script, "pacto st"), ["status"]);
+    let commands = bash_complete(&script, "pacto ");
+    for command in command_names() {
+        assert!(commands.contains(&command), "{command} in {commands:?}");
+    }
+    let flags = bash_complete(&script, "pacto status --all");
+    assert_eq!(flags, ["--all-namespaces"]);
+    let shells = bash_complete(&script, "pacto completions z");
+    assert_eq!(shells, ["zsh"]);
+
+    let out = run(pacto(h.path()).args(["completions", "tcsh"]));
+    assert_eq!(code(&out), 2, "an unknown shell is a usage error");
+    assert!(
+        stderr(&out).contains("'tcsh'") && stderr(&out).contains("bash"),
+        "the error names the value and the shells: {}",
+        stderr(&out)
+    );
+}
+
+/// The names of the `pacto` commands, from the clap definitions.
+fn command_names() -> Vec<String> {
+    use clap::CommandFactory as _;
+    let names: Vec<String> = pacto_cli::Cli::command()
+        .get_subcommands()
+        .map(|c| c.get_name().to_owned())
+        .collect();
+    assert!(
+        names.len() >= 7 && names.iter().any(|n| n == "completions"),
+        "{names:?}"
+    );
+    names
 }

@@ -21,7 +21,7 @@ use pacto_runtime::testing::{admin_get, eventually, metric_value, promtool_check
 use pacto_runtime::{
     CancellationToken,
     grpc::{self, ChannelSpec},
-    testing::{TestCa, TestEndpoint, mtls_channel, write_tls_files},
+    testing::{TestCa, TestCert, TestEndpoint, mtls_channel, write_tls_files},
     tls::TlsFiles,
 };
 use pacto_testenv::registry::Registry;
@@ -68,6 +68,23 @@ impl Server {
 
     fn client_with(&self, files: TlsFiles) -> ContractResolverClient<Channel> {
         ContractResolverClient::new(mtls_channel(self.grpc, SERVER_NAME, files))
+    }
+
+    /// A client presenting `cert` (issued by a CA the server does not trust) is refused at the
+    /// TLS handshake: the call fails, and not with an RPC's PERMISSION_DENIED.
+    async fn assert_refused_at_handshake(&self, name: &str, cert: &TestCert, inline: &str) {
+        let files = write_tls_files(self.dir.path(), name, &self.ca.pem(), cert).unwrap();
+        let status = self
+            .client_with(files)
+            .resolve(request("", inline))
+            .await
+            .unwrap_err();
+        assert_ne!(status.code(), Code::Ok);
+        assert_ne!(
+            status.code(),
+            Code::PermissionDenied,
+            "{name}: refused before any RPC: {status:?}"
+        );
     }
 
     fn client(&self, name: &str, identity: &[&str]) -> ContractResolverClient<Channel> {
@@ -289,18 +306,9 @@ async fn default_allow_list_admits_only_the_status_writers_spiffe_id() {
             WRITER_SPIFFE_ID,
         ])
         .unwrap();
-    let files = write_tls_files(server.dir.path(), "other-ca", &server.ca.pem(), &cert).unwrap();
-    let status = server
-        .client_with(files)
-        .resolve(request("", &inline))
-        .await
-        .unwrap_err();
-    assert_ne!(status.code(), Code::Ok);
-    assert_ne!(
-        status.code(),
-        Code::PermissionDenied,
-        "refused before any RPC: {status:?}"
-    );
+    server
+        .assert_refused_at_handshake("other-ca", &cert, &inline)
+        .await;
 
     // (b) The right CA, but not the status-writer's URI SAN: what a tenant could request from a
     // shared issuer (bare DNS names, or the URI of a ServiceAccount in its own namespace or
@@ -388,18 +396,9 @@ async fn other_identities_and_certificates_are_refused() {
     // status-writer's identity, signed by a CA the server does not trust: refused at the handshake.
     let rogue = TestCa::new("rogue CA").unwrap();
     let cert = rogue.issue(&[STATUS_WRITER]).unwrap();
-    let files = write_tls_files(server.dir.path(), "rogue", &server.ca.pem(), &cert).unwrap();
-    let status = server
-        .client_with(files)
-        .resolve(request("", &inline))
-        .await
-        .unwrap_err();
-    assert_ne!(status.code(), Code::Ok);
-    assert_ne!(
-        status.code(),
-        Code::PermissionDenied,
-        "refused before any RPC"
-    );
+    server
+        .assert_refused_at_handshake("rogue", &cert, &inline)
+        .await;
 
     // No client certificate at all.
     let mut roots = rustls::RootCertStore::empty();

@@ -173,23 +173,30 @@ pub(crate) mod fixtures {
         }
     }
 
+    /// A slice of `ready.len()` endpoints (10.0.0.0, 10.0.0.1, …) with those Ready conditions.
     pub fn slice(ports: &[(Option<&str>, i32)], ready: &[Option<bool>]) -> EndpointSlice {
+        slice_with(
+            ports,
+            ready
+                .iter()
+                .enumerate()
+                .map(|(i, r)| Endpoint {
+                    addresses: vec![format!("10.0.0.{i}")],
+                    conditions: Some(EndpointConditions {
+                        ready: *r,
+                        ..EndpointConditions::default()
+                    }),
+                    ..Endpoint::default()
+                })
+                .collect(),
+        )
+    }
+
+    /// A slice of `endpoints` carrying `ports`.
+    pub fn slice_with(ports: &[(Option<&str>, i32)], endpoints: Vec<Endpoint>) -> EndpointSlice {
         EndpointSlice {
             address_type: "IPv4".into(),
-            endpoints: Some(
-                ready
-                    .iter()
-                    .enumerate()
-                    .map(|(i, r)| Endpoint {
-                        addresses: vec![format!("10.0.0.{i}")],
-                        conditions: Some(EndpointConditions {
-                            ready: *r,
-                            ..EndpointConditions::default()
-                        }),
-                        ..Endpoint::default()
-                    })
-                    .collect(),
-            ),
+            endpoints: Some(endpoints),
             ports: Some(
                 ports
                     .iter()

@@ -24,6 +24,7 @@
 //! - [`service`]: the gRPC service; [`node_reports`]: the node agents' report stream and the
 //!   latest report per node; this module: flags, serving and `run`.
 
+mod addresses;
 mod cache;
 mod configuration;
 mod dependency;

@@ -596,24 +596,6 @@ pub fn interface_rule(
     }
 }
 
-/// The addresses of a dependency's Service: its ClusterIPs and its endpoints' addresses.
-pub fn service_addresses(service: &Service, slices: &[EndpointSlice]) -> BTreeSet<IpAddr> {
-    let spec = service.spec.as_ref();
-    let cluster_ips = spec
-        .and_then(|s| s.cluster_ips.clone())
-        .unwrap_or_default()
-        .into_iter()
-        .chain(spec.and_then(|s| s.cluster_ip.clone()));
-    let endpoints = slices
-        .iter()
-        .flat_map(|s| s.endpoints.iter().flatten())
-        .flat_map(|e| e.addresses.iter().cloned());
-    cluster_ips
-        .chain(endpoints)
-        .filter_map(|a| a.parse().ok())
-        .collect()
-}
-
 /// The dependency rule for a dependency no sibling Pacto resolves (`k8s` is then
 /// `Unsupported`): with the Service named after the dependency, the target's pods' fresh,
 /// complete views showing an outbound connection to one of its addresses ⇒ reachable.

@@ -13,6 +13,7 @@ use pacto_engine::{
     EvidenceSet, Observation, ObservationKind, Outcome, Provenance, SubjectRef, Timestamp,
 };
 
+use crate::addresses;
 use crate::configuration::{BoundObject, configuration_verdict};
 use crate::dependency::{SiblingMatch, dependency_verdict, match_sibling, reference_base};
 use crate::fetch::KubeCluster;
@@ -21,7 +22,7 @@ use crate::interfaces::{InterfaceInput, interface_verdict};
 use crate::metrics_capability::{self, MetricsInput};
 use crate::node_evidence::{
     Decided, NodeEvidence, NodeStates, PodRef, dependency_rule, interface_check, interface_rule,
-    nodes_of, service_addresses, target_pods,
+    nodes_of, target_pods,
 };
 use crate::peers::{self, Peer, SYSTEM_SERVICES};
 use crate::probe::{Prober, service_url};
@@ -495,7 +496,7 @@ impl Observer {
                 _ => (Ok(None), Ok(None)),
             };
             if let Ok(Some(service)) = &svc {
-                call.declared_addresses.extend(peers::addresses_of(
+                call.declared_addresses.extend(addresses::canonical_of(
                     Some(service),
                     sl.as_ref()
                         .ok()
@@ -520,12 +521,12 @@ impl Observer {
                             edges
                                 .services
                                 .insert((namespace.clone(), dependency.name.clone()));
-                            call.declared_addresses.extend(peers::addresses_of(
+                            call.declared_addresses.extend(addresses::canonical_of(
                                 Some(service),
                                 slices.as_deref().unwrap_or_default(),
                             ));
-                            Some(service_addresses(
-                                service,
+                            Some(addresses::of(
+                                Some(service),
                                 slices.as_deref().unwrap_or_default(),
                             ))
                         }
@@ -558,7 +559,7 @@ impl Observer {
         let state = &call.state;
         let mut excluded = call.declared_addresses.clone();
         if let Ok(Some(service)) = &state.service {
-            excluded.extend(peers::addresses_of(
+            excluded.extend(addresses::canonical_of(
                 Some(service),
                 state
                     .slices
@@ -579,7 +580,7 @@ impl Observer {
         for (namespace, name) in SYSTEM_SERVICES {
             let mut ignored = Errors::default();
             match self.sibling_service(namespace, name, &mut ignored).await {
-                (Ok(service), Ok(slices)) => excluded.extend(peers::addresses_of(
+                (Ok(service), Ok(slices)) => excluded.extend(addresses::canonical_of(
                     service.as_ref(),
                     slices.as_deref().unwrap_or_default(),
                 )),

@@ -15,6 +15,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::ResourceExt;
 use pacto_api::Pacto;
 
+use crate::addresses::{self, canonical};
 use crate::k8s::SERVICE_NAME_LABEL;
 use crate::node_evidence::{PodRef, PodView};
 
@@ -56,30 +57,6 @@ pub struct Peer {
     pub ports: BTreeSet<u32>,
 }
 
-/// `ip` with an IPv4-mapped IPv6 address read as IPv4, so both spellings compare equal.
-pub fn canonical(ip: IpAddr) -> IpAddr {
-    ip.to_canonical()
-}
-
-/// The addresses of a Service (its ClusterIPs) and of its slices' endpoints, canonical.
-pub fn addresses_of(service: Option<&Service>, slices: &[EndpointSlice]) -> BTreeSet<IpAddr> {
-    let spec = service.and_then(|s| s.spec.as_ref());
-    let cluster_ips = spec
-        .and_then(|s| s.cluster_ips.clone())
-        .unwrap_or_default()
-        .into_iter()
-        .chain(spec.and_then(|s| s.cluster_ip.clone()));
-    let endpoints = slices
-        .iter()
-        .flat_map(|s| s.endpoints.iter().flatten())
-        .flat_map(|e| e.addresses.iter().cloned());
-    cluster_ips
-        .chain(endpoints)
-        .filter_map(|a| a.parse().ok())
-        .map(canonical)
-        .collect()
-}
-
 /// The outbound peer addresses of `views` with their ports, leaving out loopback, unspecified
 /// and `excluded` addresses.
 pub fn candidates(
@@ -110,7 +87,7 @@ pub fn services_by_address<'a>(
     let mut by_cluster_ip: BTreeMap<IpAddr, (String, String)> = BTreeMap::new();
     for service in services {
         let key = (service.namespace().unwrap_or_default(), service.name_any());
-        for ip in addresses_of(Some(service), &[]) {
+        for ip in addresses::canonical_of(Some(service), &[]) {
             if wanted.contains(&ip) {
                 by_cluster_ip
                     .entry(ip)
@@ -129,7 +106,7 @@ pub fn services_by_address<'a>(
             continue;
         };
         let key = (slice.namespace().unwrap_or_default(), name.clone());
-        for ip in addresses_of(None, std::slice::from_ref(slice)) {
+        for ip in addresses::canonical_of(None, std::slice::from_ref(slice)) {
             if wanted.contains(&ip) && !by_cluster_ip.contains_key(&ip) {
                 by_endpoint
                     .entry(ip)

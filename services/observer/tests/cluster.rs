@@ -26,39 +26,10 @@ use pacto_observer::Prober;
 use pacto_observer::Window;
 use pacto_observer::{ObserveInput, ObserveOutput, Observer, Options, Target};
 use pacto_runtime::testing::{admin_get, eventually};
-use pacto_testenv::{ControlPlane, ControlPlaneOptions, Simulator, SimulatorOptions};
 use serde_json::json;
 
-async fn cluster() -> &'static ControlPlane {
-    // The simulator outlives every test's runtime: it runs on its own thread and runtime.
-    static SIM: std::sync::OnceLock<()> = std::sync::OnceLock::new();
-    pacto_testenv::controlplane::ensure_crypto_provider();
-    let cp = pacto_testenv::shared(|| {
-        let dir = pacto_api::crdgen::default_output_dir();
-        let mut options = ControlPlaneOptions::default().with_controller_manager();
-        for (file, _) in pacto_api::crdgen::render().unwrap() {
-            options = options.with_crd(dir.join(file));
-        }
-        options
-    })
-    .await
-    .expect("start etcd + kube-apiserver + kube-controller-manager (scripts/k8s-binaries.sh)");
-    SIM.get_or_init(|| {
-        std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            runtime.block_on(async {
-                let client = cp.client().unwrap();
-                if let Err(error) = Simulator::run(client, SimulatorOptions::default()).await {
-                    eprintln!("simulator stopped: {error}");
-                }
-            });
-        });
-    });
-    cp
-}
+mod common;
+use common::{apply, cluster, later, sibling};
 
 /// An observer reading through reflector caches (as the binary does), cluster-wide. The caches
 /// live as long as the test's runtime.
@@ -105,25 +76,6 @@ fn find(out: &ObserveOutput, kind: ObservationKind, name: &str) -> Option<Observ
 
 fn outcome(out: &ObserveOutput, kind: ObservationKind, name: &str) -> Option<Outcome> {
     find(out, kind, name).map(|o| o.outcome)
-}
-
-fn later(now: Timestamp, seconds: i64) -> Timestamp {
-    let (s, n) = now.unix_parts();
-    Timestamp::from_unix(s + seconds, n).unwrap()
-}
-
-async fn apply<K>(client: &Client, ns: &str, value: serde_json::Value) -> K
-where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + serde::de::DeserializeOwned
-        + serde::Serialize
-        + std::fmt::Debug,
-    K::DynamicType: Default,
-{
-    let object: K = serde_json::from_value(value).unwrap();
-    let api: Api<K> = Api::namespaced(client.clone(), ns);
-    api.create(&PostParams::default(), &object).await.unwrap()
 }
 
 fn deployment(name: &str, port: i32, ready: bool) -> serde_json::Value {
@@ -585,26 +537,6 @@ async fn bound_configmaps_and_secrets() {
     assert_eq!(get(&out, "missing-token"), Some(Outcome::Insufficient));
     let keys: Vec<String> = out.windows.iter().map(|w| w.key.to_string()).collect();
     assert_eq!(keys, ["configuration/missing-map"]);
-}
-
-async fn sibling(client: &Client, ns: &str, name: &str, service: Option<&str>, resolved: &str) {
-    let pactos: Api<Pacto> = Api::namespaced(client.clone(), ns);
-    let builder = PactoBuilder::oci(name, resolved);
-    let pacto = match service {
-        Some(s) => builder.service(s),
-        None => builder,
-    }
-    .build();
-    pactos.create(&PostParams::default(), &pacto).await.unwrap();
-    let version = resolved.rsplit(':').next().unwrap();
-    pactos
-        .patch_status(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"contract": {"serviceName": name, "version": version, "resolvedRef": resolved}}})),
-        )
-        .await
-        .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

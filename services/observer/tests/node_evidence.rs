@@ -17,63 +17,18 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::Client;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use pacto_api::testing::PactoBuilder;
-use pacto_api::{NodeRuntimeObservation, Pacto};
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use pacto_api::NodeRuntimeObservation;
 use pacto_engine::{Observation, ObservationKind, Outcome, Timestamp};
 use pacto_observer::node_evidence::{COLLECTOR_WITH_EBPF, NodeEvidence};
 use pacto_observer::{KubeCluster, NodeReports, ObserveInput, Observer, Options, Prober, Target};
 use pacto_runtime::testing::eventually;
-use pacto_testenv::{ControlPlane, ControlPlaneOptions, Simulator, SimulatorOptions};
 use serde_json::json;
 
+mod common;
+use common::{apply, cluster, later, sibling};
+
 const NODE: &str = "sim-node-0";
-
-async fn cluster() -> &'static ControlPlane {
-    static SIM: std::sync::OnceLock<()> = std::sync::OnceLock::new();
-    pacto_testenv::controlplane::ensure_crypto_provider();
-    let cp = pacto_testenv::shared(|| {
-        let dir = pacto_api::crdgen::default_output_dir();
-        let mut options = ControlPlaneOptions::default().with_controller_manager();
-        for (file, _) in pacto_api::crdgen::render().unwrap() {
-            options = options.with_crd(dir.join(file));
-        }
-        options
-    })
-    .await
-    .expect("start etcd + kube-apiserver + kube-controller-manager (scripts/k8s-binaries.sh)");
-    SIM.get_or_init(|| {
-        std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            runtime.block_on(async {
-                let client = cp.client().unwrap();
-                if let Err(error) = Simulator::run(client, SimulatorOptions::default()).await {
-                    eprintln!("simulator stopped: {error}");
-                }
-            });
-        });
-    });
-    cp
-}
-
-async fn create<K>(client: &Client, ns: &str, value: serde_json::Value)
-where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + serde::de::DeserializeOwned
-        + serde::Serialize
-        + std::fmt::Debug,
-    K::DynamicType: Default,
-{
-    let object: K = serde_json::from_value(value).unwrap();
-    Api::<K>::namespaced(client.clone(), ns)
-        .create(&PostParams::default(), &object)
-        .await
-        .unwrap();
-}
 
 const CONTRACT: &str = r#"
 pactoVersion: "2.0"
@@ -118,11 +73,6 @@ fn api_observation(out: &pacto_observer::ObserveOutput) -> Observation {
 
 fn rfc3339(at: Timestamp) -> String {
     at.to_rfc3339_seconds()
-}
-
-fn later(at: Timestamp, seconds: i64) -> Timestamp {
-    let (s, n) = at.unix_parts();
-    Timestamp::from_unix(s + seconds, n).unwrap()
 }
 
 /// Writes the node's Lease (renewed at `renewed`) as the agent would.
@@ -177,27 +127,23 @@ fn pod_view(uid: &str, coverage: &str, listeners: &[i32]) -> serde_json::Value {
     })
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn node_evidence_freshness_failed_partial_listen_and_streams() {
-    let cp = cluster().await;
-    let client = cp.client().unwrap();
-    let ns = cp.create_namespace("obs-node").await.unwrap();
-    let agents = cp.create_namespace("obs-agents").await.unwrap();
-    create::<Deployment>(&client, &ns, json!({
+/// The Deployment and Service `web` (port 80 → 8080) in `ns`; returns the UID of its pod once a
+/// Ready endpoint names it and the simulated node.
+async fn web_on_the_simulated_node(client: &Client, ns: &str) -> String {
+    apply::<Deployment>(client, ns, json!({
         "metadata": {"name": "web"},
         "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
                  "template": {"metadata": {"labels": {"app": "web"}},
                               "spec": {"containers": [{"name": "app", "image": "registry.example/app:1"}]}}}
     }))
     .await;
-    create::<Service>(&client, &ns, json!({
+    apply::<Service>(client, ns, json!({
         "metadata": {"name": "web"},
         "spec": {"selector": {"app": "web"}, "ports": [{"name": "http", "port": 80, "targetPort": 8080}]}
     }))
     .await;
-    // The Ready endpoint names its pod and the simulated node.
-    let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), &ns);
-    let uid = eventually(
+    let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), ns);
+    eventually(
         "a Ready endpoint on the simulated node",
         Duration::from_mins(1),
         || async {
@@ -216,24 +162,51 @@ async fn node_evidence_freshness_failed_partial_listen_and_streams() {
                 })
         },
     )
-    .await;
+    .await
+}
 
-    let registry = NodeReports::new();
-    let hub = pacto_observer::watch::TargetHub::new();
-    let shutdown = pacto_runtime::CancellationToken::new();
-    let observer = Observer::new(
-        KubeCluster::cached(client.clone(), None, &shutdown),
+/// An observer reading through reflector caches with node evidence from the agents' namespace
+/// `agents` (stale after 90 s).
+fn observer(
+    client: &Client,
+    agents: &str,
+    reports: NodeReports,
+    hub: Option<pacto_observer::watch::TargetHub>,
+    shutdown: &pacto_runtime::CancellationToken,
+) -> Observer {
+    Observer::new(
+        KubeCluster::cached(client.clone(), None, shutdown),
         Prober::new().unwrap(),
         Options::default(),
     )
     .with_node_evidence(NodeEvidence::spawn(
+        client,
+        agents,
+        reports,
+        Duration::from_secs(90),
+        hub,
+        shutdown,
+    ))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_evidence_freshness_failed_partial_listen_and_streams() {
+    let cp = cluster().await;
+    let client = cp.client().unwrap();
+    let ns = cp.create_namespace("obs-node").await.unwrap();
+    let agents = cp.create_namespace("obs-agents").await.unwrap();
+    let uid = web_on_the_simulated_node(&client, &ns).await;
+
+    let registry = NodeReports::new();
+    let hub = pacto_observer::watch::TargetHub::new();
+    let shutdown = pacto_runtime::CancellationToken::new();
+    let observer = observer(
         &client,
         &agents,
         registry.clone(),
-        Duration::from_secs(90),
         Some(hub.clone()),
         &shutdown,
-    ));
+    );
     let observe = |at: Timestamp, windows: Vec<pacto_observer::Window>| {
         let observer = observer.clone();
         let ns = ns.clone();
@@ -398,35 +371,8 @@ async fn node_evidence_freshness_failed_partial_listen_and_streams() {
     shutdown.cancel();
 }
 
-/// A sibling Pacto targeting Service `service`, resolved to `resolved` (its status written as
-/// the status-writer would).
-async fn sibling_pacto(client: &Client, ns: &str, name: &str, service: &str, resolved: &str) {
-    let pactos: Api<Pacto> = Api::namespaced(client.clone(), ns);
-    let pacto = PactoBuilder::oci(name, resolved).service(service).build();
-    pactos.create(&PostParams::default(), &pacto).await.unwrap();
-    let version = resolved.rsplit(':').next().unwrap();
-    pactos
-        .patch_status(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"contract": {
-                "serviceName": name, "version": version, "resolvedRef": resolved}}})),
-        )
-        .await
-        .unwrap();
-}
-
-/// A selector-less Service (the API server allocates its ClusterIP); returns that ClusterIP.
-async fn cluster_ip_service(client: &Client, ns: &str, name: &str) -> String {
-    create::<Service>(
-        client,
-        ns,
-        json!({
-            "metadata": {"name": name},
-            "spec": {"ports": [{"port": 443}]}
-        }),
-    )
-    .await;
+/// The ClusterIP of Service `ns/name`.
+async fn cluster_ip(client: &Client, ns: &str, name: &str) -> String {
     Api::<Service>::namespaced(client.clone(), ns)
         .get(name)
         .await
@@ -437,32 +383,28 @@ async fn cluster_ip_service(client: &Client, ns: &str, name: &str) -> String {
         .unwrap()
 }
 
+/// A selector-less Service (the API server allocates its ClusterIP); returns that ClusterIP.
+async fn cluster_ip_service(client: &Client, ns: &str, name: &str) -> String {
+    apply::<Service>(
+        client,
+        ns,
+        json!({
+            "metadata": {"name": name},
+            "spec": {"ports": [{"port": 443}]}
+        }),
+    )
+    .await;
+    cluster_ip(client, ns, name).await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn undeclared_peers_are_resolved_listed_and_never_judged() {
     let cp = cluster().await;
     let client = cp.client().unwrap();
     let ns = cp.create_namespace("obs-peers").await.unwrap();
     let agents = cp.create_namespace("obs-peers-agents").await.unwrap();
-    create::<Deployment>(&client, &ns, json!({
-        "metadata": {"name": "web"},
-        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
-                 "template": {"metadata": {"labels": {"app": "web"}},
-                              "spec": {"containers": [{"name": "app", "image": "registry.example/app:1"}]}}}
-    }))
-    .await;
-    create::<Service>(&client, &ns, json!({
-        "metadata": {"name": "web"},
-        "spec": {"selector": {"app": "web"}, "ports": [{"name": "http", "port": 80, "targetPort": 8080}]}
-    }))
-    .await;
-    let own = Api::<Service>::namespaced(client.clone(), &ns)
-        .get("web")
-        .await
-        .unwrap()
-        .spec
-        .unwrap()
-        .cluster_ip
-        .unwrap();
+    let uid = web_on_the_simulated_node(&client, &ns).await;
+    let own = cluster_ip(&client, &ns, "web").await;
     // Declared: `db` (no sibling Pacto: the Service named after it) and `orders` (a sibling
     // Pacto's Service). Undeclared: `cache` (no Pacto), `payments` (a Pacto targets it).
     let db = cluster_ip_service(&client, &ns, "db").await;
@@ -470,87 +412,38 @@ async fn undeclared_peers_are_resolved_listed_and_never_judged() {
     let cache = cluster_ip_service(&client, &ns, "cache").await;
     let payments = cluster_ip_service(&client, &ns, "payments").await;
     let repo = |n: &str| format!("registry.example/{ns}/{n}");
-    sibling_pacto(
+    sibling(
         &client,
         &ns,
         "orders",
-        "orders",
+        Some("orders"),
         &format!("{}:1.0.0", repo("orders")),
     )
     .await;
-    sibling_pacto(
+    sibling(
         &client,
         &ns,
         "payments-pacto",
-        "payments",
+        Some("payments"),
         &format!("{}:1.0.0", repo("payments")),
     )
     .await;
-    let api_server = Api::<Service>::namespaced(client.clone(), "default")
-        .get("kubernetes")
-        .await
-        .unwrap()
-        .spec
-        .unwrap()
-        .cluster_ip
-        .unwrap();
+    let api_server = cluster_ip(&client, "default", "kubernetes").await;
     let contract = format!(
-        r#"
-pactoVersion: "2.0"
-service:
-  name: web
-  version: 1.0.0
-interfaces:
-  - name: api
-    type: openapi
-    ref: interfaces/openapi.yaml
-dependencies:
+        "{CONTRACT}dependencies:
   - name: db
     ref: oci://{db}:1.0.0
     required: true
   - name: orders
     ref: oci://{orders}:1.0.0
     required: true
-"#,
+",
         db = repo("db"),
         orders = repo("orders"),
     );
-    let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), &ns);
-    let uid = eventually(
-        "a Ready endpoint on the simulated node",
-        Duration::from_mins(1),
-        || async {
-            let list = slices
-                .list(&ListParams::default().labels("kubernetes.io/service-name=web"))
-                .await
-                .ok()?;
-            list.items
-                .iter()
-                .flat_map(|s| s.endpoints.iter().flatten())
-                .find_map(|e| {
-                    (e.conditions.as_ref()?.ready == Some(true)
-                        && e.node_name.as_deref() == Some(NODE))
-                    .then(|| e.target_ref.as_ref()?.uid.clone())
-                    .flatten()
-                })
-        },
-    )
-    .await;
 
     let shutdown = pacto_runtime::CancellationToken::new();
-    let observer = Observer::new(
-        KubeCluster::cached(client.clone(), None, &shutdown),
-        Prober::new().unwrap(),
-        Options::default(),
-    )
-    .with_node_evidence(NodeEvidence::spawn(
-        &client,
-        &agents,
-        NodeReports::new(),
-        Duration::from_secs(90),
-        None,
-        &shutdown,
-    ));
+    let observer = observer(&client, &agents, NodeReports::new(), None, &shutdown);
     let observe = |at: Timestamp| {
         let observer = observer.clone();
         let mut request = input(&ns, vec![]);

@@ -464,7 +464,7 @@ async fn targeted_pacto_unknown_until_its_target_exists_then_compliant() {
     // and write Compliant before the notification's reconcile (a race, not a cause).
     wait_revision_reconciled_and_idle(&h).await;
     let notified = h.ctx.triggers.started(Trigger::WatchTargets);
-    create_orders_target(&h).await;
+    create_orders_target(&h.client, &h.namespace).await;
     let (_, s) = wait_status(&api, "orders", ContractStatus::Compliant).await;
     // The cause, not the timing: reconciles started by WatchTargets notifications, and the
     // one that wrote Compliant was one of them.
@@ -583,7 +583,7 @@ async fn a_change_made_while_the_observer_was_down_is_seen_when_it_is_back() {
     // The observer goes away; the target appears meanwhile (nobody is told).
     observer.stop().await;
     let reconciles = h.ctx.triggers.started_total();
-    create_orders_target(&h).await;
+    create_orders_target(&h.client, &h.namespace).await;
     assert_eq!(
         h.ctx.triggers.started_total(),
         reconciles,
@@ -599,36 +599,6 @@ async fn a_change_made_while_the_observer_was_down_is_seen_when_it_is_back() {
         Some(Trigger::WatchTargets),
         "the Compliant status was written by a reconcile the resubscription did not trigger"
     );
-}
-
-/// The target of the `orders` Pacto: a Deployment and its Service (`serviceName: orders` must
-/// exist for Compliant).
-async fn create_orders_target(h: &Harness) {
-    let deployment: k8s_openapi::api::apps::v1::Deployment =
-        serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "orders"},
-            "spec": {
-                "selector": {"matchLabels": {"app": "orders"}},
-                "template": {
-                    "metadata": {"labels": {"app": "orders"}},
-                    "spec": {"containers": [{"name": "app", "image": "registry.local/orders:1"}]}
-                }
-            }
-        }))
-        .unwrap();
-    let service: k8s_openapi::api::core::v1::Service = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": "orders"},
-        "spec": {"selector": {"app": "orders"}, "ports": [{"name": "http", "port": 80}]}
-    }))
-    .unwrap();
-    Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(h.client.clone(), &h.namespace)
-        .create(&PostParams::default(), &deployment)
-        .await
-        .unwrap();
-    Api::<k8s_openapi::api::core::v1::Service>::namespaced(h.client.clone(), &h.namespace)
-        .create(&PostParams::default(), &service)
-        .await
-        .unwrap();
 }
 
 /// Waits until the reconcile that the revision's creation triggers has run and no reconcile is

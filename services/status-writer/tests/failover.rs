@@ -21,12 +21,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, PostParams};
 use pacto_api::{ContractStatus, Pacto};
 use pacto_runtime::CancellationToken;
 use pacto_runtime::testing::{TestCa, TestEndpoint, admin_get, metric_value};
@@ -395,20 +394,14 @@ async fn holder(leases: &Api<Lease>) -> Option<(String, Timestamp, i32)> {
 
 /// Each transition event of `name` by reason: (reason, reporting instance, count).
 async fn events(client: &Client, namespace: &str, name: &str) -> Vec<(String, String, i32)> {
-    let mut found: Vec<_> = Api::<Event>::namespaced(client.clone(), namespace)
-        .list(&ListParams::default())
+    let mut found: Vec<_> = common::events_regarding(client, namespace, name)
         .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .iter()
         .map(|e| {
             (
                 e.reason.clone().unwrap_or_default(),
                 e.reporting_instance.clone().unwrap_or_default(),
-                e.deprecated_count
-                    .or_else(|| e.series.as_ref().map(|s| s.count))
-                    .unwrap_or(1),
+                common::event_count(e),
             )
         })
         .collect();
@@ -569,31 +562,7 @@ async fn a_partitioned_leader_stops_writing_before_its_successor_starts() {
     // land now; only the successor may write the new verdict.
     let cut = Instant::now();
     proxy.cut();
-    let deployment: k8s_openapi::api::apps::v1::Deployment =
-        serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "orders"},
-            "spec": {
-                "selector": {"matchLabels": {"app": "orders"}},
-                "template": {
-                    "metadata": {"labels": {"app": "orders"}},
-                    "spec": {"containers": [{"name": "app", "image": "registry.local/orders:1"}]}
-                }
-            }
-        }))
-        .unwrap();
-    let service: k8s_openapi::api::core::v1::Service = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": "orders"},
-        "spec": {"selector": {"app": "orders"}, "ports": [{"name": "http", "port": 80}]}
-    }))
-    .unwrap();
-    Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(client.clone(), &namespace)
-        .create(&PostParams::default(), &deployment)
-        .await
-        .unwrap();
-    Api::<k8s_openapi::api::core::v1::Service>::namespaced(client.clone(), &namespace)
-        .create(&PostParams::default(), &service)
-        .await
-        .unwrap();
+    common::create_orders_target(&client, &namespace).await;
     let changed = Instant::now();
 
     // B takes over, and the verdict flows again.

@@ -859,6 +859,214 @@ fn known_metric_names() -> Result<BTreeSet<String>> {
     Ok(names)
 }
 
+/// The Grafana dashboard the status-writer chart ships (`dashboards/pacto.json`).
+fn dashboard_file() -> Result<Value> {
+    let path = repo_root().join("charts/pacto-status-writer/dashboards/pacto.json");
+    let text = std::fs::read_to_string(&path).with_context(|| path.display().to_string())?;
+    serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))
+}
+
+/// Every PromQL expression of a dashboard: the panels' (and rows' nested panels') targets and the
+/// query variables, as `(where, expression)`.
+fn dashboard_queries(dashboard: &Value) -> Vec<(String, String)> {
+    fn panels(list: &Value, out: &mut Vec<(String, String)>) {
+        for panel in list.as_array().into_iter().flatten() {
+            let title = panel["title"].as_str().unwrap_or("(untitled)");
+            for target in panel["targets"].as_array().into_iter().flatten() {
+                if let Some(expr) = target["expr"].as_str() {
+                    out.push((format!("panel {title:?}"), expr.to_owned()));
+                }
+            }
+            panels(&panel["panels"], out);
+        }
+    }
+    let mut out = Vec::new();
+    panels(&dashboard["panels"], &mut out);
+    for variable in dashboard["templating"]["list"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let query = &variable["query"];
+        if let Some(expr) = query["query"].as_str().or_else(|| query.as_str())
+            && variable["type"] == "query"
+        {
+            out.push((format!("variable {}", variable["name"]), expr.to_owned()));
+        }
+    }
+    out
+}
+
+/// `name`, or the histogram series it is a `_bucket`/`_sum`/`_count` of, when `known` has it.
+fn known_series(name: &str, known: &BTreeSet<String>) -> bool {
+    known.contains(name)
+        || ["_bucket", "_sum", "_count"].iter().any(|s| {
+            name.strip_suffix(s)
+                .is_some_and(|base| known.contains(base))
+        })
+}
+
+/// What is wrong with a dashboard's queries: each metric not defined in the code (`in_code`) or
+/// not documented (`documented`), named with the panel that queries it.
+fn dashboard_metric_problems(
+    dashboard: &Value,
+    in_code: &BTreeSet<String>,
+    documented: &BTreeSet<String>,
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    for (place, expr) in dashboard_queries(dashboard) {
+        for name in metric_names_in(&expr) {
+            if !known_series(&name, in_code) {
+                problems.push(format!("{place} queries {name}, which no service defines"));
+            } else if !known_series(&name, documented) {
+                problems.push(format!(
+                    "{place} queries {name}, which docs/metrics.md does not document"
+                ));
+            }
+        }
+    }
+    problems
+}
+
+/// Metric names docs/metrics.md documents (`pacto_…` in backticks).
+fn documented_metric_names() -> Result<BTreeSet<String>> {
+    let text = std::fs::read_to_string(repo_root().join("docs/metrics.md"))?;
+    Ok(text
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|t| t.starts_with("pacto_"))
+        .map(str::to_owned)
+        .collect())
+}
+
+#[test]
+fn the_grafana_dashboard_is_json_over_real_documented_metrics() -> Result<()> {
+    let dashboard = dashboard_file()?;
+    ensure!(
+        dashboard["uid"].as_str().is_some_and(|u| !u.is_empty())
+            && dashboard["title"].as_str().is_some_and(|t| !t.is_empty()),
+        "the dashboard has a uid and a title"
+    );
+    let queries = dashboard_queries(&dashboard);
+    ensure!(
+        queries.len() >= 10,
+        "only {} queries: {queries:?}",
+        queries.len()
+    );
+    let mut ids = BTreeSet::new();
+    for panel in dashboard["panels"].as_array().context("panels")? {
+        let id = panel["id"].as_u64().context("a panel without an id")?;
+        ensure!(ids.insert(id), "panel id {id} is used twice");
+        ensure!(
+            panel["gridPos"]["w"]
+                .as_u64()
+                .is_some_and(|w| w > 0 && w <= 24),
+            "panel {} has no gridPos within 24 columns",
+            panel["title"]
+        );
+    }
+    let problems = dashboard_metric_problems(
+        &dashboard,
+        &known_metric_names()?,
+        &documented_metric_names()?,
+    );
+    ensure!(problems.is_empty(), "{}", problems.join("\n"));
+    // The panels the dashboard promises (issue 20).
+    let all: String = queries.iter().map(|(_, e)| e.as_str()).collect();
+    for metric in [
+        "pacto_contract_status",
+        "pacto_status_writer_reconcile_seconds_bucket",
+        "pacto_status_writer_backend_failures_total",
+        "pacto_resolver_resolves_total",
+        "pacto_observer_api_errors_total",
+        "pacto_node_agent_reports_acked_total",
+        "pacto_observer_node_agents_connected",
+    ] {
+        ensure!(all.contains(metric), "no panel queries {metric}");
+    }
+    Ok(())
+}
+
+#[test]
+fn a_dashboard_query_over_an_unknown_metric_is_named() {
+    let dashboard = serde_json::json!({
+        "panels": [{"type": "row", "title": "r", "panels": [{"title": "Latency", "targets": [
+            {"expr": "histogram_quantile(0.9, rate(pacto_a_seconds_bucket[5m])) + pacto_typo_total"}
+        ]}]}],
+        "templating": {"list": [{"name": "ns", "type": "query", "query": {"query": "label_values(pacto_b, namespace)"}}]}
+    });
+    let known = set(&["pacto_a_seconds", "pacto_b"]);
+    assert_eq!(
+        dashboard_metric_problems(&dashboard, &known, &set(&["pacto_a_seconds"])),
+        [
+            "panel \"Latency\" queries pacto_typo_total, which no service defines",
+            "variable \"ns\" queries pacto_b, which docs/metrics.md does not document",
+        ]
+    );
+}
+
+#[test]
+fn the_status_writer_chart_renders_the_dashboard_configmap_only_when_enabled() -> Result<()> {
+    let tools = Tools::new()?;
+    let chart = "pacto-status-writer";
+    let dashboards = |docs: &[Value]| -> Vec<Value> {
+        of_kind(docs, "ConfigMap")
+            .into_iter()
+            .filter(|d| d["data"].get("pacto.json").is_some())
+            .cloned()
+            .collect()
+    };
+    ensure!(
+        dashboards(&render(&tools, chart, None, &[])?).is_empty(),
+        "the dashboard ConfigMap is rendered by default"
+    );
+    let on = dashboards(&render(
+        &tools,
+        chart,
+        None,
+        &["grafanaDashboard.enabled=true"],
+    )?);
+    ensure!(
+        on.len() == 1,
+        "one dashboard ConfigMap when enabled: {on:?}"
+    );
+    let map = &on[0];
+    ensure!(
+        map["metadata"]["labels"]["grafana_dashboard"] == "1",
+        "labelled for the sidecar: {}",
+        map["metadata"]
+    );
+    ensure!(map["metadata"]["namespace"] == NAMESPACE);
+    let shipped: Value = serde_json::from_str(map["data"]["pacto.json"].as_str().context("data")?)
+        .context("the ConfigMap's pacto.json is not JSON")?;
+    ensure!(
+        shipped == dashboard_file()?,
+        "the ConfigMap holds dashboards/pacto.json"
+    );
+    let custom = dashboards(&render(
+        &tools,
+        chart,
+        None,
+        &[
+            "grafanaDashboard.enabled=true",
+            "grafanaDashboard.label=dashboards",
+            "grafanaDashboard.labelValue=pacto",
+            "grafanaDashboard.namespace=monitoring",
+            "grafanaDashboard.annotations.grafana_folder=Pacto",
+        ],
+    )?);
+    let meta = &custom[0]["metadata"];
+    ensure!(
+        meta["labels"]["dashboards"] == "pacto"
+            && meta["labels"].get("grafana_dashboard").is_none()
+            && meta["namespace"] == "monitoring"
+            && meta["annotations"]["grafana_folder"] == "Pacto",
+        "label, value, namespace and annotations are the values': {meta}"
+    );
+    Ok(())
+}
+
 #[test]
 fn metric_name_extraction_respects_identifier_boundaries() {
     let names = metric_names_in("sum(rate(pacto_a_total{x=\"pacto_b\"}[5m])) / xpacto_c + pacto_d");

@@ -807,6 +807,26 @@ impl Stack {
         Ok((repository, pushed))
     }
 
+    /// Pushes the `settings` bundle (a required configuration `app` with a JSON Schema that wants
+    /// an integer `port`) and returns its reference, `oci://<registry>/pacto/settings:1.0.0`.
+    pub async fn push_settings_bundle(&self) -> anyhow::Result<String> {
+        let configuration = self.dir.path().join("bundles/settings/configuration");
+        std::fs::create_dir_all(&configuration).context("creating the bundle directory")?;
+        std::fs::write(
+            configuration.join("schema.json"),
+            r#"{"type":"object","required":["port"],"properties":{"port":{"type":"integer"}}}"#,
+        )
+        .context("writing configuration/schema.json")?;
+        let (repository, _) = self
+            .push_contract(
+                "settings",
+                "pactoVersion: \"2.0\"\nservice:\n  name: settings\n  version: 1.0.0\nconfigurations:\n  - name: app\n    required: true\n    schema: configuration/schema.json\n",
+                ":1.0.0",
+            )
+            .await?;
+        Ok(format!("{repository}:1.0.0"))
+    }
+
     /// `kubectl wait --for=condition=Available deployment/<name>` in the test namespace (60 s).
     pub async fn wait_available(&self, deployment: &str) -> anyhow::Result<()> {
         self.kubectl(

@@ -309,6 +309,39 @@ async fn nudge_until(stack: &Stack, name: &str, want: &str, timeout: Duration) -
     .unwrap_or_else(|timeout| panic!("{timeout}\n{}", stack.logs()))
 }
 
+/// Applies the Deployment and Service of `name`, waits until it is Available, then applies the
+/// Pacto `pacto(target)` renders (its interface `http` bound to the Service port `http`) and waits
+/// for Compliant with the runtime found, no finding, and both required assertions (the interface
+/// and one capability) evaluated.
+async fn compliant_http_target(
+    stack: &Stack,
+    name: &str,
+    deployment: &str,
+    service: &str,
+    pacto: impl Fn(&serde_json::Value) -> String,
+) -> serde_json::Value {
+    stack.apply(deployment).await.unwrap();
+    stack.apply(service).await.unwrap();
+    stack.wait_available(name).await.unwrap();
+    let target = json!({
+        "serviceName": name,
+        "interfaceBindings": [{ "interface": "http", "servicePort": "http" }],
+    });
+    stack.apply(&pacto(&target)).await.unwrap();
+    let found = stack
+        .wait_contract_status(name, "Compliant", STATUS_DEADLINE)
+        .await
+        .unwrap();
+    expect_runtime_found(&found);
+    assert!(findings(&found).is_empty(), "{found:#}");
+    assert_eq!(
+        found["status"]["evaluationCoverage"],
+        json!({ "evaluated": 2, "required": 2 }),
+        "{found:#}"
+    );
+    found
+}
+
 /// "Metrics or health always Unknown" → active probing: with `--enable-probing` the observer GETs
 /// the health path on the Service's DNS name and port. The workload has no readiness probe, so
 /// only the active probe can confirm health (the passive fallback would be Insufficient).
@@ -330,41 +363,22 @@ async fn health_probed_found_then_absent_beyond_the_window_then_recovered() {
     })
     .await
     .unwrap();
-    stack
-        .apply(&deployment("orders", 8080, &json!({})))
-        .await
-        .unwrap();
-    stack
-        .apply(&service("orders", port, &json!({})))
-        .await
-        .unwrap();
-    stack.wait_available("orders").await.unwrap();
-    let target = json!({
-        "serviceName": "orders",
-        "interfaceBindings": [{ "interface": "http", "servicePort": "http" }],
-    });
-    stack
-        .apply(&window_pacto_manifest(
-            "orders",
-            &http_contract("orders", Some(("health", "/healthz"))),
-            &target,
-        ))
-        .await
-        .unwrap();
-
-    // 200 on the capability path: health observed present, nothing Unknown.
-    let pacto = stack
-        .wait_contract_status("orders", "Compliant", STATUS_DEADLINE)
-        .await
-        .unwrap();
-    expect_runtime_found(&pacto);
-    assert!(findings(&pacto).is_empty(), "{pacto:#}");
-    // Both required assertions (interface http, capability health) were evaluated.
-    assert_eq!(
-        pacto["status"]["evaluationCoverage"],
-        json!({ "evaluated": 2, "required": 2 }),
-        "{pacto:#}"
-    );
+    // 200 on the capability path: health observed present, nothing Unknown, both required
+    // assertions (interface http, capability health) evaluated.
+    compliant_http_target(
+        &stack,
+        "orders",
+        &deployment("orders", 8080, &json!({})),
+        &service("orders", port, &json!({})),
+        |target| {
+            window_pacto_manifest(
+                "orders",
+                &http_contract("orders", Some(("health", "/healthz"))),
+                target,
+            )
+        },
+    )
+    .await;
     assert!(
         server.hits("/healthz") > 0,
         "the probe never reached the server"
@@ -452,51 +466,32 @@ async fn metrics_scraped_on_the_ready_pod_ip() {
     })
     .await
     .unwrap();
-    stack
-        .apply(&deployment(
+    // No OBSERVATION_UNSUPPORTED (or any other finding) for capability/metrics.
+    compliant_http_target(
+        &stack,
+        "shop",
+        &deployment(
             "shop",
             container_port,
             &json!({ POD_IP_ANNOTATION: ip.to_string() }),
-        ))
-        .await
-        .unwrap();
-    stack
-        .apply(&service(
+        ),
+        &service(
             "shop",
             80,
             &json!({
                 "prometheus.io/scrape": "true",
                 "prometheus.io/port": container_port.to_string(),
             }),
-        ))
-        .await
-        .unwrap();
-    stack.wait_available("shop").await.unwrap();
-    let target = json!({
-        "serviceName": "shop",
-        "interfaceBindings": [{ "interface": "http", "servicePort": "http" }],
-    });
-    stack
-        .apply(&pacto_manifest(
-            "shop",
-            &http_contract("shop", Some(("metrics", "/metrics"))),
-            &target,
-        ))
-        .await
-        .unwrap();
-
-    let pacto = stack
-        .wait_contract_status("shop", "Compliant", STATUS_DEADLINE)
-        .await
-        .unwrap();
-    expect_runtime_found(&pacto);
-    // No OBSERVATION_UNSUPPORTED (or any other finding) for capability/metrics.
-    assert!(findings(&pacto).is_empty(), "{pacto:#}");
-    assert_eq!(
-        pacto["status"]["evaluationCoverage"],
-        json!({ "evaluated": 2, "required": 2 }),
-        "{pacto:#}"
-    );
+        ),
+        |target| {
+            pacto_manifest(
+                "shop",
+                &http_contract("shop", Some(("metrics", "/metrics"))),
+                target,
+            )
+        },
+    )
+    .await;
     // The scrape went to the pod IP (the Service's DNS name resolves nowhere here).
     let scrapes = eventually("a scrape of /metrics", STATUS_DEADLINE, || {
         std::future::ready(Some(server.hits("/metrics")).filter(|n| *n > 0))
@@ -540,23 +535,7 @@ async fn metrics_scraped_on_the_ready_pod_ip() {
 async fn configuration_mismatch_at_once_absence_after_the_window() {
     let stack = Stack::start().await.unwrap();
     // A contract with a required configuration and its schema in the bundle.
-    let bundle = stack.dir.path().join("settings");
-    std::fs::create_dir_all(bundle.join("configuration")).unwrap();
-    std::fs::write(
-        bundle.join("pacto.yaml"),
-        "pactoVersion: \"2.0\"\nservice:\n  name: settings\n  version: 1.0.0\nconfigurations:\n  - name: app\n    required: true\n    schema: configuration/schema.json\n",
-    )
-    .unwrap();
-    std::fs::write(
-        bundle.join("configuration/schema.json"),
-        r#"{"type":"object","required":["port"],"properties":{"port":{"type":"integer"}}}"#,
-    )
-    .unwrap();
-    let reference = format!("oci://{}/pacto/settings:1.0.0", stack.registry.host());
-    stack
-        .pacto_cli(&["push", bundle.to_str().unwrap(), &reference])
-        .await
-        .unwrap();
+    let reference = stack.push_settings_bundle().await.unwrap();
     stack
         .apply(&deployment("settings", 8080, &json!({})))
         .await

@@ -110,29 +110,6 @@ fn assert_golden(name: &str, text: &str) {
     );
 }
 
-/// Pushes the `settings` bundle (a required configuration `app` with a JSON Schema that wants an
-/// integer `port`) and returns its reference.
-async fn push_settings_bundle(stack: &Stack) -> String {
-    let bundle = stack.dir.path().join("settings");
-    std::fs::create_dir_all(bundle.join("configuration")).unwrap();
-    std::fs::write(
-        bundle.join("pacto.yaml"),
-        "pactoVersion: \"2.0\"\nservice:\n  name: settings\n  version: 1.0.0\nconfigurations:\n  - name: app\n    required: true\n    schema: configuration/schema.json\n",
-    )
-    .unwrap();
-    std::fs::write(
-        bundle.join("configuration/schema.json"),
-        r#"{"type":"object","required":["port"],"properties":{"port":{"type":"integer"}}}"#,
-    )
-    .unwrap();
-    let reference = format!("oci://{}/pacto/settings:1.0.0", stack.registry.host());
-    stack
-        .pacto_cli(&["push", bundle.to_str().unwrap(), &reference])
-        .await
-        .unwrap();
-    reference
-}
-
 /// A contract with a readiness block that passes its gate (one claim of each status).
 const READY_CONTRACT: &str = "pactoVersion: \"2.0\"\nservice:\n  name: steady\n  version: 1.0.0\nreadiness:\n  expires: \"2099-01-31\"\n  minScore: 50\n  claims:\n    - { id: dashboard, type: url, status: done, weight: 40, evidence: \"https://grafana.example.com/d/gate\" }\n    - { id: runbook, type: document, status: partial, weight: 30, evidence: docs/runbook.md }\n    - { id: pen-test, type: ticket, status: not-done, weight: 20, evidence: SEC-7 }\n    - { id: chaos, type: ticket, status: deferred, weight: 10, evidence: SEC-8 }\n";
 
@@ -166,7 +143,7 @@ async fn status_explains_each_verdict_from_the_cluster() {
         .await
         .unwrap();
     // NonCompliant: a ConfigMap whose value violates the configuration's schema.
-    let reference = push_settings_bundle(&stack).await;
+    let reference = stack.push_settings_bundle().await.unwrap();
     stack.apply(&deployment("settings")).await.unwrap();
     stack
         .apply(

@@ -4,12 +4,12 @@
 )]
 
 use k8s_openapi::api::core::v1::ObjectReference;
-use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort};
+use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions};
 use pacto_engine::DependencyValue;
 use serde_json::json;
 
 use super::*;
-use crate::interfaces::fixtures::{port, service};
+use crate::interfaces::fixtures::{port, service, slice_with as slice};
 
 fn at(seconds: i64) -> Timestamp {
     Timestamp::from_unix(1_800_000_000 + seconds, 0).unwrap()
@@ -282,24 +282,6 @@ fn endpoint(uid: &str, node: &str, ip: &str, ready: bool) -> Endpoint {
     }
 }
 
-fn slice(ports: &[(Option<&str>, i32)], endpoints: Vec<Endpoint>) -> EndpointSlice {
-    EndpointSlice {
-        address_type: "IPv4".into(),
-        endpoints: Some(endpoints),
-        ports: Some(
-            ports
-                .iter()
-                .map(|(n, p)| EndpointPort {
-                    name: n.map(str::to_owned),
-                    port: Some(*p),
-                    ..EndpointPort::default()
-                })
-                .collect(),
-        ),
-        ..EndpointSlice::default()
-    }
-}
-
 #[test]
 fn interface_checks_use_the_ready_pods_and_the_resolved_target_port() {
     let svc = service(vec![port(Some("http"), 80, Some(IntOrString::Int(8080)))]);
@@ -357,7 +339,7 @@ fn dependencies_without_a_sibling_are_decided_by_outbound_connections() {
         &[(None, 5432)],
         vec![endpoint("db", "b", "10.244.1.9", true)],
     )];
-    let addresses = service_addresses(&svc, &db_slices);
+    let addresses = crate::addresses::of(Some(&svc), &db_slices);
     assert_eq!(addresses.len(), 2);
     let to_cluster_ip = PodView {
         outbound: BTreeMap::from([("10.96.0.20".parse().unwrap(), BTreeSet::from([5432]))]),

@@ -374,14 +374,31 @@ pub async fn wait_status(
     .await
 }
 
-pub async fn events_of(client: &Client, ns: &str, name: &str) -> Vec<(String, String, String)> {
-    let api: Api<Event> = Api::namespaced(client.clone(), ns);
-    api.list(&ListParams::default())
+/// The Events of `ns` regarding the object `name`.
+pub async fn events_regarding(client: &Client, ns: &str, name: &str) -> Vec<Event> {
+    Api::<Event>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
         .await
         .unwrap()
         .items
         .into_iter()
         .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .collect()
+}
+
+/// How many times an Event was recorded: its count (a recurrence is counted on one Event,
+/// docs/design/status.md#events).
+pub fn event_count(event: &Event) -> i32 {
+    event
+        .deprecated_count
+        .or_else(|| event.series.as_ref().map(|s| s.count))
+        .unwrap_or(1)
+}
+
+pub async fn events_of(client: &Client, ns: &str, name: &str) -> Vec<(String, String, String)> {
+    events_regarding(client, ns, name)
+        .await
+        .into_iter()
         .map(|e| {
             (
                 e.type_.unwrap_or_default(),
@@ -411,20 +428,40 @@ pub async fn wait_event(client: &Client, ns: &str, name: &str, reason: &str) -> 
 /// How many times `reason` was recorded on `name`: the sum of the Events' counts (a recurrence
 /// is counted on one Event, docs/design/status.md#events), not the number of objects.
 pub async fn times_recorded(client: &Client, ns: &str, name: &str, reason: &str) -> i64 {
-    let api: Api<Event> = Api::namespaced(client.clone(), ns);
-    api.list(&ListParams::default())
+    events_regarding(client, ns, name)
         .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .iter()
         .filter(|e| e.reason.as_deref() == Some(reason))
-        .map(|e| {
-            i64::from(
-                e.deprecated_count
-                    .or_else(|| e.series.as_ref().map(|s| s.count))
-                    .unwrap_or(1),
-            )
-        })
+        .map(|e| i64::from(event_count(e)))
         .sum()
+}
+
+/// The target of the `orders` Pacto: a Deployment and its Service (`serviceName: orders` must
+/// exist for Compliant).
+pub async fn create_orders_target(client: &Client, namespace: &str) {
+    let deployment: k8s_openapi::api::apps::v1::Deployment =
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "orders"},
+            "spec": {
+                "selector": {"matchLabels": {"app": "orders"}},
+                "template": {
+                    "metadata": {"labels": {"app": "orders"}},
+                    "spec": {"containers": [{"name": "app", "image": "registry.local/orders:1"}]}
+                }
+            }
+        }))
+        .unwrap();
+    let service: k8s_openapi::api::core::v1::Service = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "orders"},
+        "spec": {"selector": {"app": "orders"}, "ports": [{"name": "http", "port": 80}]}
+    }))
+    .unwrap();
+    Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(client.clone(), namespace)
+        .create(&PostParams::default(), &deployment)
+        .await
+        .unwrap();
+    Api::<k8s_openapi::api::core::v1::Service>::namespaced(client.clone(), namespace)
+        .create(&PostParams::default(), &service)
+        .await
+        .unwrap();
 }
