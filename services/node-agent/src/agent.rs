@@ -23,6 +23,8 @@ use crate::report;
 const DRAIN_EVERY: Duration = Duration::from_millis(100);
 /// Rescans the host at most this often when events name an unknown network namespace.
 const RESCAN_MIN: Duration = Duration::from_secs(1);
+/// At most one early report (a listener opened or closed between two publishes) per this long.
+const EARLY_REPORT_MIN: Duration = Duration::from_secs(1);
 /// How long the start waits for the first list of the node's pods.
 const PODS_WAIT: Duration = Duration::from_secs(10);
 
@@ -188,6 +190,7 @@ pub async fn run_agent(
     let mut buffer: Vec<SocketEvent> = Vec::new();
     let mut publish_failing = false;
     let mut written = 0_u64;
+    let mut last_report = Instant::now();
     loop {
         tokio::select! {
             () = shutdown.cancelled() => break,
@@ -208,6 +211,23 @@ pub async fn run_agent(
                             agg.set_view(view, now);
                         }
                         last_scan = Instant::now();
+                    }
+                    // A listener opened or closed: report it now on the stream (at most once per
+                    // EARLY_REPORT_MIN), not at the next publish; the object is written at the
+                    // publish interval as before.
+                    if agg.listeners_changed() && last_report.elapsed() >= EARLY_REPORT_MIN {
+                        let (pods, truncated) = agg.take_listeners_changed(now);
+                        let status = NodeRuntimeObservationStatus {
+                            last_published: Some(Time(now)),
+                            agent_version: Some(env!("CARGO_PKG_VERSION").to_owned()),
+                            kernel: Some(kernel.clone()),
+                            collection: Some(collection.clone()),
+                            pod_count: i32::try_from(pods.len()).unwrap_or(i32::MAX),
+                            pods,
+                            truncated,
+                        };
+                        outputs.reports.send_replace(Some(report::to_report(&config.node_name, &status)));
+                        last_report = Instant::now();
                     }
                 }
             }
@@ -246,6 +266,7 @@ pub async fn run_agent(
                 }
                 metrics::gauge!(crate::metrics::PODS_TRACKED).set(agg.pods_tracked() as f64);
                 outputs.reports.send_replace(Some(report::to_report(&config.node_name, &status)));
+                last_report = Instant::now();
                 match observations.publish(&status).await {
                     Ok(()) => {
                         if publish_failing {

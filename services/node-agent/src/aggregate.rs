@@ -114,6 +114,7 @@ pub struct Aggregator {
     evicted: bool,
     wants_scan: bool,
     events: u64,
+    listeners_changed: bool,
 }
 
 impl Aggregator {
@@ -134,12 +135,16 @@ impl Aggregator {
             evicted: false,
             wants_scan: false,
             events: 0,
+            listeners_changed: false,
         }
     }
 
     /// Replaces the pods of this node; the views of pods no longer listed are forgotten.
     pub fn set_pods(&mut self, pods: impl IntoIterator<Item = PodMeta>) {
-        self.pods = pods.into_iter().map(|p| (p.uid.clone(), p)).collect();
+        let pods: BTreeMap<String, PodMeta> =
+            pods.into_iter().map(|p| (p.uid.clone(), p)).collect();
+        self.listeners_changed |= !pods.keys().eq(self.pods.keys());
+        self.pods = pods;
         let known = &self.pods;
         self.state.retain(|uid, _| known.contains_key(uid));
         self.cookies.retain(|_, owners| {
@@ -226,7 +231,9 @@ impl Aggregator {
                 };
                 for uid in uids {
                     let state = self.state.entry(uid.clone()).or_default();
-                    state.listeners.entry(key).or_default().insert(event.cookie);
+                    let cookies = state.listeners.entry(key).or_default();
+                    self.listeners_changed |= cookies.is_empty();
+                    cookies.insert(event.cookie);
                     if event.cookie != 0 {
                         self.cookies
                             .entry(event.cookie)
@@ -259,7 +266,8 @@ impl Aggregator {
             .filter(|_| event.cookie != 0)
         {
             for (uid, key) in owners {
-                remove_cookie(self.state.get_mut(&uid), key, event.cookie);
+                self.listeners_changed |=
+                    remove_cookie(self.state.get_mut(&uid), key, event.cookie);
             }
             return;
         }
@@ -273,7 +281,7 @@ impl Aggregator {
             port: event.local.port(),
         };
         for uid in uids {
-            remove_cookie(self.state.get_mut(uid), key, 0);
+            self.listeners_changed |= remove_cookie(self.state.get_mut(uid), key, 0);
         }
     }
 
@@ -334,8 +342,33 @@ impl Aggregator {
     /// name), bounded by [`Limits`], and whether a bound dropped anything. Clears the
     /// per-publish marks (overflow, evictions).
     pub fn publish(&mut self, now: Timestamp) -> (Vec<PodObservation>, bool) {
-        let mut truncated = std::mem::take(&mut self.evicted);
-        let overflow = std::mem::take(&mut self.overflow);
+        let view = self.render(now);
+        self.evicted = false;
+        self.overflow = false;
+        self.listeners_changed = false;
+        view
+    }
+
+    /// Whether a pod's listeners (or the set of pods) changed since the last [`publish`] or
+    /// [`take_listeners_changed`]: what an early report is for
+    /// (docs/design/node-agent.md#report-stream).
+    ///
+    /// [`publish`]: Aggregator::publish
+    /// [`take_listeners_changed`]: Aggregator::take_listeners_changed
+    pub fn listeners_changed(&self) -> bool {
+        self.listeners_changed
+    }
+
+    /// The view at `now` for an early report: [`Aggregator::publish`]'s view without clearing its
+    /// per-publish marks, so the next publish still carries them; clears the listener mark.
+    pub fn take_listeners_changed(&mut self, now: Timestamp) -> (Vec<PodObservation>, bool) {
+        self.listeners_changed = false;
+        self.render(now)
+    }
+
+    fn render(&self, now: Timestamp) -> (Vec<PodObservation>, bool) {
+        let mut truncated = self.evicted;
+        let overflow = self.overflow;
         let mut order: Vec<&PodMeta> = self.pods.values().collect();
         order.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
         let empty = PodState::default();
@@ -449,14 +482,17 @@ impl Aggregator {
     }
 }
 
-fn remove_cookie(state: Option<&mut PodState>, key: ListenerKey, cookie: u64) {
-    let Some(state) = state else { return };
+/// Removes one socket of a listener; returns whether the listener is gone (its last socket).
+fn remove_cookie(state: Option<&mut PodState>, key: ListenerKey, cookie: u64) -> bool {
+    let Some(state) = state else { return false };
     if let Some(cookies) = state.listeners.get_mut(&key) {
         cookies.remove(&cookie);
         if cookies.is_empty() {
             state.listeners.remove(&key);
+            return true;
         }
     }
+    false
 }
 
 fn conn_order(key: &ConnKey) -> (bool, IpAddr, u16) {

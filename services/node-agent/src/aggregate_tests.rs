@@ -382,3 +382,91 @@ fn arbitrary_events_never_panic() {
     }
     let _ = agg.publish(at(100));
 }
+
+/// What an early report is for: a listener opened (first socket on its address and port) or
+/// closed (its last socket), or the set of pods changed; not a second socket of a listener, not a
+/// connection. Publishing clears the mark, and so does taking it, which keeps the per-publish
+/// marks (overflow) for the next publish.
+#[test]
+fn listener_changes_mark_an_early_report_and_connections_do_not() {
+    let mut agg = started(Limits::default());
+    agg.publish(at(1));
+    assert!(!agg.listeners_changed());
+    let listen = |cookie| {
+        ev(
+            SocketEventKind::Listen,
+            WEB_NS,
+            "0.0.0.0:8080",
+            "0.0.0.0:0",
+            cookie,
+        )
+    };
+    let closed = |cookie| {
+        ev(
+            SocketEventKind::ListenClosed,
+            WEB_NS,
+            "0.0.0.0:8080",
+            "0.0.0.0:0",
+            cookie,
+        )
+    };
+    agg.apply(listen(7), at(2));
+    assert!(agg.listeners_changed(), "a new listener");
+    let (pods, _) = agg.take_listeners_changed(at(2));
+    assert_eq!(find(&pods, "web").listeners.len(), 1);
+    assert!(!agg.listeners_changed());
+
+    // A second socket on the same address and port (SO_REUSEPORT), then a connection: the
+    // listener set is unchanged.
+    agg.apply(listen(8), at(3));
+    agg.apply(
+        ev(
+            SocketEventKind::Outbound,
+            WEB_NS,
+            "10.244.0.5:40000",
+            "10.96.0.12:5432",
+            0,
+        ),
+        at(3),
+    );
+    assert!(!agg.listeners_changed());
+    // One of the two closes: still listening. The last closes: changed.
+    agg.apply(closed(7), at(4));
+    assert!(!agg.listeners_changed());
+    agg.note_drops(2);
+    agg.apply(closed(8), at(5));
+    assert!(agg.listeners_changed(), "the listener is gone");
+    let (pods, _) = agg.take_listeners_changed(at(5));
+    let web = find(&pods, "web");
+    assert!(web.listeners.is_empty(), "{web:?}");
+    assert_eq!(web.coverage, Some(PodCoverage::Partial), "{web:?}");
+    // The early view did not consume the overflow mark: the publish carries it, then clears it.
+    let (pods, _) = agg.publish(at(6));
+    let web = find(&pods, "web");
+    assert!(
+        web.partial_reason
+            .as_deref()
+            .is_some_and(|r| r.contains("ring buffer overflow")),
+        "{web:?}"
+    );
+    let (pods, _) = agg.publish(at(7));
+    assert!(
+        !find(&pods, "web")
+            .partial_reason
+            .as_deref()
+            .unwrap_or_default()
+            .contains("ring buffer overflow")
+    );
+
+    // A pod added or removed changes what a report says; the same pods again do not.
+    agg.set_pods([
+        pod("uid-web", "web", false, 10),
+        pod("uid-db", "db", false, 10),
+        pod("uid-agent", "agent", true, 10),
+    ]);
+    assert!(!agg.listeners_changed());
+    agg.set_pods([pod("uid-web", "web", false, 10)]);
+    assert!(agg.listeners_changed());
+    agg.publish(at(8));
+    assert!(!agg.listeners_changed());
+}

@@ -53,6 +53,24 @@ async fn deployed_tier() -> Result<()> {
     .await?;
 
     step(
+        "node evidence: a real pod's interfaces Found by the agent's view (k8s-observer+ebpf)",
+        agent::evidence::interfaces_found_by_node_evidence(&deployed),
+    )
+    .await?;
+
+    step(
+        "node evidence: listener closed -> status flip, 20 runs (p50/p99 printed)",
+        agent::evidence::listener_closed_flips_the_status(&deployed),
+    )
+    .await?;
+
+    step(
+        "node evidence: agent stopped -> EVIDENCE_STALE after stale-after; back -> Compliant",
+        agent::evidence::agent_stopped_reads_stale_then_recovers(&deployed),
+    )
+    .await?;
+
+    step(
         "node agent: a listener closed in a real pod leaves the observation",
         agent::a_closed_listener_leaves_the_observation(&deployed),
     )
@@ -71,7 +89,7 @@ async fn deployed_tier() -> Result<()> {
     .await?;
 
     step(
-        "node agent: collection Failed (BTF missing) keeps the Lease renewed; back to Running",
+        "node agent: collection Failed (BTF missing) keeps the Lease renewed, COLLECTION_FAILED in the verdict; back to Running",
         agent::collection_failed_keeps_the_heartbeat(&deployed),
     )
     .await?;

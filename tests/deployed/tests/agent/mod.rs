@@ -1,7 +1,9 @@
 //! The node agent on the real node: its DaemonSet installed by `helmfile -e local sync` (with
 //! [`AGENT_VALUES`]), the `NodeRuntimeObservation` and Lease it writes about real pods, the
 //! admission policy with tokens bound to its real pod, collection Failed, Pod Security, and its
-//! footprint (docs/design/real-node.md#node-agent).
+//! footprint (docs/design/real-node.md#node-agent); [`evidence`]: that evidence in the verdicts.
+
+pub mod evidence;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -20,12 +22,15 @@ pub const NODE: &str = "pacto-node";
 pub const WORKLOAD_NS: &str = "deployed-agent";
 
 /// The helmfile state values the tier installs the agent with: on, publishing every 5 s (so that
-/// a scenario waits seconds, not the default 30 s), and a warm-up of 10 s (pods that ran before
-/// the agent started read Partial "started after pod" only that long, not 5 minutes).
-pub const AGENT_VALUES: [&str; 3] = [
+/// a scenario waits seconds, not the default 30 s), a warm-up of 10 s (pods that ran before
+/// the agent started read Partial "started after pod" only that long, not 5 minutes), and the
+/// observer's stale-after at 20 s (four publish intervals; a stopped agent reads EVIDENCE_STALE
+/// after 20 s, not the default 90 s).
+pub const AGENT_VALUES: [&str; 4] = [
     "nodeAgent.enabled=true",
     "nodeAgent.publishInterval=5s",
     "nodeAgent.warmUp=10s",
+    "nodeAgent.staleAfter=20s",
 ];
 
 /// The BTF path of the collection-Failed scenario: inside the agent's mount of the host's
@@ -428,8 +433,9 @@ fn sync_agent(d: &Deployed, extra: &[&str]) -> Result<()> {
 
 /// Issue 16, "Collection Failed": the agent with its BTF path pointed at a missing file
 /// (`nodeAgent.btfPath`) publishes `collection.state: Failed`, reason `BTFUnavailable` (the
-/// message names the path), `kernel.btf: false`, no pods, and keeps renewing its Lease; synced
-/// back, it is Running again.
+/// message names the path), `kernel.btf: false`, no pods, and keeps renewing its Lease; the
+/// Pacto of [`evidence`] reads COLLECTION_FAILED, not EVIDENCE_STALE. Synced back, it is Running
+/// again and the Pacto Compliant (then deleted).
 pub async fn collection_failed_keeps_the_heartbeat(d: &Deployed) -> Result<()> {
     let started = Instant::now();
     sync_agent(d, &[&format!("nodeAgent.btfPath={MISSING_BTF}")])?;
@@ -473,6 +479,7 @@ pub async fn collection_failed_keeps_the_heartbeat(d: &Deployed) -> Result<()> {
         still["status"]["collection"]
     );
     eprintln!("deployed: node agent: Lease renewed while Failed ({first} -> {renewed})");
+    evidence::collection_failed_in_the_verdict(d, started).await?;
 
     let started = Instant::now();
     sync_agent(d, &[])?;
@@ -494,6 +501,7 @@ pub async fn collection_failed_keeps_the_heartbeat(d: &Deployed) -> Result<()> {
         "deployed: node agent: back to Running in {:.1} s",
         started.elapsed().as_secs_f64()
     );
+    evidence::collection_running_again_then_done(d, started).await?;
     Ok(())
 }
 
