@@ -143,7 +143,7 @@ impl SignedEvidenceSet {
     /// keys, trailing data and the observation-level structural errors are refused with the
     /// path of the field.
     pub fn from_json(bytes: &[u8]) -> Result<Self, EnvelopeError> {
-        let set: EvidenceSetIn = strict_decode(bytes)?;
+        let set: EvidenceSetIn = strict_decode(bytes, &["Observations"])?;
         Ok(set.into_set())
     }
 
@@ -278,7 +278,7 @@ impl Envelope {
         if bytes.len() > MAX_ENVELOPE_BYTES {
             return Err(EnvelopeError::TooLarge { size: bytes.len() });
         }
-        let raw: EnvelopeIn = strict_decode(bytes)?;
+        let raw: EnvelopeIn = strict_decode(bytes, &["evidenceSet", "Observations"])?;
         let envelope = raw.into_envelope();
         envelope.validate_structure()?;
         Ok(envelope)
@@ -472,7 +472,56 @@ impl EnvelopeError {
 /// decoder below turns it back into one path).
 const PATH_MARK: char = '\u{1}';
 
-fn strict_decode<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> Result<T, EnvelopeError> {
+/// serde lets a derived struct decode from a JSON array (fields by position); Go does not.
+/// In this format the only array is the observation list, so any other array is refused up
+/// front with its path. `list` is the path of the observation list.
+fn reject_arrays(
+    value: &serde_json::Value,
+    path: &mut Vec<String>,
+    list: &[&str],
+) -> Result<(), EnvelopeError> {
+    match value {
+        serde_json::Value::Array(items) => {
+            if path.iter().map(String::as_str).ne(list.iter().copied()) {
+                return Err(EnvelopeError::Field {
+                    path: if path.is_empty() {
+                        ".".to_owned()
+                    } else {
+                        path.join(".")
+                    },
+                    message: "invalid type: array, expected an object or a scalar".to_owned(),
+                });
+            }
+            for (i, item) in items.iter().enumerate() {
+                let last = path.pop().unwrap_or_default();
+                path.push(format!("{last}[{i}]"));
+                let result = reject_arrays(item, path, list);
+                path.pop();
+                path.push(last);
+                result?;
+            }
+            Ok(())
+        }
+        serde_json::Value::Object(map) => {
+            for (key, item) in map {
+                path.push(key.clone());
+                let result = reject_arrays(item, path, list);
+                path.pop();
+                result?;
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+fn strict_decode<T: for<'de> Deserialize<'de>>(
+    bytes: &[u8],
+    list: &[&str],
+) -> Result<T, EnvelopeError> {
+    if let Ok(value) = serde_json::from_slice::<serde_json::Value>(bytes) {
+        reject_arrays(&value, &mut Vec::new(), list)?;
+    }
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let outer = e.path().to_string();
