@@ -45,7 +45,7 @@ enum CommandError {
     Usage(String),
 }
 
-fn print_error(err: &dyn std::error::Error) {
+pub(crate) fn print_error(err: &dyn std::error::Error) {
     let mut text = format!("error: {err}");
     let mut source = err.source();
     while let Some(s) = source {
@@ -107,6 +107,7 @@ pub fn execute(cli: Cli) -> u8 {
             constraint,
         } => finish(ctx.pull(&reference, &output, constraint.as_deref())),
         Command::Inspect { reference, output } => finish(ctx.inspect(&reference, output)),
+        Command::Evidence(command) => crate::evidence::run(&command),
         Command::Status(args) => match runtime.block_on(crate::status::run(&args)) {
             Ok(()) => EXIT_OK,
             Err(e) => {
