@@ -12,7 +12,7 @@ use pacto_evidence::{
     sign,
 };
 
-use crate::commands::print_error;
+use crate::output::print_error;
 use crate::{EXIT_ERROR, EXIT_INVALID, EXIT_OK, EvidenceCommand};
 
 /// Why an evidence command failed.
