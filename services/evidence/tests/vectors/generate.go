@@ -4,10 +4,11 @@
 // crypto/ed25519, independently of the Rust implementation under test.
 //
 // For every <name>/input.json below this directory it writes, next to it:
-//   canonical.json  the canonical bytes (no trailing newline)
-//   signature.txt   base64 Ed25519 signature of the canonical bytes with test.key
-//   id.txt          the CLI's default envelope id
-//   signed.json     the envelope with that signature, as json.Marshal writes it
+//
+//	canonical.json  the canonical bytes (no trailing newline)
+//	signature.txt   base64 Ed25519 signature of the canonical bytes with test.key
+//	id.txt          the CLI's default envelope id
+//	signed.json     the envelope with that signature, as json.Marshal writes it
 //
 // Run from this directory with TZ=UTC: `TZ=UTC go run generate.go`.
 //
