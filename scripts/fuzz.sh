@@ -46,6 +46,7 @@ TARGETS=(
   "registry_tag_list 65536"
   "registry_layer 131072"
   "grpc_requests 16384"
+  "evidence_envelope 65536 -dict=fuzz/pacto.dict"
 )
 
 log() { echo "fuzz: $*" >&2; }

@@ -1,7 +1,6 @@
 //! The command implementations. Each returns the process exit code.
 
 use std::borrow::Cow;
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use pacto_contract::bundle::{
@@ -18,7 +17,7 @@ use pacto_contract::{
 use pacto_oci::{BundleMeta, ErrorClass, OciError};
 use tokio::runtime::Runtime;
 
-use crate::output;
+use crate::output::{self, print_error};
 use crate::registry::{CliPolicyResolver, Registries};
 use crate::{Cli, Command, EXIT_ERROR, EXIT_INVALID, EXIT_OK, OutputFormat};
 
@@ -43,19 +42,6 @@ enum CommandError {
     Runtime(#[source] std::io::Error),
     #[error("{0}")]
     Usage(String),
-}
-
-fn print_error(err: &dyn std::error::Error) {
-    let mut text = format!("error: {err}");
-    let mut source = err.source();
-    while let Some(s) = source {
-        let line = s.to_string();
-        if !text.contains(&line) {
-            let _ = write!(text, "\n  caused by: {line}");
-        }
-        source = s.source();
-    }
-    eprintln!("{text}");
 }
 
 /// Runs the parsed command line.
@@ -107,6 +93,7 @@ pub fn execute(cli: Cli) -> u8 {
             constraint,
         } => finish(ctx.pull(&reference, &output, constraint.as_deref())),
         Command::Inspect { reference, output } => finish(ctx.inspect(&reference, output)),
+        Command::Evidence(command) => crate::evidence::run(&command),
         Command::Status(args) => match runtime.block_on(crate::status::run(&args)) {
             Ok(()) => EXIT_OK,
             Err(e) => {

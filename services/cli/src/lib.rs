@@ -1,13 +1,16 @@
 //! The `pacto` command-line interface: validate, pack, push, pull and inspect contract bundles,
 //! and `status`, which explains a Pacto's verdict from the cluster (also installed as the kubectl
-//! plugin `kubectl pacto status`).
+//! plugin `kubectl pacto status`), and `evidence`, which generates keys and signs and verifies
+//! evidence envelopes.
 //!
-//! Exit codes: `0` success (for `validate`: the contract is valid), `1` the contract is invalid,
+//! Exit codes: `0` success (for `validate`: the contract is valid), `1` the contract is invalid
+//! (for `evidence`: the evidence set or envelope is refused),
 //! `2` usage errors or when the contract cannot be obtained (missing files, registry
 //! unreachable, authentication rejected, not found, corrupt artifact).
 
 mod cache;
 mod commands;
+mod evidence;
 mod explain;
 mod output;
 pub mod progress;
@@ -257,6 +260,90 @@ pub enum Command {
         /// The shell to complete in.
         #[arg(value_enum, value_name = "SHELL")]
         shell: clap_complete::Shell,
+    },
+    /// Signed evidence envelopes (pacto.dev/evidence/v1): generate keys, sign an evidence set,
+    /// verify an envelope.
+    #[command(subcommand)]
+    Evidence(EvidenceCommand),
+}
+
+/// `pacto evidence …`. Exit codes: `0` success, `1` the evidence set or envelope is refused
+/// (the message starts with the protocol's error code), `2` usage errors and unreadable files.
+#[derive(Debug, Subcommand)]
+pub enum EvidenceCommand {
+    /// Generate an Ed25519 key pair: `<keyId>.key` (private, mode 0600) and
+    /// `<producer>__<keyId>.pub` (or `<keyId>.pub` when producer and key id are equal; mode 0644)
+    Keygen {
+        /// Directory the two files are written to (created if missing).
+        #[arg(
+            long,
+            value_name = "DIR",
+            env = "PACTO_EVIDENCE_OUT",
+            default_value = "."
+        )]
+        out: PathBuf,
+        /// The producer the key is for (1-64 letters, digits, `.`, `-`; starts alphanumeric).
+        #[arg(long, value_name = "ID", env = "PACTO_EVIDENCE_PRODUCER")]
+        producer: String,
+        /// The key id (same grammar; default: the hex of the first 8 bytes of SHA-256 of the
+        /// public key).
+        #[arg(long, value_name = "ID", env = "PACTO_EVIDENCE_KEY_ID")]
+        key_id: Option<String>,
+        /// Overwrite existing key files.
+        #[arg(long, env = "PACTO_FORCE")]
+        force: bool,
+    },
+    /// Strictly decode and validate an evidence set (JSON), wrap it in an envelope, sign it and
+    /// print the envelope on stdout
+    Sign {
+        /// The evidence set (`-` for stdin).
+        #[arg(value_name = "EVIDENCE")]
+        evidence: PathBuf,
+        /// The private key file written by `pacto evidence keygen`.
+        #[arg(long, value_name = "FILE", env = "PACTO_EVIDENCE_KEY")]
+        key: PathBuf,
+        /// The key id put in `producer.keyId` (default: derived from the key like keygen's).
+        #[arg(long, value_name = "ID", env = "PACTO_EVIDENCE_KEY_ID")]
+        key_id: Option<String>,
+        /// The producer id put in `producer.id`.
+        #[arg(long, value_name = "ID", env = "PACTO_EVIDENCE_PRODUCER")]
+        producer: String,
+        /// The producer's version put in `producer.version`.
+        #[arg(long, value_name = "VERSION", env = "PACTO_EVIDENCE_PRODUCER_VERSION")]
+        producer_version: Option<String>,
+        /// The envelope sequence, strictly increasing per producer (default: the issue time in
+        /// Unix milliseconds).
+        #[arg(long, value_name = "N", env = "PACTO_EVIDENCE_SEQUENCE")]
+        sequence: Option<u64>,
+        /// Validity after the issue time (`24h`, `90m`, `1h30m`, `45s`); `0` for no expiry.
+        #[arg(
+            long,
+            value_name = "DURATION",
+            env = "PACTO_EVIDENCE_TTL",
+            default_value = "24h"
+        )]
+        ttl: String,
+        /// The envelope id (default: `sha256:` of the producer, the sequence and the content).
+        #[arg(long, value_name = "ID", env = "PACTO_EVIDENCE_ID")]
+        id: Option<String>,
+        /// The issue time, RFC3339 (default: now, UTC).
+        #[arg(long, value_name = "TIME", env = "PACTO_EVIDENCE_ISSUED_AT")]
+        issued_at: Option<String>,
+    },
+    /// Verify an envelope like the Evidence Server does before it stores it: strict decode,
+    /// signature, producer binding, subject scope, freshness, evidence validation and the
+    /// ContractRef policy
+    Verify {
+        /// The envelope (`-` for stdin).
+        #[arg(value_name = "ENVELOPE")]
+        envelope: PathBuf,
+        /// The trust store: a `pacto.dev/evidence-trust/v1` YAML file, one `.pub` file, or a
+        /// directory of `.pub` files.
+        #[arg(long, value_name = "PATH", env = "PACTO_EVIDENCE_TRUST")]
+        trust: PathBuf,
+        /// Check freshness at this instant, RFC3339 (default: now).
+        #[arg(long, value_name = "TIME", env = "PACTO_EVIDENCE_AT")]
+        at: Option<String>,
     },
 }
 

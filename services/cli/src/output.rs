@@ -71,3 +71,18 @@ pub fn text(subject: &str, report: &ValidationReport) -> String {
     }
     out
 }
+
+/// Prints an error and its causes on stderr (`error: …` then `caused by: …` lines, each cause
+/// once).
+pub(crate) fn print_error(err: &dyn std::error::Error) {
+    let mut text = format!("error: {err}");
+    let mut source = err.source();
+    while let Some(s) = source {
+        let line = s.to_string();
+        if !text.contains(&line) {
+            let _ = write!(text, "\n  caused by: {line}");
+        }
+        source = s.source();
+    }
+    eprintln!("{text}");
+}

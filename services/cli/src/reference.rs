@@ -82,6 +82,32 @@ fn table(out: &mut String, args: &[&clap::Arg]) {
     }
 }
 
+/// One command's section; a command with subcommands gets one nested section per subcommand.
+fn section(out: &mut String, sub: &clap::Command, parent: &str, level: usize, global_ids: &[&str]) {
+    let name = format!("{parent} {}", sub.get_name());
+    if !out.ends_with("\n\n") {
+        out.push('\n');
+    }
+    let _ = writeln!(out, "{} `{name}`\n", "#".repeat(level));
+    if let Some(about) = sub.get_about() {
+        let _ = writeln!(out, "{about}.\n");
+    }
+    let mut sub = sub.clone();
+    let usage = sub.render_usage().to_string();
+    let usage = usage.trim_start_matches("Usage: ");
+    let _ = writeln!(out, "```text\n{usage}\n```\n");
+    let own: Vec<&clap::Arg> = sub
+        .get_arguments()
+        .filter(|a| !global_ids.contains(&a.get_id().as_str()))
+        .collect();
+    table(out, &own);
+    for child in sub.get_subcommands() {
+        if child.get_name() != "help" {
+            section(out, child, &name, level + 1, global_ids);
+        }
+    }
+}
+
 /// The Markdown reference of every command, flag and environment variable.
 pub fn markdown() -> String {
     let mut root = Cli::command();
@@ -102,7 +128,8 @@ pub fn markdown() -> String {
     let _ = writeln!(
         out,
         "Exit codes: `{EXIT_OK}` success (for `validate`: the contract is valid), `{EXIT_INVALID}` the \
-         contract is invalid, `{EXIT_ERROR}` usage errors or the contract cannot be obtained \
+         contract is invalid (for `evidence`: the evidence set or envelope is refused), \
+         `{EXIT_ERROR}` usage errors or the contract cannot be obtained \
          (missing files, registry unreachable, authentication rejected, not found, corrupt \
          artifact).\n"
     );
@@ -114,19 +141,7 @@ pub fn markdown() -> String {
         if sub.get_name() == "help" {
             continue;
         }
-        let _ = writeln!(out, "\n## `pacto {}`\n", sub.get_name());
-        if let Some(about) = sub.get_about() {
-            let _ = writeln!(out, "{about}.\n");
-        }
-        let mut sub = sub.clone();
-        let usage = sub.render_usage().to_string();
-        let usage = usage.trim_start_matches("Usage: ");
-        let _ = writeln!(out, "```text\n{usage}\n```\n");
-        let own: Vec<&clap::Arg> = sub
-            .get_arguments()
-            .filter(|a| !global_ids.contains(&a.get_id().as_str()))
-            .collect();
-        table(&mut out, &own);
+        section(&mut out, sub, "pacto", 2, &global_ids);
     }
     out
 }

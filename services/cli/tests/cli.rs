@@ -808,6 +808,7 @@ fn copy_dir(from: &Path, to: &Path) {
             std::fs::copy(entry.path(), &target).expect("copy");
         }
     }
+}
 
 /// Completes `line` (the cursor at its end) with the bash script `pacto completions bash`
 /// printed, loaded into a real bash: the candidates bash would offer.

@@ -1,0 +1,308 @@
+//! `pacto evidence keygen | sign | verify` (docs/design/envelopes.md): key files, signing an
+//! evidence set into an envelope, and verifying an envelope as the Evidence Server would before
+//! storing it.
+
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
+
+use pacto_engine::Timestamp;
+use pacto_evidence::keys::{self, KeyError};
+use pacto_evidence::{
+    Envelope, EnvelopeError, Producer, Refusal, SignedEvidenceSet, TrustError, TrustStore, admit,
+    sign,
+};
+
+use crate::output::print_error;
+use crate::{EXIT_ERROR, EXIT_INVALID, EXIT_OK, EvidenceCommand};
+
+/// Why an evidence command failed.
+#[derive(Debug, thiserror::Error)]
+enum EvidenceError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Key(#[from] KeyError),
+    #[error(transparent)]
+    Trust(#[from] TrustError),
+    #[error("{flag}: {message}")]
+    Usage { flag: &'static str, message: String },
+    /// The evidence set or envelope is refused (exit 1).
+    #[error("[{code}] {message}")]
+    Refused {
+        code: pacto_evidence::ErrorCode,
+        message: String,
+    },
+}
+
+impl EvidenceError {
+    fn exit_code(&self) -> u8 {
+        match self {
+            Self::Refused { .. } => EXIT_INVALID,
+            _ => EXIT_ERROR,
+        }
+    }
+}
+
+fn envelope_refused(path: &Path, e: &EnvelopeError) -> EvidenceError {
+    EvidenceError::Refused {
+        code: e.code(),
+        message: format!("{}: {e}", path.display()),
+    }
+}
+
+/// Runs an evidence command and returns the exit code.
+pub(crate) fn run(command: &EvidenceCommand) -> u8 {
+    let result = match command {
+        EvidenceCommand::Keygen {
+            out,
+            producer,
+            key_id,
+            force,
+        } => keygen(out, producer, key_id.as_deref(), *force),
+        EvidenceCommand::Sign {
+            evidence,
+            key,
+            key_id,
+            producer,
+            producer_version,
+            sequence,
+            ttl,
+            id,
+            issued_at,
+        } => sign_command(&SignArgs {
+            evidence,
+            key,
+            key_id: key_id.as_deref(),
+            producer,
+            producer_version: producer_version.as_deref(),
+            sequence: *sequence,
+            ttl,
+            id: id.as_deref(),
+            issued_at: issued_at.as_deref(),
+        }),
+        EvidenceCommand::Verify {
+            envelope,
+            trust,
+            at,
+        } => verify_command(envelope, trust, at.as_deref()),
+    };
+    match result {
+        Ok(()) => EXIT_OK,
+        Err(e) => {
+            print_error(&e);
+            e.exit_code()
+        }
+    }
+}
+
+fn keygen(
+    out: &Path,
+    producer: &str,
+    key_id: Option<&str>,
+    force: bool,
+) -> Result<(), EvidenceError> {
+    // check the names before drawing a key, so a typo costs nothing
+    keys::check_identifier(producer).map_err(|e| EvidenceError::Usage {
+        flag: "--producer",
+        message: e.to_string(),
+    })?;
+    if let Some(id) = key_id {
+        keys::check_identifier(id).map_err(|e| EvidenceError::Usage {
+            flag: "--key-id",
+            message: e.to_string(),
+        })?;
+    }
+    let key = keys::generate()?;
+    let files = keys::write_key_pair(out, producer, key_id, &key, force)?;
+    println!("key id:      {}", files.key_id);
+    println!("private key: {}", files.private.display());
+    println!("public key:  {}", files.public.display());
+    Ok(())
+}
+
+fn read_input(path: &Path) -> Result<Vec<u8>, EvidenceError> {
+    let io = |source| EvidenceError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    if path == Path::new("-") {
+        let mut bytes = Vec::new();
+        std::io::stdin().read_to_end(&mut bytes).map_err(io)?;
+        Ok(bytes)
+    } else {
+        std::fs::read(path).map_err(io)
+    }
+}
+
+fn parse_time(flag: &'static str, text: &str) -> Result<Timestamp, EvidenceError> {
+    Timestamp::parse(text).map_err(|e| EvidenceError::Usage {
+        flag,
+        message: e.to_string(),
+    })
+}
+
+/// A Go-style duration of whole units: `24h`, `90m`, `1h30m`, `45s`, `1500ms`, `0`.
+fn parse_ttl(text: &str) -> Result<chrono::Duration, EvidenceError> {
+    let bad = |why: &str| EvidenceError::Usage {
+        flag: "--ttl",
+        message: format!("{text:?} is not a duration ({why}; e.g. 24h, 90m, 1h30m, 0)"),
+    };
+    if text == "0" {
+        return Ok(chrono::Duration::zero());
+    }
+    let mut total = chrono::Duration::zero();
+    let mut rest = text;
+    if rest.is_empty() {
+        return Err(bad("empty"));
+    }
+    while !rest.is_empty() {
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            return Err(bad("expected a number"));
+        }
+        let value: i64 = rest[..digits]
+            .parse()
+            .map_err(|_| bad("number too large"))?;
+        rest = &rest[digits..];
+        let unit_len = rest.bytes().take_while(u8::is_ascii_alphabetic).count();
+        let unit = &rest[..unit_len];
+        rest = &rest[unit_len..];
+        let part = match unit {
+            "h" => chrono::Duration::try_hours(value),
+            "m" => chrono::Duration::try_minutes(value),
+            "s" => chrono::Duration::try_seconds(value),
+            "ms" => chrono::Duration::try_milliseconds(value),
+            "" => return Err(bad("missing unit")),
+            _ => return Err(bad("units are h, m, s and ms")),
+        }
+        .ok_or_else(|| bad("too large"))?;
+        total = total.checked_add(&part).ok_or_else(|| bad("too large"))?;
+    }
+    Ok(total)
+}
+
+struct SignArgs<'a> {
+    evidence: &'a Path,
+    key: &'a Path,
+    key_id: Option<&'a str>,
+    producer: &'a str,
+    producer_version: Option<&'a str>,
+    sequence: Option<u64>,
+    ttl: &'a str,
+    id: Option<&'a str>,
+    issued_at: Option<&'a str>,
+}
+
+fn sign_command(args: &SignArgs<'_>) -> Result<(), EvidenceError> {
+    let ttl = parse_ttl(args.ttl)?;
+    let issued_at = match args.issued_at {
+        Some(text) => parse_time("--issued-at", text)?,
+        None => Timestamp::now(),
+    };
+    let key = keys::read_signing_key(args.key)?;
+    let key_id = args
+        .key_id
+        .map_or_else(|| keys::default_key_id(&key.verifying_key()), str::to_owned);
+    let bytes = read_input(args.evidence)?;
+    let set =
+        SignedEvidenceSet::from_json(&bytes).map_err(|e| envelope_refused(args.evidence, &e))?;
+    set.to_engine()
+        .validate()
+        .map_err(|e| EvidenceError::Refused {
+            code: pacto_evidence::ErrorCode::InvalidEvidence,
+            message: format!("{}: {e}", args.evidence.display()),
+        })?;
+    let expires_at = if ttl > chrono::Duration::zero() {
+        let at = issued_at
+            .as_datetime()
+            .checked_add_signed(ttl)
+            .ok_or_else(|| EvidenceError::Usage {
+                flag: "--ttl",
+                message: "the expiry is out of range".into(),
+            })?;
+        Timestamp::from(at)
+    } else {
+        Timestamp::zero()
+    };
+    let sequence = match args.sequence {
+        Some(n) => n,
+        None => u64::try_from(issued_at.as_datetime().timestamp_millis()).map_err(|_| {
+            EvidenceError::Usage {
+                flag: "--sequence",
+                message: "no default before 1970; pass --sequence".into(),
+            }
+        })?,
+    };
+    let id = args.id.map_or_else(
+        || Envelope::default_id(args.producer, sequence, &set),
+        str::to_owned,
+    );
+    let mut envelope = Envelope::new(
+        id,
+        Producer {
+            id: args.producer.to_owned(),
+            version: args.producer_version.unwrap_or_default().to_owned(),
+            key_id,
+        },
+        sequence,
+        issued_at,
+        expires_at,
+        set,
+    );
+    envelope
+        .validate_structure()
+        .map_err(|e| envelope_refused(args.evidence, &e))?;
+    sign(&mut envelope, &key).map_err(|e| envelope_refused(args.evidence, &e))?;
+    println!("{}", envelope.to_json());
+    Ok(())
+}
+
+fn verify_command(path: &Path, trust: &Path, at: Option<&str>) -> Result<(), EvidenceError> {
+    let now = match at {
+        Some(text) => parse_time("--at", text)?,
+        None => Timestamp::now(),
+    };
+    let store = TrustStore::load(trust)?;
+    let bytes = read_input(path)?;
+    let admitted = admit(&bytes, &store, now).map_err(|e: Refusal| EvidenceError::Refused {
+        code: e.code(),
+        message: format!("{}: {e}", path.display()),
+    })?;
+    let envelope = &admitted.envelope;
+    println!(
+        "verified: envelope {:?} from producer {:?} (key {:?}, sequence {}), subject {:?}, contract {}",
+        envelope.id,
+        envelope.producer.id,
+        envelope.producer.key_id,
+        envelope.sequence,
+        envelope.evidence_set.subject.name,
+        envelope.evidence_set.contract_ref
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ttl_durations() {
+        for (text, seconds) in [
+            ("24h", 86_400),
+            ("90m", 5_400),
+            ("1h30m", 5_400),
+            ("45s", 45),
+            ("0", 0),
+        ] {
+            assert_eq!(parse_ttl(text).unwrap().num_seconds(), seconds, "{text}");
+        }
+        assert_eq!(parse_ttl("1500ms").unwrap().num_milliseconds(), 1500);
+        for bad in ["", "h", "10", "10d", "-1h", "1.5h", "99999999999999999999h"] {
+            assert!(parse_ttl(bad).is_err(), "{bad}");
+        }
+    }
+}

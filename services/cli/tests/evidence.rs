@@ -1,0 +1,361 @@
+//! `pacto evidence keygen | sign | verify` through the built binary: key files and their
+//! modes, a sign → verify round trip, a Go-signed golden envelope, and the refusals with their
+//! exit codes and protocol codes.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const DIGEST: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+fn pacto(home: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_pacto"));
+    cmd.env_clear()
+        .env("HOME", home)
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .current_dir(home);
+    cmd
+}
+
+fn run(cmd: &mut Command) -> Output {
+    cmd.output().expect("pacto runs")
+}
+
+fn code(out: &Output) -> i32 {
+    out.status.code().expect("exited normally")
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn vectors() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../evidence/tests/vectors")
+}
+
+fn evidence_set(subject: &str) -> String {
+    format!(
+        r#"{{"Subject":{{"kind":"service","name":"{subject}"}},"ContractRef":"oci://registry.example/acme/orders@{DIGEST}","Source":"edge","ObservedAt":"2026-12-04T09:59:30Z","Observations":[{{"kind":"CapabilityObserved","subject":{{"kind":"capability","name":"health"}},"outcome":"Observed","value":{{"present":true}},"provenance":{{"collector":"edge","detectedAt":"2026-12-04T09:59:00Z"}}}}]}}"#
+    )
+}
+
+#[cfg(unix)]
+fn mode(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::metadata(path).expect("stat").permissions().mode() & 0o777
+}
+
+#[test]
+fn keygen_sign_verify_round_trip() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let dir = home.path();
+    let out = run(pacto(dir).args([
+        "evidence",
+        "keygen",
+        "--out",
+        "keys",
+        "--producer",
+        "edge-1",
+        "--key-id",
+        "k1",
+    ]));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let private = dir.join("keys/k1.key");
+    let public = dir.join("keys/edge-1__k1.pub");
+    assert!(stdout(&out).contains("keys/k1.key"), "{}", stdout(&out));
+    #[cfg(unix)]
+    {
+        assert_eq!(mode(&private), 0o600);
+        assert_eq!(mode(&public), 0o644);
+    }
+    let text = std::fs::read_to_string(&private).expect("key");
+    assert_eq!(text.len(), 45, "base64 of 32 bytes and a newline: {text:?}");
+
+    // keygen refuses to overwrite without --force
+    let again = run(pacto(dir).args([
+        "evidence",
+        "keygen",
+        "--out",
+        "keys",
+        "--producer",
+        "edge-1",
+        "--key-id",
+        "k1",
+    ]));
+    assert_eq!(code(&again), 2);
+    assert!(
+        stderr(&again).contains("already exists (use --force to overwrite)"),
+        "{}",
+        stderr(&again)
+    );
+    let forced = run(pacto(dir).args([
+        "evidence",
+        "keygen",
+        "--out",
+        "keys",
+        "--producer",
+        "edge-1",
+        "--key-id",
+        "k1",
+        "--force",
+    ]));
+    assert_eq!(code(&forced), 0, "{}", stderr(&forced));
+    assert_ne!(
+        std::fs::read_to_string(&private).expect("key"),
+        text,
+        "a new key"
+    );
+
+    std::fs::write(dir.join("evidence.json"), evidence_set("shop/orders")).expect("write");
+    let signed = run(pacto(dir).args([
+        "evidence",
+        "sign",
+        "evidence.json",
+        "--key",
+        "keys/k1.key",
+        "--key-id",
+        "k1",
+        "--producer",
+        "edge-1",
+        "--producer-version",
+        "1.2.3",
+        "--sequence",
+        "7",
+        "--issued-at",
+        "2026-12-04T10:00:00Z",
+        "--ttl",
+        "1h",
+    ]));
+    assert_eq!(code(&signed), 0, "{}", stderr(&signed));
+    let envelope = stdout(&signed);
+    let value: serde_json::Value = serde_json::from_str(&envelope).expect("JSON");
+    assert_eq!(value["expiresAt"], "2026-12-04T11:00:00Z");
+    assert_eq!(value["sequence"], 7);
+    assert_eq!(value["producer"]["version"], "1.2.3");
+    assert!(value["id"].as_str().expect("id").starts_with("sha256:"));
+    std::fs::write(dir.join("envelope.json"), &envelope).expect("write");
+
+    let verify = |at: &str, trust: &str, file: &str| {
+        run(pacto(dir).args(["evidence", "verify", file, "--trust", trust, "--at", at]))
+    };
+    let ok = verify("2026-12-04T10:30:00Z", "keys", "envelope.json");
+    assert_eq!(code(&ok), 0, "{}", stderr(&ok));
+    assert!(
+        stdout(&ok).starts_with("verified: envelope \"sha256:"),
+        "{}",
+        stdout(&ok)
+    );
+
+    let expired = verify("2026-12-04T11:00:01Z", "keys", "envelope.json");
+    assert_eq!(code(&expired), 1);
+    assert!(
+        stderr(&expired).contains("[unauthorized_producer]"),
+        "{}",
+        stderr(&expired)
+    );
+    assert!(
+        stderr(&expired).contains("expiresAt: the envelope expired"),
+        "{}",
+        stderr(&expired)
+    );
+
+    let tampered = envelope.replacen("\"present\":true", "\"present\":false", 1);
+    std::fs::write(dir.join("tampered.json"), tampered).expect("write");
+    let out = verify("2026-12-04T10:30:00Z", "keys", "tampered.json");
+    assert_eq!(code(&out), 1);
+    assert!(
+        stderr(&out).contains("[unauthorized_producer] tampered.json: unauthorized producer: signature verification failed for key \"k1\""),
+        "{}",
+        stderr(&out)
+    );
+
+    // another producer's key directory does not trust k1
+    let other = run(pacto(dir).args([
+        "evidence",
+        "keygen",
+        "--out",
+        "other",
+        "--producer",
+        "edge-2",
+    ]));
+    assert_eq!(code(&other), 0, "{}", stderr(&other));
+    let out = verify("2026-12-04T10:30:00Z", "other", "envelope.json");
+    assert_eq!(code(&out), 1);
+    assert!(
+        stderr(&out).contains("producer.keyId: key \"k1\" is not trusted"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn verifies_a_go_signed_golden_envelope() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let dir = home.path();
+    // bare trust: the file name binds producer edge-1 to key id edge-1
+    std::fs::copy(vectors().join("test.pub"), dir.join("edge-1.pub")).expect("copy");
+    let out = run(pacto(dir).args([
+        "evidence",
+        "verify",
+        vectors()
+            .join("01-minimal/signed.json")
+            .to_str()
+            .expect("utf-8"),
+        "--trust",
+        "edge-1.pub",
+        "--at",
+        "2026-12-04T10:30:00Z",
+    ]));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("envelope \"env-1\" from producer \"edge-1\""),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn refusals_and_usage_errors() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let dir = home.path();
+    let keygen = run(pacto(dir).args([
+        "evidence",
+        "keygen",
+        "--producer",
+        "edge-1",
+        "--key-id",
+        "k1",
+    ]));
+    assert_eq!(code(&keygen), 0, "{}", stderr(&keygen));
+
+    // invalid evidence: exit 1 with the protocol code
+    std::fs::write(dir.join("empty-subject.json"), evidence_set("")).expect("write");
+    let out = run(pacto(dir).args([
+        "evidence",
+        "sign",
+        "empty-subject.json",
+        "--key",
+        "k1.key",
+        "--producer",
+        "edge-1",
+    ]));
+    assert_eq!(code(&out), 1);
+    assert!(
+        stderr(&out).contains("[invalid_evidence] empty-subject.json: invalid evidence set: Subject.name: must not be empty"),
+        "{}",
+        stderr(&out)
+    );
+
+    // strict decoding names the field
+    std::fs::write(
+        dir.join("extension.json"),
+        evidence_set("a").replacen("\"Source\"", "\"SubjectMissing\":true,\"Source\"", 1),
+    )
+    .expect("write");
+    let out = run(pacto(dir).args([
+        "evidence",
+        "sign",
+        "extension.json",
+        "--key",
+        "k1.key",
+        "--producer",
+        "edge-1",
+    ]));
+    assert_eq!(code(&out), 1);
+    assert!(
+        stderr(&out).contains(
+            "[invalid_envelope] extension.json: SubjectMissing: unknown field `SubjectMissing`"
+        ),
+        "{}",
+        stderr(&out)
+    );
+
+    // unreadable and malformed inputs: exit 2, naming the file or flag
+    std::fs::write(dir.join("ok.json"), evidence_set("a")).expect("write");
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec![
+                "evidence",
+                "sign",
+                "ok.json",
+                "--key",
+                "missing.key",
+                "--producer",
+                "p",
+            ],
+            "missing.key: No such file",
+        ),
+        (
+            vec![
+                "evidence",
+                "sign",
+                "ok.json",
+                "--key",
+                "edge-1__k1.pub",
+                "--producer",
+                "p",
+                "--ttl",
+                "1d",
+            ],
+            "--ttl: \"1d\" is not a duration",
+        ),
+        (
+            vec![
+                "evidence",
+                "sign",
+                "ok.json",
+                "--key",
+                "k1.key",
+                "--producer",
+                "p",
+                "--issued-at",
+                "now",
+            ],
+            "--issued-at: \"now\" is not an RFC3339 timestamp",
+        ),
+        (
+            vec!["evidence", "verify", "ok.json", "--trust", "nowhere"],
+            "nowhere: No such file",
+        ),
+        (
+            vec!["evidence", "keygen", "--producer", "edge_1"],
+            "--producer: \"edge_1\" is not a valid identifier: contains '_'",
+        ),
+    ];
+    for (args, want) in cases {
+        let out = run(pacto(dir).args(&args));
+        assert_eq!(code(&out), 2, "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(want), "{args:?}: {}", stderr(&out));
+        assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
+    }
+
+    // a key file of the wrong length
+    std::fs::write(dir.join("short.key"), "AAAA\n").expect("write");
+    let out = run(pacto(dir).args([
+        "evidence",
+        "sign",
+        "ok.json",
+        "--key",
+        "short.key",
+        "--producer",
+        "p",
+    ]));
+    assert_eq!(code(&out), 2);
+    assert!(
+        stderr(&out).contains("short.key: the private key seed is 3 bytes, expected 32"),
+        "{}",
+        stderr(&out)
+    );
+
+    // verify of an evidence set (not an envelope) is an invalid envelope
+    let out = run(pacto(dir).args(["evidence", "verify", "ok.json", "--trust", "edge-1__k1.pub"]));
+    assert_eq!(code(&out), 1);
+    assert!(
+        stderr(&out).contains("[invalid_envelope]"),
+        "{}",
+        stderr(&out)
+    );
+}
