@@ -174,7 +174,8 @@ pub struct StatusArgs {
     /// Output format.
     #[arg(long, short, value_enum, default_value_t = StatusOutput::Text, env = "PACTO_OUTPUT")]
     pub output: StatusOutput,
-    /// Keep running and print the status again whenever the Pacto changes.
+    /// Keep running and print the status again whenever the Pacto changes or (for one Pacto) a
+    /// new Event about it is recorded.
     #[arg(long, short, env = "PACTO_WATCH")]
     pub watch: bool,
     /// Namespace of the node agents' Leases (read for EVIDENCE_STALE findings).

@@ -1,6 +1,7 @@
 //! `pacto status`: reads a Pacto (or every Pacto), its Events and, for EVIDENCE_STALE, the node
 //! Leases through the user's kubeconfig, and prints `status_view`'s rendering; `--watch`
-//! re-prints on every change of the Pacto (a kube-runtime watcher).
+//! re-prints on every change of the Pacto and, for one Pacto, on every Event about it (two
+//! kube-runtime watchers; an Event watch the user may not run is simply not followed).
 
 use std::io::{IsTerminal as _, Write as _};
 
@@ -281,7 +282,30 @@ pub async fn run(args: &StatusArgs) -> Result<(), StatusError> {
         ),
     };
     let mut last = first;
-    let mut changes = std::pin::pin!(watcher(api, config));
+    // Events about the one Pacto are a change worth a re-print too (a new event, or a count
+    // moving); they are merged into the Pacto watch as Apply-like ticks.
+    let events = match &scope {
+        Scope::One { namespace, name } => {
+            let api: Api<Event> = Api::namespaced(reader.client.clone(), namespace);
+            let config = watcher::Config::default().fields(&format!(
+                "involvedObject.kind=Pacto,involvedObject.name={name}"
+            ));
+            watcher(api, config)
+                .take_while(|event| futures::future::ready(event.is_ok()))
+                .filter_map(|event| {
+                    futures::future::ready(match event {
+                        Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_)) => {
+                            Some(Ok(watcher::Event::InitDone))
+                        }
+                        _ => None,
+                    })
+                })
+                .boxed()
+        }
+        Scope::All { .. } => futures::stream::empty().boxed(),
+    };
+    let pactos = watcher(api, config);
+    let mut changes = std::pin::pin!(futures::stream::select(pactos, events));
     while let Some(event) = changes.next().await {
         match event {
             Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitDone) => {

@@ -15,6 +15,9 @@ pub const STATUS_WRITES_TOTAL: &str = "pacto_status_writer_status_writes_total";
 pub const BACKEND_FAILURES_TOTAL: &str = "pacto_status_writer_backend_failures_total";
 /// Events that could not be written (best effort: logged, the reconcile goes on).
 pub const EVENT_FAILURES_TOTAL: &str = "pacto_status_writer_event_failures_total";
+/// Events recorded on Pactos, by namespace and reason: each new occurrence once (a replay of an
+/// occurrence already counted is not one; docs/design/status.md#exactly-once-events).
+pub const EVENTS_TOTAL: &str = "pacto_status_writer_events_total";
 
 /// Revision-mirror passes finished.
 pub const MIRROR_PASSES_TOTAL: &str = "pacto_status_writer_mirror_passes_total";
@@ -71,6 +74,11 @@ pub fn describe() {
         LEADER_TERMS_TOTAL,
         Unit::Count,
         "Leader terms started by this replica (one per acquisition of the Lease)."
+    );
+    describe_counter!(
+        EVENTS_TOTAL,
+        Unit::Count,
+        "Events recorded on Pactos, by namespace and reason (a replayed occurrence is not counted)."
     );
     describe_counter!(
         EVENT_FAILURES_TOTAL,

@@ -816,6 +816,18 @@ async fn a_transition_event_is_published_before_the_status_and_never_twice() {
         times_recorded(&h.client, &h.namespace, "broken", "ContractInvalid").await,
         1
     );
+    // The events counter counted the one occurrence, not the replays.
+    let (_, metrics) = admin_get(h.admin, "/metrics").await;
+    let counted: Vec<&str> = metrics
+        .lines()
+        .filter(|l| {
+            l.starts_with("pacto_status_writer_events_total{")
+                && l.contains(&format!("namespace=\"{}\"", h.namespace))
+                && l.contains("reason=\"ContractInvalid\"")
+        })
+        .collect();
+    assert_eq!(counted.len(), 1, "{metrics}");
+    assert!(counted[0].ends_with(" 1"), "{}", counted[0]);
     unrefuse(&h.client, &policy).await;
 }
 

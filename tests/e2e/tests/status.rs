@@ -7,7 +7,7 @@
 //! - `--output json` parses and carries the verdict and the finding;
 //! - the namespace table counts the Pactos by verdict;
 //! - a user without RBAC gets the refused permission named, a missing Pacto a clear not-found;
-//! - `--watch` prints again when the verdict changes.
+//! - `--watch` prints again when the verdict changes, and on a new Event about the Pacto.
 //!
 //! Regenerate the goldens (`tests/e2e/tests/golden/status-*.txt`) with
 //! `PACTO_UPDATE_GOLDEN=1 cargo test -p pacto-e2e --test status`.
@@ -348,5 +348,39 @@ async fn status_explains_each_verdict_from_the_cluster() {
     .await
     .expect("--watch printed the Compliant verdict within the deadline");
     assert!(seen, "--watch ended before the Compliant verdict");
+
+    // --watch also prints again on a new Event about the Pacto, the Pacto itself unchanged.
+    let marker = "an operator note the watch must show";
+    let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    let event = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": "lonely.watch-test", "namespace": ns},
+        "involvedObject": {
+            "apiVersion": "pacto.trianalab.io/v1alpha1",
+            "kind": "Pacto",
+            "name": "lonely",
+            "namespace": ns,
+        },
+        "reason": "Noted",
+        "message": marker,
+        "type": "Normal",
+        "source": {"component": "e2e"},
+        "count": 1,
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+    });
+    stack.apply(&event.to_string()).await.unwrap();
+    let seen = tokio::time::timeout(STATUS_DEADLINE, async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if line.contains(marker) {
+                return true;
+            }
+        }
+        false
+    })
+    .await
+    .expect("--watch printed the new Event within the deadline");
+    assert!(seen, "--watch ended before the new Event");
     child.kill().await.unwrap();
 }

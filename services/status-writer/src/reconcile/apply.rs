@@ -12,7 +12,7 @@ use pacto_api::{Pacto, PactoStatus};
 use crate::compose::{Composed, EventSpec};
 use crate::context::Context;
 use crate::events;
-use crate::metrics::{EVENT_FAILURES_TOTAL, STATUS_WRITES_TOTAL};
+use crate::metrics::{EVENT_FAILURES_TOTAL, EVENTS_TOTAL, STATUS_WRITES_TOTAL};
 use crate::reconcile::ReconcileError;
 use crate::reconcile::memo::PactoKey;
 
@@ -103,6 +103,11 @@ pub async fn publish_events(
         .await
         {
             Ok(recorded) => {
+                if recorded != events::Recorded::Replayed {
+                    let namespace = pacto.metadata.namespace.clone().unwrap_or_default();
+                    counter!(EVENTS_TOTAL, "namespace" => namespace, "reason" => event.reason)
+                        .increment(1);
+                }
                 tracing::debug!(reason = %event.reason, ?recorded, "event recorded");
             }
             Err(error) => {
