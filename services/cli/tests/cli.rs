@@ -3,11 +3,15 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 use pacto_contract::bundle::{BundleFiles, Limits};
 use pacto_testenv::registry::Registry;
 use serde_json::Value;
+
+mod common;
+
+use common::{code, command_names, pacto, run, stderr, stdout};
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/contracts")
@@ -15,31 +19,6 @@ fn fixtures() -> PathBuf {
 
 fn fixture(kind: &str, name: &str) -> PathBuf {
     fixtures().join(kind).join(name)
-}
-
-/// A `pacto` command with a clean environment: no inherited credentials or docker config.
-fn pacto(home: &Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_pacto"));
-    cmd.env_clear()
-        .env("HOME", home)
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default());
-    cmd
-}
-
-fn run(cmd: &mut Command) -> Output {
-    cmd.output().expect("pacto runs")
-}
-
-fn code(out: &Output) -> i32 {
-    out.status.code().expect("exited normally")
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 fn home() -> tempfile::TempDir {
@@ -881,18 +860,4 @@ fn completions_are_printed_per_shell_and_complete_in_bash() {
         "the error names the value and the shells: {}",
         stderr(&out)
     );
-}
-
-/// The names of the `pacto` commands, from the clap definitions.
-fn command_names() -> Vec<String> {
-    use clap::CommandFactory as _;
-    let names: Vec<String> = pacto_cli::Cli::command()
-        .get_subcommands()
-        .map(|c| c.get_name().to_owned())
-        .collect();
-    assert!(
-        names.len() >= 7 && names.iter().any(|n| n == "completions"),
-        "{names:?}"
-    );
-    names
 }

@@ -3,33 +3,19 @@
 //! exit codes and protocol codes.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
+
+mod common;
+
+use common::{code, run, stderr, stdout};
 
 const DIGEST: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
+/// [`common::pacto`], run from `home`.
 fn pacto(home: &Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_pacto"));
-    cmd.env_clear()
-        .env("HOME", home)
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .current_dir(home);
+    let mut cmd = common::pacto(home);
+    cmd.current_dir(home);
     cmd
-}
-
-fn run(cmd: &mut Command) -> Output {
-    cmd.output().expect("pacto runs")
-}
-
-fn code(out: &Output) -> i32 {
-    out.status.code().expect("exited normally")
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 fn vectors() -> PathBuf {

@@ -6,6 +6,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
+mod common;
+
+use common::command_names;
+
 #[test]
 fn cli_reference_is_up_to_date() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/reference/cli.md");
@@ -125,18 +129,4 @@ fn man_renders_the_pages_with_every_command_and_flag() {
             "pacto-status.1 names {flag}:\n{status}"
         );
     }
-}
-
-/// The names of the `pacto` commands, from the clap definitions.
-fn command_names() -> Vec<String> {
-    use clap::CommandFactory as _;
-    let names: Vec<String> = pacto_cli::Cli::command()
-        .get_subcommands()
-        .map(|c| c.get_name().to_owned())
-        .collect();
-    assert!(
-        names.len() >= 7 && names.iter().any(|n| n == "completions"),
-        "{names:?}"
-    );
-    names
 }
