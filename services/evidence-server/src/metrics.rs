@@ -1,0 +1,68 @@
+//! The server's metrics (docs/metrics.md#evidence-server).
+
+use metrics::{Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge};
+use pacto_evidence::ErrorCode;
+
+use crate::storage::{ReferrersMode, SubjectMode};
+
+/// Envelopes accepted (202).
+pub const ENVELOPES_ACCEPTED_TOTAL: &str = "pacto_evidence_envelopes_accepted_total";
+/// Envelopes refused, by `code`.
+pub const ENVELOPES_REFUSED_TOTAL: &str = "pacto_evidence_envelopes_refused_total";
+/// Commit latency (scan, replay check, push, confirm), by `result` (`ok`, or the code).
+pub const COMMIT_SECONDS: &str = "pacto_evidence_commit_duration_seconds";
+/// The referrers mode of each subject: 1 for the mode in use, 0 for the other.
+pub const REFERRERS_MODE: &str = "pacto_evidence_referrers_mode";
+
+/// Describes the metrics (once the recorder is installed) and zeroes the refusal counters so
+/// every code has a series from the start.
+pub fn describe() {
+    describe_counter!(
+        ENVELOPES_ACCEPTED_TOTAL,
+        Unit::Count,
+        "Envelopes accepted and stored (202)."
+    );
+    describe_counter!(
+        ENVELOPES_REFUSED_TOTAL,
+        Unit::Count,
+        "Envelopes refused, by stable error code."
+    );
+    describe_histogram!(
+        COMMIT_SECONDS,
+        Unit::Seconds,
+        "Time to commit one record (scan, replay check, push, confirm), by result."
+    );
+    describe_gauge!(
+        REFERRERS_MODE,
+        "Referrers mode of each configured subject: 1 for the mode in use (api or tag-schema)."
+    );
+    counter!(ENVELOPES_ACCEPTED_TOTAL).absolute(0);
+    for code in ErrorCode::ALL {
+        counter!(ENVELOPES_REFUSED_TOTAL, "code" => code.as_str()).absolute(0);
+    }
+}
+
+/// Counts a refusal.
+pub fn refused(code: ErrorCode) {
+    counter!(ENVELOPES_REFUSED_TOTAL, "code" => code.as_str()).increment(1);
+}
+
+/// Counts an acceptance.
+pub fn accepted() {
+    counter!(ENVELOPES_ACCEPTED_TOTAL).increment(1);
+}
+
+/// Records one commit's duration.
+pub fn commit(seconds: f64, result: &'static str) {
+    metrics::histogram!(COMMIT_SECONDS, "result" => result).record(seconds);
+}
+
+/// Publishes the mode of each subject.
+pub fn modes(modes: &[SubjectMode]) {
+    for subject in modes {
+        for mode in ReferrersMode::ALL {
+            gauge!(REFERRERS_MODE, "subject" => subject.subject.clone(), "mode" => mode.as_str())
+                .set(if mode == subject.mode { 1.0 } else { 0.0 });
+        }
+    }
+}
