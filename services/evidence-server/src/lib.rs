@@ -16,6 +16,8 @@
 pub mod api;
 mod body;
 mod metrics;
+#[cfg(feature = "oci-store")]
+mod oci;
 pub mod resolve;
 pub mod storage;
 
@@ -180,6 +182,55 @@ pub fn resolver(args: &Args, transport: &Transport) -> Result<ContractResolver, 
         RetryPolicy::from_args(&args.client),
         args.namespace.clone(),
     ))
+}
+
+#[cfg(feature = "oci-store")]
+/// Runs the server: starts the process (logging, metrics, signals, mTLS material), loads the
+/// trust configuration, builds the store (no network I/O) and the resolver client, binds both
+/// ports and serves until SIGTERM/SIGINT.
+pub async fn run(args: Args) -> Result<(), ServerError> {
+    let process = pacto_runtime::process::start(&args.runtime)?;
+    let trust =
+        pacto_evidence::TrustStore::load(&args.trust).map_err(|source| ServerError::Trust {
+            path: args.trust.clone(),
+            source,
+        })?;
+    let subjects = pacto_evidence::store::Subjects::parse(&args.subjects)
+        .map_err(|e| ServerError::Store(format!("--subject: {e}")))?;
+    let docker = pacto_oci::DockerConfig::load_default()
+        .map_err(|e| ServerError::Store(format!("registry credentials (DOCKER_CONFIG): {e}")))?;
+    let keychain = pacto_oci::Keychain::new().with_docker_config(docker);
+    let options = pacto_evidence::store::StoreOptions {
+        client: pacto_oci::ClientOptions {
+            insecure_registries: args.insecure_registries.clone(),
+            ..pacto_oci::ClientOptions::default()
+        },
+        ..pacto_evidence::store::StoreOptions::default()
+    };
+    let storage = pacto_evidence::store::Store::new(subjects, options, &keychain)
+        .map_err(|e| ServerError::Store(e.to_string()))?;
+    let api = Api {
+        trust,
+        producers: args.producers.clone(),
+        storage,
+        resolver: resolver(&args, &process.transport)?,
+        ready_timeout: args.ready_timeout,
+    };
+    let listener = TcpListener::bind(args.listen_address)
+        .await
+        .map_err(|source| ServerError::Listen {
+            addr: args.listen_address,
+            source,
+        })?;
+    let admin = process.bind_admin().await?;
+    serve(
+        api,
+        listener,
+        admin,
+        args.read_header_timeout,
+        process.shutdown,
+    )
+    .await
 }
 
 /// Serves `api` on `listener` and the admin endpoints on `admin` until `shutdown`, then
