@@ -189,7 +189,11 @@ impl<S: Storage> Api<S> {
         let findings = evaluation.findings.len();
         let record = AcceptedRecord {
             compliance: compliance.clone(),
-            findings: evaluation.findings.iter().map(pacto_engine::Finding::to_record).collect(),
+            findings: evaluation
+                .findings
+                .iter()
+                .map(pacto_engine::Finding::to_record)
+                .collect(),
             coverage: evaluation.coverage,
             accepted_at,
             service: contract.service_name,

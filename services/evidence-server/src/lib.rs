@@ -16,7 +16,6 @@
 pub mod api;
 mod body;
 mod metrics;
-#[cfg(feature = "oci-store")]
 mod oci;
 pub mod resolve;
 pub mod storage;
@@ -184,7 +183,6 @@ pub fn resolver(args: &Args, transport: &Transport) -> Result<ContractResolver, 
     ))
 }
 
-#[cfg(feature = "oci-store")]
 /// Runs the server: starts the process (logging, metrics, signals, mTLS material), loads the
 /// trust configuration, builds the store (no network I/O) and the resolver client, binds both
 /// ports and serves until SIGTERM/SIGINT.

@@ -104,13 +104,31 @@ fn the_deployment_is_one_hardened_replica_probed_on_the_api() -> Result<()> {
     ensure!(pod["securityContext"]["runAsUser"] == 65532, "{pod}");
     ensure!(pod["securityContext"]["runAsNonRoot"] == true, "{pod}");
     let c = &pod["containers"][0];
-    ensure!(c["securityContext"]["readOnlyRootFilesystem"] == true, "{c}");
-    ensure!(c["securityContext"]["allowPrivilegeEscalation"] == false, "{c}");
-    ensure!(c["ports"][0] == json!({"name": "http", "containerPort": 8686, "protocol": "TCP"}), "{c}");
-    ensure!(c["startupProbe"]["httpGet"]["path"] == "/api/evidence/v1/ready", "{c}");
+    ensure!(
+        c["securityContext"]["readOnlyRootFilesystem"] == true,
+        "{c}"
+    );
+    ensure!(
+        c["securityContext"]["allowPrivilegeEscalation"] == false,
+        "{c}"
+    );
+    ensure!(
+        c["ports"][0] == json!({"name": "http", "containerPort": 8686, "protocol": "TCP"}),
+        "{c}"
+    );
+    ensure!(
+        c["startupProbe"]["httpGet"]["path"] == "/api/evidence/v1/ready",
+        "{c}"
+    );
     ensure!(c["startupProbe"]["failureThreshold"] == 60, "{c}");
-    ensure!(c["readinessProbe"]["httpGet"]["path"] == "/api/evidence/v1/ready", "{c}");
-    ensure!(c["livenessProbe"]["httpGet"]["path"] == "/api/evidence/v1/health", "{c}");
+    ensure!(
+        c["readinessProbe"]["httpGet"]["path"] == "/api/evidence/v1/ready",
+        "{c}"
+    );
+    ensure!(
+        c["livenessProbe"]["httpGet"]["path"] == "/api/evidence/v1/health",
+        "{c}"
+    );
     let args: Vec<&str> = c["args"]
         .as_array()
         .context("args")?
@@ -143,16 +161,26 @@ fn the_deployment_is_one_hardened_replica_probed_on_the_api() -> Result<()> {
     let pod = &of_kind(&docs, "Deployment")[0]["spec"]["template"]["spec"];
     let c = &pod["containers"][0];
     let args = c["args"].to_string();
-    ensure!(args.contains("--trust=/etc/pacto/trust/trust.yaml"), "{args}");
-    ensure!(args.contains("--producer=ci-runner"), "{args}");
-    ensure!(args.contains("--insecure-registries=registry.example.com"), "{args}");
     ensure!(
-        c["env"].to_string().contains("{\"name\":\"DOCKER_CONFIG\",\"value\":\"/etc/pacto/registry\"}"),
+        args.contains("--trust=/etc/pacto/trust/trust.yaml"),
+        "{args}"
+    );
+    ensure!(args.contains("--producer=ci-runner"), "{args}");
+    ensure!(
+        args.contains("--insecure-registries=registry.example.com"),
+        "{args}"
+    );
+    ensure!(
+        c["env"]
+            .to_string()
+            .contains("{\"name\":\"DOCKER_CONFIG\",\"value\":\"/etc/pacto/registry\"}"),
         "{}",
         c["env"]
     );
     ensure!(
-        pod["volumes"].to_string().contains("\"key\":\".dockerconfigjson\",\"path\":\"config.json\""),
+        pod["volumes"]
+            .to_string()
+            .contains("\"key\":\".dockerconfigjson\",\"path\":\"config.json\""),
         "{}",
         pod["volumes"]
     );
@@ -174,7 +202,9 @@ fn the_deployment_is_one_hardened_replica_probed_on_the_api() -> Result<()> {
 fn the_rendered_chart_matches_its_golden_file() -> Result<()> {
     let tools = Tools::new()?;
     let text = template(&tools, &[], true)?;
-    let path = repo_root().join("tests/charts/golden").join(format!("{CHART}.yaml"));
+    let path = repo_root()
+        .join("tests/charts/golden")
+        .join(format!("{CHART}.yaml"));
     if std::env::var_os("PACTO_UPDATE_GOLDEN").is_some_and(|v| v == "1") {
         std::fs::write(&path, &text)?;
         return Ok(());
@@ -195,7 +225,14 @@ fn helmfile_deploys_it_only_when_enabled_and_the_resolver_then_admits_it() -> Re
     for env in ["local", "production"] {
         let text = tools.run(
             "helmfile",
-            ["--environment", env, "list", "--output", "json", "--skip-charts"],
+            [
+                "--environment",
+                env,
+                "list",
+                "--output",
+                "json",
+                "--skip-charts",
+            ],
         )?;
         ensure!(!text.contains("pacto-evidence-server"), "{env}: {text}");
     }
@@ -231,7 +268,10 @@ fn helmfile_deploys_it_only_when_enabled_and_the_resolver_then_admits_it() -> Re
     let server = deployment("pacto-evidence-server")?;
     let args = server["spec"]["template"]["spec"]["containers"][0]["args"].to_string();
     ensure!(args.contains("--insecure"), "{args}");
-    ensure!(args.contains("--insecure-registries=localhost:5000,registry.pacto-system.svc:5000"), "{args}");
+    ensure!(
+        args.contains("--insecure-registries=localhost:5000,registry.pacto-system.svc:5000"),
+        "{args}"
+    );
     ensure!(
         server["spec"]["template"]["spec"]["serviceAccountName"] == "pacto-evidence-server",
         "the resolver admits the ServiceAccount pacto-evidence-server"

@@ -123,7 +123,11 @@ fn set(items: &[&str]) -> BTreeSet<String> {
 fn every_chart_lints_strictly_with_default_and_non_default_values() -> Result<()> {
     let tools = Tools::new()?;
     for chart in CHARTS {
-        let mut lint = vec!["lint".to_owned(), "--strict".to_owned(), format!("charts/{chart}")];
+        let mut lint = vec![
+            "lint".to_owned(),
+            "--strict".to_owned(),
+            format!("charts/{chart}"),
+        ];
         for set in required_sets(chart) {
             lint.push("--set".to_owned());
             lint.push((*set).to_owned());
