@@ -2,7 +2,7 @@
 //! server in process, the real contract-resolver over mTLS (it admits the evidence-server's
 //! identity only), a real docker-registry 2.8 (no Referrers API: the tag-schema mode) holding
 //! the contracts and the stored records. Every §6.2 code with its exact status and body, the
-//! GET endpoints, 405/404/HEAD, and the ingest throughput (printed, not asserted).
+//! GET endpoints, 405/404/HEAD, the metrics, and the ingest throughput (printed, not asserted).
 
 #![allow(
     clippy::unwrap_used,
@@ -10,220 +10,18 @@
     reason = "tests; metric values are small integers"
 )]
 
-use std::net::SocketAddr;
-use std::path::Path;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+mod common;
 
-use pacto_contract::bundle::{BundleFiles, CONTRACT_FILE};
-use pacto_contract::reference::Reference;
+use std::time::Instant;
+
+use common::*;
 use pacto_engine::Timestamp;
-use pacto_evidence::store::{Store, StoreOptions, Subjects};
-use pacto_evidence::{Envelope, TrustStore, keys, sign};
-use pacto_evidence_server::{Api, ContractResolver, PREFIX};
-use pacto_oci::{BundleMeta, ClientOptions, Credentials, Keychain, RegistryClient};
-use pacto_runtime::grpc::RetryPolicy;
-use pacto_runtime::testing::{TestCa, TestEndpoint, admin_get, metric_value};
-use pacto_runtime::{CancellationToken, spiffe_id};
+use pacto_evidence::keys;
+use pacto_evidence_server::PREFIX;
+use pacto_runtime::CancellationToken;
+use pacto_runtime::testing::{TestCa, admin_get, metric_value};
 use pacto_testenv::registry::Registry;
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpListener;
-
-const RESOLVER: &str = "contract-resolver.pacto.svc";
-
-fn evidence_identity() -> String {
-    spiffe_id("pacto", "pacto-system", "pacto-evidence-server")
-}
-
-/// One HTTP/1.1 exchange on a fresh connection: (status, headers in lower case, body).
-async fn http(addr: SocketAddr, method: &str, path: &str, body: &[u8]) -> (u16, String, String) {
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    );
-    stream.write_all(head.as_bytes()).await.unwrap();
-    // an oversized body may be cut short by the server once it has refused it
-    let _ = stream.write_all(body).await;
-    let mut out = Vec::new();
-    let _ = stream.read_to_end(&mut out).await;
-    let text = String::from_utf8_lossy(&out).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("no status line in {text:?}"));
-    (status, head.to_lowercase(), body.to_owned())
-}
-
-fn error_body(code: &str, message: &str) -> String {
-    format!("{{\"code\":\"{code}\",\"message\":\"{message}\"}}\n")
-}
-
-/// Pushes `yaml` as the only file of a bundle `<host>/<repo>:<tag>`; the manifest digest.
-async fn push(registry: &Registry, repo: &str, tag: &str, yaml: &str) -> String {
-    let mut files = BundleFiles::new();
-    files.insert(CONTRACT_FILE, yaml.as_bytes().to_vec());
-    let reference = Reference::parse(&format!("{}/{repo}:{tag}", registry.host())).unwrap();
-    let meta = BundleMeta {
-        name: repo.to_owned(),
-        version: tag.to_owned(),
-        pacto_version: "2.0".to_owned(),
-    };
-    let client = RegistryClient::new(
-        ClientOptions {
-            insecure_registries: vec![registry.host()],
-            ..ClientOptions::default()
-        },
-        &Credentials::Anonymous,
-    )
-    .unwrap();
-    client
-        .push(&reference, &files, &meta, true, &|_| {})
-        .await
-        .unwrap()
-        .digest
-}
-
-/// The evidence set JSON of `subject` against `contract_ref`.
-fn evidence_set(subject: &str, contract_ref: &str, source: &str) -> String {
-    format!(
-        r#"{{"Subject":{{"kind":"service","name":"{subject}"}},"ContractRef":"{contract_ref}","Source":"{source}","ObservedAt":"2026-12-04T10:00:00Z","Observations":[{{"kind":"WorkloadObserved","subject":{{"kind":"service","name":"payments"}},"outcome":"Observed","value":{{"type":"job"}},"provenance":{{"collector":"ci","detectedAt":"2026-12-04T10:00:00Z"}}}}]}}"#
-    )
-}
-
-/// A signed envelope (JSON bytes).
-struct Draft<'a> {
-    id: &'a str,
-    producer: &'a str,
-    key_id: &'a str,
-    sequence: u64,
-    expires_at: Timestamp,
-    set: String,
-}
-
-impl Draft<'_> {
-    fn signed(&self, key: &ed25519_dalek::SigningKey) -> Vec<u8> {
-        let (now, _) = Timestamp::now().unix_parts();
-        let issued = Timestamp::from_unix(now - 60, 0).unwrap();
-        let text = format!(
-            r#"{{"apiVersion":"pacto.dev/evidence/v1","kind":"EvidenceEnvelope","id":"{}","producer":{{"id":"{}","keyId":"{}"}},"sequence":{},"issuedAt":"{}","expiresAt":"{}","evidenceSet":{}}}"#,
-            self.id,
-            self.producer,
-            self.key_id,
-            self.sequence,
-            issued.to_rfc3339_nano(),
-            self.expires_at.to_rfc3339_nano(),
-            self.set
-        );
-        let mut envelope = Envelope::decode(text.as_bytes()).unwrap();
-        sign(&mut envelope, key).unwrap();
-        envelope.to_json().into_bytes()
-    }
-}
-
-fn in_an_hour() -> Timestamp {
-    let (now, _) = Timestamp::now().unix_parts();
-    Timestamp::from_unix(now + 3600, 0).unwrap()
-}
-
-/// The structured trust configuration: key `ci-1` of producer `ci`, subjects `payments*`.
-fn trust(dir: &Path, key: &ed25519_dalek::SigningKey) -> TrustStore {
-    std::fs::write(
-        dir.join("ci__ci-1.pub"),
-        keys::verifying_key_text(&key.verifying_key()),
-    )
-    .unwrap();
-    let config = "apiVersion: pacto.dev/evidence-trust/v1\nkeys:\n  - keyId: ci-1\n    producerId: ci\n    publicKeyFile: ci__ci-1.pub\n    allowedSubjects: [\"payments*\"]\n    allowedContractRepos: []\n";
-    let path = dir.join("trust.yaml");
-    std::fs::write(&path, config).unwrap();
-    TrustStore::load(&path).unwrap()
-}
-
-struct Server {
-    api: SocketAddr,
-    admin: SocketAddr,
-}
-
-/// Starts the evidence API for `subjects` on `registry_host` with the resolver at `resolver`.
-async fn start_server(
-    ca: &TestCa,
-    dir: &Path,
-    resolver: SocketAddr,
-    registry_host: &str,
-    subjects: &[String],
-    trust: TrustStore,
-    stop: &CancellationToken,
-) -> Server {
-    let subjects = Subjects::parse(subjects).unwrap();
-    let options = StoreOptions {
-        client: ClientOptions {
-            insecure_registries: vec![registry_host.to_owned()],
-            connect_timeout: Duration::from_secs(1),
-            ..ClientOptions::default()
-        },
-        ..StoreOptions::default()
-    };
-    let storage = Store::new(subjects, options, &Keychain::new()).unwrap();
-    let client = ca.channel(
-        dir,
-        "evidence-server",
-        &[&evidence_identity()],
-        resolver,
-        RESOLVER,
-    );
-    let api = Api {
-        trust,
-        producers: vec!["ci".to_owned(), "another".to_owned()],
-        storage,
-        resolver: ContractResolver::new(
-            client,
-            RetryPolicy {
-                max_retries: 0,
-                min_delay: Duration::from_millis(10),
-                max_delay: Duration::from_millis(10),
-            },
-            "pacto-system",
-        ),
-        ready_timeout: Duration::from_secs(3),
-    };
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let admin = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let server = Server {
-        api: listener.local_addr().unwrap(),
-        admin: admin.local_addr().unwrap(),
-    };
-    tokio::spawn(pacto_evidence_server::serve(
-        api,
-        listener,
-        admin,
-        Duration::from_secs(10),
-        stop.clone(),
-    ));
-    server
-}
-
-/// The real contract-resolver over mTLS, admitting only the evidence-server's identity.
-async fn start_resolver(
-    ca: &TestCa,
-    dir: &Path,
-    registry: &Registry,
-    stop: &CancellationToken,
-) -> SocketAddr {
-    let identity = evidence_identity();
-    let (endpoint, config) = TestEndpoint::bind(ca, dir, RESOLVER, &[identity.as_str()]).await;
-    let mut resolver_config = pacto_contract_resolver::ResolverConfig::default();
-    resolver_config.registry.client.insecure_registries = vec![registry.host()];
-    resolver_config.registry.max_retries = 0;
-    let resolver = pacto_contract_resolver::Resolver::new(resolver_config, None).unwrap();
-    tokio::spawn(pacto_contract_resolver::serve(
-        config,
-        pacto_contract_resolver::ResolverService::new(Arc::new(resolver)),
-        stop.clone(),
-    ));
-    endpoint.grpc
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_code_of_the_ingestion_api_with_its_status_and_body() {
@@ -235,14 +33,14 @@ async fn every_code_of_the_ingestion_api_with_its_status_and_body() {
     let host = registry.host();
 
     let payments = push(
-        &registry,
+        &host,
         "team/payments",
         "1.0.0",
         "pactoVersion: \"2.0\"\nservice:\n  name: payments\n  version: 1.0.0\nworkload: service\n",
     )
     .await;
     let broken = push(
-        &registry,
+        &host,
         "team/broken",
         "1.0.0",
         "pactoVersion: \"9.9\"\nservice: {}\n",
@@ -252,7 +50,7 @@ async fn every_code_of_the_ingestion_api_with_its_status_and_body() {
     let broken_ref = format!("oci://{host}/team/broken@{broken}");
 
     let key = keys::generate().unwrap();
-    let resolver = start_resolver(&ca, dir.path(), &registry, &stop).await;
+    let resolver = start_resolver(&ca, dir.path(), &host, &stop).await;
     let server = start_server(
         &ca,
         dir.path(),
