@@ -1,5 +1,8 @@
 //! The server's metrics (docs/metrics.md#evidence-server).
 
+use std::collections::BTreeMap;
+use std::sync::{Mutex, PoisonError};
+
 use metrics::{Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge};
 use pacto_evidence::ErrorCode;
 
@@ -57,8 +60,21 @@ pub fn commit(seconds: f64, result: &'static str) {
     metrics::histogram!(COMMIT_SECONDS, "result" => result).record(seconds);
 }
 
-/// Publishes the mode of each subject.
+/// The last mode logged per subject (the log says when a subject's mode is first seen or
+/// changes, not on every preflight).
+static LOGGED: Mutex<BTreeMap<String, ReferrersMode>> = Mutex::new(BTreeMap::new());
+
+/// Publishes the mode of each subject (gauge, and a log line when it is new or changed).
 pub fn modes(modes: &[SubjectMode]) {
+    {
+        let mut logged = LOGGED.lock().unwrap_or_else(PoisonError::into_inner);
+        for subject in modes {
+            if logged.get(&subject.subject) != Some(&subject.mode) {
+                tracing::info!(subject = %subject.subject, mode = subject.mode.as_str(), "referrers mode");
+                logged.insert(subject.subject.clone(), subject.mode);
+            }
+        }
+    }
     for subject in modes {
         for mode in ReferrersMode::ALL {
             gauge!(REFERRERS_MODE, "subject" => subject.subject.clone(), "mode" => mode.as_str())
