@@ -258,3 +258,37 @@ pub async fn serve<S: Storage>(
     tracing::info!("evidence-server stopped");
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory as _, Parser as _};
+
+    use super::Args;
+
+    #[test]
+    fn flags_follow_the_environment_variable_rule() {
+        Args::command().debug_assert();
+        assert_eq!(
+            pacto_runtime::args::env_rule_violations(&Args::command(), "EVIDENCE_SERVER"),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn a_subject_and_the_trust_configuration_are_required() {
+        let err = Args::try_parse_from(["pacto-evidence-server", "--trust=/t"]).unwrap_err();
+        assert!(err.to_string().contains("--subject"), "{err}");
+        let err = Args::try_parse_from(["pacto-evidence-server", "--subject=oci://r/x@sha256:a"])
+            .unwrap_err();
+        assert!(err.to_string().contains("--trust"), "{err}");
+        let args = Args::try_parse_from([
+            "pacto-evidence-server",
+            "--trust=/t",
+            "--subject=oci://a/b@sha256:1,oci://a/c@sha256:2",
+        ])
+        .unwrap();
+        assert_eq!(args.subjects.len(), 2);
+        assert_eq!(args.listen_address.port(), 8686);
+        assert_eq!(args.ready_timeout, std::time::Duration::from_secs(3));
+    }
+}
