@@ -148,15 +148,9 @@ pub enum ServerError {
     /// The shared runtime failed (flags, logging, signals, TLS, the resolver channel, admin).
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
-    /// The trust configuration could not be loaded.
-    #[error("--trust {path}: {source}")]
-    Trust {
-        /// The path.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: pacto_evidence::TrustError,
-    },
+    /// The trust configuration could not be loaded (the source names the file and the entry).
+    #[error("--trust: the trust configuration could not be loaded")]
+    Trust(#[source] pacto_evidence::TrustError),
     /// The subjects or the registry client could not be set up.
     #[error("{0}")]
     Store(String),
@@ -188,11 +182,7 @@ pub fn resolver(args: &Args, transport: &Transport) -> Result<ContractResolver, 
 /// ports and serves until SIGTERM/SIGINT.
 pub async fn run(args: Args) -> Result<(), ServerError> {
     let process = pacto_runtime::process::start(&args.runtime)?;
-    let trust =
-        pacto_evidence::TrustStore::load(&args.trust).map_err(|source| ServerError::Trust {
-            path: args.trust.clone(),
-            source,
-        })?;
+    let trust = pacto_evidence::TrustStore::load(&args.trust).map_err(ServerError::Trust)?;
     let subjects = pacto_evidence::store::Subjects::parse(&args.subjects)
         .map_err(|e| ServerError::Store(format!("--subject: {e}")))?;
     let docker = pacto_oci::DockerConfig::load_default()
