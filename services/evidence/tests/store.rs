@@ -6,6 +6,7 @@
 //!
 //! Needs `scripts/registry-tools.sh` (ggcr registry, oras) and the `docker-registry` package.
 
+use std::fmt::Write as _;
 use std::process::Command;
 
 use ed25519_dalek::SigningKey;
@@ -626,7 +627,7 @@ impl PagingProxy {
                 };
                 let (http, backend) = (http.clone(), backend.clone());
                 tokio::spawn(async move {
-                    let _ = Self::serve(stream, &http, &backend).await;
+                    let _ = Box::pin(Self::serve(stream, &http, &backend)).await;
                 });
             }
         });
@@ -673,7 +674,7 @@ impl PagingProxy {
         }
         let mut body = buf[head_end..].to_vec();
         while body.len() < length {
-            let mut chunk = [0u8; 65536];
+            let mut chunk = vec![0u8; 65536];
             let n = stream.read(&mut chunk).await?;
             if n == 0 {
                 break;
@@ -732,7 +733,7 @@ impl PagingProxy {
             status.canonical_reason().unwrap_or("")
         );
         for (k, v) in &out_headers {
-            text.push_str(&format!("{k}: {v}\r\n"));
+            let _ = write!(text, "{k}: {v}\r\n");
         }
         text.push_str("connection: close\r\n\r\n");
         stream.write_all(text.as_bytes()).await?;

@@ -414,7 +414,7 @@ mod tests {
 
     #[test]
     fn bounds_truncate() {
-        let many: Vec<StoredRecord> = (0..MAX_TARGETS as u64 + 1)
+        let many: Vec<StoredRecord> = (0..=MAX_TARGETS as u64)
             .map(|i| stored("edge", &format!("t{i:05}"), i, "2026-12-04T10:00:00Z", 0))
             .collect();
         let dto = targets(&scan(many), ts("2026-12-04T12:00:00Z"));
