@@ -81,6 +81,13 @@ fn wins(candidate: &StoredRecord, current: &StoredRecord) -> bool {
     a > b || (a == b && candidate.record.envelope.sequence > current.record.envelope.sequence)
 }
 
+impl Scan {
+    /// The `/targets` projection at `now` ([`targets`]).
+    pub fn targets(&self, now: Timestamp) -> TargetsDto {
+        targets(self, now)
+    }
+}
+
 /// The projection of a scan at `now` (docs/design/evidence-store.md#targets).
 pub fn targets(scan: &Scan, now: Timestamp) -> TargetsDto {
     let mut latest: BTreeMap<String, &StoredRecord> = BTreeMap::new();
