@@ -346,6 +346,15 @@ impl Store {
                     self.set_meta(index, |m| m.mode = Some(ReferrersMode::Api));
                     return Ok((ReferrersMode::Api, list));
                 }
+                Referrers::Unsupported if self.meta(index).mode == Some(ReferrersMode::Api) => {
+                    // switching now would hide every record the API listed: a failure instead
+                    return Err(OciError::BadReferrers {
+                        reference: subject.reference(),
+                        reason: "the Referrers API answered 404 after it had been detected; \
+                                 not falling back to the tag schema"
+                            .to_owned(),
+                    });
+                }
                 Referrers::Unsupported => {
                     self.set_meta(index, |m| m.mode = Some(ReferrersMode::TagSchema));
                 }
