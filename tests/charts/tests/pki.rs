@@ -237,3 +237,141 @@ async fn the_generated_ca_issues_certificates_the_resolver_admits_by_default() -
     task.await??;
     Ok(())
 }
+
+/// The value of `--<flag>=` in the container args of `chart`'s Deployment rendered with `sets`.
+fn rendered_flag(tools: &Tools, chart: &str, sets: &[&str], flag: &str) -> Result<String> {
+    let mut args = vec![
+        "template".to_owned(),
+        chart.to_owned(),
+        format!("charts/{chart}"),
+        "--namespace".to_owned(),
+        "pacto-system".to_owned(),
+    ];
+    for set in sets {
+        args.push("--set".to_owned());
+        args.push((*set).to_owned());
+    }
+    let docs = documents(&tools.run("helm", &args)?)?;
+    let deployment = docs
+        .iter()
+        .find(|d| d["kind"] == "Deployment")
+        .with_context(|| format!("{chart} renders no Deployment"))?;
+    let prefix = format!("--{flag}=");
+    deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .context("args")?
+        .iter()
+        .filter_map(serde_json::Value::as_str)
+        .find_map(|a| a.strip_prefix(&prefix).map(str::to_owned))
+        .with_context(|| format!("{chart} renders no {prefix}"))
+}
+
+/// The Evidence Server's certificate as its chart requests it (the URI SAN of its rendered
+/// Certificate) is refused by the contract-resolver's default allow-list and admitted by the one
+/// the resolver's chart renders with `evidenceServer.enabled` (what the helmfile sets).
+#[tokio::test]
+async fn the_resolver_admits_the_evidence_server_when_its_chart_enables_it() -> Result<()> {
+    pacto_testenv::controlplane::ensure_crypto_provider();
+    let tools = Tools::new()?;
+    let dir = tempfile::tempdir()?;
+    let ca = generated_ca(&tools, dir.path(), "ca")?;
+
+    let mut sets = pacto_chart_tests::required_sets("pacto-evidence-server").to_vec();
+    sets.push("tls.mode=cert-manager");
+    let mut args = vec![
+        "template".to_owned(),
+        "pacto-evidence-server".to_owned(),
+        "charts/pacto-evidence-server".to_owned(),
+        "--namespace".to_owned(),
+        "pacto-system".to_owned(),
+    ];
+    for set in &sets {
+        args.push("--set".to_owned());
+        args.push((*set).to_owned());
+    }
+    let docs = documents(&tools.run("helm", &args)?)?;
+    let certificate = docs
+        .iter()
+        .find(|d| d["kind"] == "Certificate")
+        .context("the evidence-server chart renders no Certificate")?;
+    let uri = certificate["spec"]["uris"][0]
+        .as_str()
+        .context("the Certificate has no URI SAN")?
+        .to_owned();
+    ensure!(
+        uri == "spiffe://pacto/ns/pacto-system/sa/pacto-evidence-server",
+        "{uri}"
+    );
+    let evidence = leaf(
+        dir.path(),
+        "evidence",
+        &ca,
+        &format!("DNS:evidence-server.pacto.svc,URI:{uri}"),
+    )?;
+
+    for (allowed, admitted) in [
+        (
+            rendered_flag(&tools, "pacto-contract-resolver", &[], "allowed-identities")?,
+            false,
+        ),
+        (
+            rendered_flag(
+                &tools,
+                "pacto-contract-resolver",
+                &["evidenceServer.enabled=true"],
+                "allowed-identities",
+            )?,
+            true,
+        ),
+    ] {
+        let server = leaf(
+            dir.path(),
+            "resolver",
+            &ca,
+            &format!(
+                "DNS:{RESOLVER_NAME},URI:spiffe://pacto/ns/pacto-system/sa/pacto-contract-resolver"
+            ),
+        )?;
+        let args = pacto_contract_resolver::Args::try_parse_from([
+            "pacto-contract-resolver".to_owned(),
+            format!("--allowed-identities={allowed}"),
+        ])?;
+        let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
+        let grpc = pacto_runtime::grpc::bind(loopback).await?;
+        let addr = grpc.local_addr()?;
+        let config = ServeConfig {
+            grpc,
+            admin: pacto_runtime::admin::bind(loopback).await?,
+            transport: Transport::Mtls(TlsStore::load(server)?),
+            allowed: AllowList::new(&args.server.allowed_identities),
+        };
+        let service = ResolverService::new(Arc::new(Resolver::new(args.resolver_config(), None)?));
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(pacto_contract_resolver::serve(
+            config,
+            service,
+            shutdown.clone(),
+        ));
+        let answer =
+            ContractResolverClient::new(mtls_channel(addr, RESOLVER_NAME, evidence.clone()))
+                .resolve(request())
+                .await;
+        if admitted {
+            let response = answer
+                .with_context(|| format!("refused with --allowed-identities={allowed}"))?
+                .into_inner();
+            ensure!(
+                matches!(response.result, Some(resolve_response::Result::Resolved(_))),
+                "{response:?}"
+            );
+        } else {
+            let status = answer
+                .err()
+                .with_context(|| format!("admitted with --allowed-identities={allowed}"))?;
+            ensure!(status.code() == tonic::Code::PermissionDenied, "{status:?}");
+        }
+        shutdown.cancel();
+        task.await??;
+    }
+    Ok(())
+}
