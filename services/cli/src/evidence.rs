@@ -1,6 +1,6 @@
-//! `pacto evidence keygen | sign | verify` (docs/design/envelopes.md): key files, signing an
-//! evidence set into an envelope, and verifying an envelope as the Evidence Server would before
-//! storing it.
+//! `pacto evidence keygen | sign | verify | push` (docs/design/envelopes.md): key files, signing
+//! an evidence set into an envelope, verifying an envelope as the Evidence Server would before
+//! storing it, and sending one to an Evidence Server.
 
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
@@ -36,12 +36,25 @@ enum EvidenceError {
         code: pacto_evidence::ErrorCode,
         message: String,
     },
+    /// The Evidence Server answered with an error: a 4xx refuses the envelope (exit 1), a 5xx
+    /// is the server's failure (exit 2).
+    #[error("[{code}] {url} answered {status}: {message}")]
+    Server {
+        url: String,
+        status: u16,
+        code: String,
+        message: String,
+    },
+    /// The Evidence Server could not be reached or its answer not read (exit 2).
+    #[error("{url}: {reason}")]
+    Unreachable { url: String, reason: String },
 }
 
 impl EvidenceError {
     fn exit_code(&self) -> u8 {
         match self {
             Self::Refused { .. } => EXIT_INVALID,
+            Self::Server { status, .. } if (400..500).contains(status) => EXIT_INVALID,
             _ => EXIT_ERROR,
         }
     }
@@ -55,7 +68,7 @@ fn envelope_refused(path: &Path, e: &EnvelopeError) -> EvidenceError {
 }
 
 /// Runs an evidence command and returns the exit code.
-pub(crate) fn run(command: &EvidenceCommand) -> u8 {
+pub(crate) fn run(command: &EvidenceCommand, rt: &tokio::runtime::Runtime, timeout: u64) -> u8 {
     let result = match command {
         EvidenceCommand::Keygen {
             out,
@@ -89,6 +102,16 @@ pub(crate) fn run(command: &EvidenceCommand) -> u8 {
             trust,
             at,
         } => verify_command(envelope, trust, at.as_deref()),
+        EvidenceCommand::Push {
+            envelope,
+            url,
+            output,
+        } => rt.block_on(push_command(
+            envelope,
+            url,
+            std::time::Duration::from_secs(timeout),
+            *output,
+        )),
     };
     match result {
         Ok(()) => EXIT_OK,
@@ -285,6 +308,124 @@ fn verify_command(path: &Path, trust: &Path, at: Option<&str>) -> Result<(), Evi
     Ok(())
 }
 
+/// The ingestion URL of a base URL (a trailing `/` is allowed).
+fn envelopes_url(base: &str) -> Result<String, EvidenceError> {
+    let url = format!("{}/api/evidence/v1/envelopes", base.trim_end_matches('/'));
+    match reqwest::Url::parse(&url) {
+        Ok(parsed) if matches!(parsed.scheme(), "http" | "https") && parsed.host().is_some() => {
+            Ok(url)
+        }
+        _ => Err(EvidenceError::Usage {
+            flag: "--url",
+            message: format!("{base:?} is not an http:// or https:// base URL"),
+        }),
+    }
+}
+
+/// The body of a 202: `{"acceptedAt","compliance","findings","id"}`.
+#[derive(Debug, serde::Deserialize)]
+struct Acceptance {
+    #[serde(rename = "acceptedAt")]
+    at: String,
+    compliance: String,
+    findings: u64,
+    id: String,
+}
+
+/// An error body: `{"code","message"}`.
+#[derive(Debug, serde::Deserialize)]
+struct ServerError {
+    code: String,
+    #[serde(default)]
+    message: String,
+}
+
+fn reason_of(error: &reqwest::Error) -> String {
+    let kind = if error.is_timeout() {
+        "no answer in time"
+    } else if error.is_connect() {
+        "cannot connect"
+    } else {
+        "request failed"
+    };
+    let mut text = kind.to_owned();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+async fn push_command(
+    path: &Path,
+    base: &str,
+    timeout: std::time::Duration,
+    output: crate::OutputFormat,
+) -> Result<(), EvidenceError> {
+    let url = envelopes_url(base)?;
+    let bytes = read_input(path)?;
+    // A malformed envelope is refused here, naming the field, before anything is sent.
+    Envelope::decode(&bytes).map_err(|e| envelope_refused(path, &e))?;
+    let unreachable = |reason: String| EvidenceError::Unreachable {
+        url: url.clone(),
+        reason,
+    };
+    let client = reqwest::Client::builder()
+        .timeout(timeout)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(|e| unreachable(reason_of(&e)))?;
+    let response = client
+        .post(&url)
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .body(bytes)
+        .send()
+        .await
+        .map_err(|e| unreachable(reason_of(&e)))?;
+    let status = response.status().as_u16();
+    let text = response
+        .text()
+        .await
+        .map_err(|e| unreachable(reason_of(&e)))?;
+    if status == 202 {
+        let accepted: Acceptance = serde_json::from_str(&text).map_err(|e| {
+            unreachable(format!(
+                "answered 202 with a body that is not an acceptance: {e}"
+            ))
+        })?;
+        match output {
+            crate::OutputFormat::Json => println!("{}", text.trim_end()),
+            crate::OutputFormat::Text => println!(
+                "accepted: envelope {:?} at {}: compliance {}, {} finding{}",
+                accepted.id,
+                accepted.at,
+                accepted.compliance,
+                accepted.findings,
+                if accepted.findings == 1 { "" } else { "s" }
+            ),
+        }
+        return Ok(());
+    }
+    let (code, message) = match serde_json::from_str::<ServerError>(&text) {
+        Ok(body) => (body.code, body.message),
+        Err(_) => (
+            format!("http_{status}"),
+            text.trim().chars().take(200).collect(),
+        ),
+    };
+    if output == crate::OutputFormat::Json {
+        println!("{}", text.trim_end());
+    }
+    Err(EvidenceError::Server {
+        url,
+        status,
+        code,
+        message,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -303,6 +444,22 @@ mod tests {
         assert_eq!(parse_ttl("1500ms").unwrap().num_milliseconds(), 1500);
         for bad in ["", "h", "10", "10d", "-1h", "1.5h", "99999999999999999999h"] {
             assert!(parse_ttl(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn push_urls() {
+        assert_eq!(
+            envelopes_url("http://evidence:8686/").unwrap(),
+            "http://evidence:8686/api/evidence/v1/envelopes"
+        );
+        assert_eq!(
+            envelopes_url("https://e.example/base").unwrap(),
+            "https://e.example/base/api/evidence/v1/envelopes"
+        );
+        for bad in ["evidence:8686", "ftp://x", ""] {
+            let err = envelopes_url(bad).unwrap_err();
+            assert!(err.to_string().starts_with("--url: "), "{bad}: {err}");
         }
     }
 }

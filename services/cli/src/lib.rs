@@ -82,7 +82,8 @@ pub struct GlobalArgs {
     #[arg(long, value_name = "DIR", env = "DOCKER_CONFIG", global = true)]
     pub docker_config: Option<PathBuf>,
 
-    /// Deadline for each registry operation, in seconds.
+    /// Deadline for each registry operation (and for `evidence push`, the server's answer), in
+    /// seconds.
     #[arg(
         long,
         value_name = "SECONDS",
@@ -269,7 +270,9 @@ pub enum Command {
 }
 
 /// `pacto evidence …`. Exit codes: `0` success, `1` the evidence set or envelope is refused
-/// (the message starts with the protocol's error code), `2` usage errors and unreadable files.
+/// (the message starts with the protocol's error code; for `push`, the server refused it with a
+/// 4xx), `2` usage errors, unreadable files, and for `push` a server that could not be reached
+/// or failed (5xx).
 #[derive(Debug, Subcommand)]
 pub enum EvidenceCommand {
     /// Generate an Ed25519 key pair: `<keyId>.key` (private, mode 0600) and
@@ -345,6 +348,20 @@ pub enum EvidenceCommand {
         /// Check freshness at this instant, RFC3339 (default: now).
         #[arg(long, value_name = "TIME", env = "PACTO_EVIDENCE_AT")]
         at: Option<String>,
+    },
+    /// Send a signed envelope to an Evidence Server (`POST <url>/api/evidence/v1/envelopes`)
+    /// and print what it answered: the record's id, compliance and finding count, or the
+    /// server's error code
+    Push {
+        /// The envelope (`-` for stdin), e.g. the output of `pacto evidence sign`.
+        #[arg(value_name = "ENVELOPE")]
+        envelope: PathBuf,
+        /// The Evidence Server's base URL (`http://host:8686`); the ingestion path is appended.
+        #[arg(long, value_name = "URL", env = "PACTO_EVIDENCE_URL")]
+        url: String,
+        /// Output format: the answer as text, or the server's JSON body.
+        #[arg(long, short, value_enum, default_value_t = OutputFormat::Text, env = "PACTO_OUTPUT")]
+        output: OutputFormat,
     },
 }
 

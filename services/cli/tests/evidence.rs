@@ -345,3 +345,214 @@ fn refusals_and_usage_errors() {
         stderr(&out)
     );
 }
+
+/// An HTTP server on loopback answering each request with the next `(status, body)` of
+/// `answers`, and handing the requests (path, body) it got to the test.
+struct Answering {
+    addr: std::net::SocketAddr,
+    requests: std::sync::mpsc::Receiver<(String, String)>,
+}
+
+fn answering(answers: Vec<(u16, &'static str)>) -> Answering {
+    use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let (tx, requests) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for (status, body) in answers {
+            let Ok((stream, _)) = listener.accept() else {
+                return;
+            };
+            let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+            let mut line = String::new();
+            reader.read_line(&mut line).expect("request line");
+            let path = line
+                .split_whitespace()
+                .nth(1)
+                .unwrap_or_default()
+                .to_owned();
+            let mut length = 0usize;
+            loop {
+                let mut header = String::new();
+                reader.read_line(&mut header).expect("header");
+                if header.trim().is_empty() {
+                    break;
+                }
+                if let Some((name, value)) = header.split_once(':')
+                    && name.eq_ignore_ascii_case("content-length")
+                {
+                    length = value.trim().parse().expect("length");
+                }
+            }
+            let mut content = vec![0; length];
+            reader.read_exact(&mut content).expect("body");
+            tx.send((path, String::from_utf8_lossy(&content).into_owned()))
+                .expect("send");
+            let mut stream = stream;
+            write!(
+                stream,
+                "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            )
+            .expect("answer");
+        }
+    });
+    Answering { addr, requests }
+}
+
+/// A signed envelope in `dir/envelope.json`.
+fn signed_envelope(dir: &Path) -> PathBuf {
+    let out = run(pacto(dir).args([
+        "evidence",
+        "keygen",
+        "--out",
+        "keys",
+        "--producer",
+        "edge-1",
+        "--key-id",
+        "k1",
+    ]));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    std::fs::write(dir.join("evidence.json"), evidence_set("shop/orders")).expect("write");
+    let out = run(pacto(dir).args([
+        "evidence",
+        "sign",
+        "evidence.json",
+        "--key",
+        "keys/k1.key",
+        "--key-id",
+        "k1",
+        "--producer",
+        "edge-1",
+    ]));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let path = dir.join("envelope.json");
+    std::fs::write(&path, stdout(&out)).expect("write");
+    path
+}
+
+#[test]
+fn push_prints_the_answer_and_names_the_servers_code() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let dir = home.path();
+    let envelope = signed_envelope(dir);
+    let sent = std::fs::read_to_string(&envelope).expect("read");
+    let server = answering(vec![
+        (
+            202,
+            r#"{"acceptedAt":"2026-12-04T10:00:01.5Z","compliance":"NonCompliant","findings":1,"id":"sha256:abc"}"#,
+        ),
+        (
+            409,
+            r#"{"code":"replay","message":"envelope already accepted"}"#,
+        ),
+        (
+            503,
+            r#"{"code":"registry_unavailable","message":"registry unavailable"}"#,
+        ),
+        (
+            202,
+            r#"{"acceptedAt":"2026-12-04T10:00:02Z","compliance":"Compliant","findings":0,"id":"sha256:def"}"#,
+        ),
+    ]);
+    let url = format!("http://{}/", server.addr);
+    let push = |extra: &[&str]| {
+        let mut cmd = pacto(dir);
+        cmd.args(["evidence", "push", "envelope.json", "--url", &url]);
+        cmd.args(extra);
+        run(&mut cmd)
+    };
+
+    let out = push(&[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        "accepted: envelope \"sha256:abc\" at 2026-12-04T10:00:01.5Z: compliance NonCompliant, 1 finding\n"
+    );
+    let (path, body) = server.requests.recv().expect("request");
+    assert_eq!(path, "/api/evidence/v1/envelopes");
+    assert_eq!(body.trim_end(), sent.trim_end(), "the envelope as signed");
+
+    let out = push(&[]);
+    assert_eq!(code(&out), 1, "a 4xx refuses the envelope");
+    assert_eq!(
+        stderr(&out).trim_end(),
+        format!(
+            "error: [replay] http://{}/api/evidence/v1/envelopes answered 409: envelope already accepted",
+            server.addr
+        )
+    );
+
+    let out = push(&[]);
+    assert_eq!(code(&out), 2, "a 5xx is the server's failure");
+    assert!(
+        stderr(&out).starts_with("error: [registry_unavailable] "),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = push(&["-o", "json"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let answer: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("json");
+    assert_eq!(answer["id"], "sha256:def");
+    assert_eq!(server.requests.iter().count(), 3);
+}
+
+#[test]
+fn push_refusals_before_and_without_a_server() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let dir = home.path();
+    signed_envelope(dir);
+    // Nothing listens on the port.
+    let closed = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener.local_addr().expect("addr")
+    };
+    let out = run(pacto(dir).args([
+        "evidence",
+        "push",
+        "envelope.json",
+        "--url",
+        &format!("http://{closed}"),
+    ]));
+    assert_eq!(code(&out), 2);
+    assert!(
+        stderr(&out).starts_with(&format!(
+            "error: http://{closed}/api/evidence/v1/envelopes: cannot connect"
+        )),
+        "{}",
+        stderr(&out)
+    );
+
+    // A malformed envelope is refused without being sent.
+    std::fs::write(
+        dir.join("bad.json"),
+        r#"{"apiVersion":"pacto.dev/evidence/v1","kind":"EvidenceEnvelope","id":"x","bogus":1}"#,
+    )
+    .expect("write");
+    let server = answering(vec![]);
+    let out = run(pacto(dir).args([
+        "evidence",
+        "push",
+        "bad.json",
+        "--url",
+        &format!("http://{}", server.addr),
+    ]));
+    assert_eq!(code(&out), 1);
+    assert!(
+        stderr(&out).starts_with("error: [invalid_envelope] bad.json: "),
+        "{}",
+        stderr(&out)
+    );
+    assert!(stderr(&out).contains("bogus"), "{}", stderr(&out));
+
+    let out = run(pacto(dir).args([
+        "evidence",
+        "push",
+        "envelope.json",
+        "--url",
+        "localhost:8686",
+    ]));
+    assert_eq!(code(&out), 2);
+    assert!(stderr(&out).contains("--url: "), "{}", stderr(&out));
+}
