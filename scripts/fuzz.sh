@@ -47,6 +47,7 @@ TARGETS=(
   "registry_layer 131072"
   "grpc_requests 16384"
   "evidence_envelope 65536 -dict=fuzz/pacto.dict"
+  "evidence_record 65536 -dict=fuzz/pacto.dict"
 )
 
 log() { echo "fuzz: $*" >&2; }

@@ -5,6 +5,10 @@
 #   scripts/install-deps.sh          packages for the unit, cluster and e2e tiers and the process demo
 #   scripts/install-deps.sh --node   also the real node's packages (containerd, runc, CNI plugins, iptables)
 #                                    and the image tools (buildah, busybox-static, gcc for the pause image)
+#
+# Tools built from Go modules are not packages: scripts/k8s-binaries.sh (control plane, node) and
+# scripts/registry-tools.sh (the Referrers-API registry and oras for the evidence-store tests);
+# scripts/test.sh runs both.
 set -euo pipefail
 APT_PACKAGES=(docker-registry apache2-utils skopeo prometheus unzip jq python3-venv python3-pip openssl curl clang llvm libbpf-dev man-db groff-base)
 NODE_PACKAGES=(containerd runc containernetworking-plugins iptables buildah busybox-static gcc libc6-dev)

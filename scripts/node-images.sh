@@ -25,7 +25,7 @@ set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE="${PACTO_CACHE:-${HOME:-/root}/.cache/pacto}"
-COMPONENTS=(contract-resolver evaluator observer status-writer node-agent)
+COMPONENTS=(contract-resolver evaluator observer status-writer node-agent evidence-server)
 IMAGE_REPOSITORY="ghcr.io/trianalab/pacto-operator-rs"
 BUSYBOX=/bin/busybox
 

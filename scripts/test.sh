@@ -48,6 +48,12 @@ else
 fi
 export PACTO_K8S_BIN
 
+step "registry tools: go-containerregistry registry (Referrers API) and oras (built once, cached by version)"
+started=$SECONDS
+PACTO_REGISTRY_TOOLS="$(scripts/registry-tools.sh)"
+export PACTO_REGISTRY_TOOLS
+step "registry tools ready in $((SECONDS - started)) s: $PACTO_REGISTRY_TOOLS"
+
 step "chart tools: helm, helmfile, kubectl, kubernetes-validate (cached)"
 PACTO_CHART_TOOLS="$(scripts/chart-tools.sh)"
 export PACTO_CHART_TOOLS

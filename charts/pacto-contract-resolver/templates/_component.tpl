@@ -13,7 +13,7 @@
 {{/* Flags of services/contract-resolver (Args). */}}
 {{- define "pacto.serviceArgs" -}}
 - --listen-addr=0.0.0.0:{{ .Values.grpc.port }}
-- --allowed-identities={{ include "pacto.allowedIdentities" . }}
+- --allowed-identities={{ include "pacto.allowedIdentities" . }}{{ if and .Values.evidenceServer.enabled (not .Values.grpc.allowedIdentities) }},{{ include "pacto.spiffeId" (dict "trustDomain" .Values.tls.trustDomain "namespace" .Release.Namespace "serviceAccount" .Values.evidenceServer.serviceAccount) }}{{ end }}
 {{- with .Values.insecureRegistries }}
 - --insecure-registries={{ join "," . }}
 {{- end }}
@@ -27,11 +27,17 @@
 - --max-inline-bytes={{ int64 .Values.limits.maxInlineBytes }}
 {{- end }}
 
-{{/* Only the status-writer calls Resolve / ListTags. */}}
+{{/* The status-writer calls Resolve / ListRevisions; the Evidence Server calls Resolve when
+evidenceServer.enabled. */}}
 {{- define "pacto.grpcIngressFrom" -}}
 - podSelector:
     matchLabels:
       {{- include "pacto.peerSelector" "status-writer" | nindent 6 }}
+{{- if .Values.evidenceServer.enabled }}
+- podSelector:
+    matchLabels:
+      {{- include "pacto.peerSelector" "evidence-server" | nindent 6 }}
+{{- end }}
 {{- end }}
 
 {{/* OCI registries. */}}

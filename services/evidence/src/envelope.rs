@@ -284,6 +284,18 @@ impl Envelope {
         Ok(envelope)
     }
 
+    /// The strict decode without the size bound and the structure checks (a stored record's
+    /// embedded envelope, which is checked after it is re-encoded).
+    pub(crate) fn decode_fields(bytes: &[u8]) -> Result<Self, EnvelopeError> {
+        let raw: EnvelopeIn = strict_decode(bytes, &["evidenceSet", "Observations"])?;
+        Ok(raw.into_envelope())
+    }
+
+    /// The envelope as a Go struct-order tree, signature included.
+    pub(crate) fn json_tree(&self) -> Json {
+        self.tree(true)
+    }
+
     /// apiVersion, kind, the required identity fields, then the observation bound, in that
     /// order.
     pub fn validate_structure(&self) -> Result<(), EnvelopeError> {

@@ -6,8 +6,10 @@
 //! ([`ReplayIndex`]). [`admit`] runs every check that needs no registry, in the protocol's
 //! order; each refusal has the protocol's stable [`ErrorCode`].
 //!
-//! The crate is pure apart from reading key and trust files a caller names and the operating
-//! system's random source for key generation: no network, no clock (the caller passes `now`).
+//! The envelope part is pure apart from reading key and trust files a caller names and the
+//! operating system's random source for key generation: no network, no clock (the caller passes
+//! `now`). [`store`] is the registry side: records stored as OCI referrers of the contract
+//! (docs/design/evidence-store.md).
 //!
 //! - [`Envelope`], [`Producer`], [`Signature`], [`SignedEvidenceSet`], [`SignedObservation`]:
 //!   the wire types; [`Envelope::canonical_bytes`] is what is signed;
@@ -18,6 +20,7 @@
 //!   repository scopes.
 //! - [`ReplayIndex`]: id uniqueness and per-producer sequences.
 //! - [`glob`]: `path.Match` globs for subject scopes.
+//! - [`store`]: [`Store`], [`Record`], [`Subject`]: evidence stored in the registry.
 
 mod codes;
 mod envelope;
@@ -25,6 +28,7 @@ pub mod glob;
 mod gojson;
 pub mod keys;
 mod replay;
+pub mod store;
 mod trust;
 mod verify;
 
@@ -34,6 +38,10 @@ pub use envelope::{
     MAX_ENVELOPE_OBSERVATIONS, Producer, Signature, SignedEvidenceSet, SignedObservation,
 };
 pub use replay::{ReplayError, ReplayIndex};
+pub use store::{
+    CommitError, Committed, Readiness, Record, ReferrersMode, Scan, Store, StoreError,
+    StoreOptions, Subject, Subjects, TargetsDto,
+};
 pub use trust::{
     ContractRef, ContractRefError, TRUST_API_VERSION, TrustEntry, TrustError, TrustStore,
 };

@@ -178,6 +178,23 @@ pub enum OciError {
         /// Tags read before giving up.
         seen: usize,
     },
+    /// A referrers listing has more pages than the client reads.
+    #[error("list referrers {reference}: more than {pages} pages of referrers")]
+    TooManyReferrerPages {
+        /// The subject.
+        reference: String,
+        /// The page limit.
+        pages: usize,
+    },
+    /// A referrers listing (or a referrers tag index) is not an OCI image index, or its `Link`
+    /// header is unusable.
+    #[error("list referrers {reference}: {reason}")]
+    BadReferrers {
+        /// The subject.
+        reference: String,
+        /// What is wrong (never response text).
+        reason: String,
+    },
     /// The layer stream broke while downloading.
     #[error("{operation} {reference}: download interrupted: {source}")]
     Download {
@@ -289,7 +306,9 @@ impl OciError {
             OciError::Timeout { .. } | OciError::Transport { .. } => ErrorClass::Unreachable,
             OciError::HostRefused { .. } => ErrorClass::Refused,
             OciError::BadChallenge { .. } => ErrorClass::AuthRejected,
-            OciError::TooLarge { .. } | OciError::TooManyTags { .. } => ErrorClass::TooLarge,
+            OciError::TooLarge { .. }
+            | OciError::TooManyTags { .. }
+            | OciError::TooManyReferrerPages { .. } => ErrorClass::TooLarge,
             OciError::Bundle { source, .. } => match source {
                 BundleError::FileTooLarge { .. }
                 | BundleError::TotalTooLarge { .. }
@@ -298,6 +317,7 @@ impl OciError {
                 _ => ErrorClass::Corrupt,
             },
             OciError::BadManifest { .. }
+            | OciError::BadReferrers { .. }
             | OciError::BadTagList { .. }
             | OciError::DigestMismatch { .. }
             | OciError::Pack { .. } => ErrorClass::Corrupt,

@@ -14,6 +14,7 @@
 //!   only when that realm is allowed.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 
 use reqwest::Url;
@@ -251,6 +252,14 @@ pub(crate) struct Reader {
     allow: Vec<String>,
     /// `(registry authority, scope)` → bearer token from an exchange.
     tokens: Mutex<HashMap<(String, String), String>>,
+    /// HTTP requests sent so far (token exchanges included).
+    requests: AtomicU64,
+}
+
+/// A request body and its content type.
+pub(crate) struct Body<'a> {
+    pub bytes: &'a [u8],
+    pub content_type: &'a str,
 }
 
 impl Reader {
@@ -285,7 +294,18 @@ impl Reader {
             credentials: credentials.clone(),
             allow: allow.to_vec(),
             tokens: Mutex::new(HashMap::new()),
+            requests: AtomicU64::new(0),
         })
+    }
+
+    /// HTTP requests sent so far by this session (token exchanges included).
+    pub(crate) fn requests(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
+    }
+
+    /// The origin check for a URL a registry sent us to (an upload location).
+    pub(crate) fn allowed(&self, origin: &Url, to: &Url) -> bool {
+        host_allowed(origin, to, &self.allow)
     }
 
     fn token(&self, registry: &Url, scope: &str) -> Option<String> {
@@ -324,12 +344,31 @@ impl Reader {
         accept: Option<&str>,
         scope: &str,
     ) -> Result<reqwest::Response, OciError> {
+        self.send_body(step, method, url, accept, scope, None).await
+    }
+
+    /// [`Reader::send`] with a request body (uploads).
+    pub(crate) async fn send_body(
+        &self,
+        step: Step<'_>,
+        method: reqwest::Method,
+        url: &Url,
+        accept: Option<&str>,
+        scope: &str,
+        body: Option<Body<'_>>,
+    ) -> Result<reqwest::Response, OciError> {
         let mut exchanged = false;
         loop {
             let mut request = self.http.request(method.clone(), url.clone());
             if let Some(accept) = accept {
                 request = request.header(ACCEPT, accept);
             }
+            if let Some(body) = &body {
+                request = request
+                    .header(reqwest::header::CONTENT_TYPE, body.content_type)
+                    .body(body.bytes.to_vec());
+            }
+            self.requests.fetch_add(1, Ordering::Relaxed);
             let response = self
                 .authorize(request, url, scope)
                 .send()
@@ -401,6 +440,7 @@ impl Reader {
         if let Credentials::Basic { username, password } = &self.credentials {
             request = request.basic_auth(username, Some(password));
         }
+        self.requests.fetch_add(1, Ordering::Relaxed);
         let response = request.send().await.map_err(|e| step.transport(e))?;
         let status = response.status().as_u16();
         if !(200..300).contains(&status) {
@@ -431,6 +471,20 @@ impl Reader {
         }
         tokens.insert((authority(registry), scope.to_owned()), token);
         Ok(())
+    }
+
+    /// Reads a 2xx response's body, refused past `limit` bytes.
+    pub(crate) async fn read_body(
+        step: Step<'_>,
+        response: reqwest::Response,
+        limit: u64,
+    ) -> Result<Vec<u8>, OciError> {
+        read_bounded(response, limit, &mut |_| {})
+            .await
+            .map_err(|e| match e {
+                ReadError::TooLarge { size } => step.too_large(size, limit),
+                ReadError::Transport(e) => step.transport(e),
+            })
     }
 
     /// GETs `url` and reads the body, refused past `limit` bytes.

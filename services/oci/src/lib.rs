@@ -7,6 +7,7 @@
 //! plain-HTTP allow-list. Every failure is an [`OciError`] whose [`ErrorClass`] separates
 //! "registry unavailable" from "artifact invalid".
 
+mod artifacts;
 mod client;
 mod credentials;
 mod error;
@@ -14,6 +15,11 @@ mod fetch;
 mod manifest;
 mod tags;
 
+pub use artifacts::{
+    ArtifactClient, ArtifactDescriptor, FetchedManifest, MAX_REFERRERS_PAGE_BYTES,
+    OCI_INDEX_MEDIA_TYPE, OCI_MANIFEST_MEDIA_TYPE, Referrers, Repository, referrers_tag,
+    sha256_digest,
+};
 pub use client::{
     ClientOptions, DEFAULT_ALLOWED_HOSTS, Inspection, Progress, PulledBundle, PushResult,
     RegistryClient, Resolved,

@@ -24,7 +24,19 @@ pub const CHARTS: &[&str] = &[
     "pacto-evaluator",
     "pacto-status-writer",
     "pacto-node-agent",
+    "pacto-evidence-server",
 ];
+
+/// `--set` values a chart cannot render without (its schema requires them): the Evidence
+/// Server needs a subject and its trust Secret. Every generic render of a chart adds these.
+pub fn required_sets(chart: &str) -> &'static [&'static str] {
+    match chart {
+        "pacto-evidence-server" => &[
+            "subjects[0]=oci://registry.example.com/team/payments@sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa,trust.keysSecret=evidence-keys",
+        ],
+        _ => &[],
+    }
+}
 
 /// The charts of the four services (their common templates come from [`LIBRARY_CHART`],
 /// their common values and schema are generated from it).

@@ -8,7 +8,7 @@ use std::{collections::BTreeSet, fmt::Write as _};
 
 use anyhow::{Context, Result, bail, ensure};
 use clap::{ArgAction, Command, CommandFactory, Parser};
-use pacto_chart_tests::{Tools, documents, repo_root};
+use pacto_chart_tests::{Tools, documents, repo_root, required_sets};
 
 const REGENERATE: &str = "PACTO_UPDATE_DOCS=1 cargo test -p pacto-chart-tests --test docs";
 
@@ -27,6 +27,10 @@ fn binaries() -> Vec<(&'static str, Command)> {
         ("pacto-evaluator", pacto_evaluator::Args::command()),
         ("pacto-status-writer", pacto_status_writer::Args::command()),
         ("pacto-node-agent", pacto_node_agent::Args::command()),
+        (
+            "pacto-evidence-server",
+            pacto_evidence_server::Args::command(),
+        ),
     ]
 }
 
@@ -38,6 +42,7 @@ fn env_service(chart: &str) -> Result<&'static str> {
         "pacto-evaluator" => "EVALUATOR",
         "pacto-status-writer" => "STATUS_WRITER",
         "pacto-node-agent" => "NODE_AGENT",
+        "pacto-evidence-server" => "EVIDENCE_SERVER",
         other => bail!("no environment prefix for {other}"),
     })
 }
@@ -67,6 +72,7 @@ fn parse(chart: &str, args: &[String]) -> Result<()> {
         // The DaemonSet passes `--node-name=$(NODE_NAME)`, which the kubelet expands from the
         // downward API.
         "pacto-node-agent" => pacto_node_agent::Args::try_parse_from(argv).map(drop),
+        "pacto-evidence-server" => pacto_evidence_server::Args::try_parse_from(argv).map(drop),
         other => bail!("no parser for {other}"),
     };
     result.map_err(|e| anyhow::anyhow!("{chart} rejects the chart's arguments {args:?}:\n{e}"))
@@ -78,6 +84,12 @@ fn rendered_args(tools: &Tools, chart: &str, extra: &[&str]) -> Result<Vec<Strin
         chart.to_owned(),
         format!("charts/{chart}"),
     ];
+    if !extra.contains(&"--values") {
+        for set in required_sets(chart) {
+            argv.push("--set".to_owned());
+            argv.push((*set).to_owned());
+        }
+    }
     argv.extend(extra.iter().map(|s| (*s).to_owned()));
     let docs = documents(&tools.run("helm", &argv)?)?;
     let deployment = docs

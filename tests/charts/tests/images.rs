@@ -27,12 +27,17 @@ const ROOT_IMAGES: &[(&str, &str)] = &[(
     "charts/pacto-node-agent/templates/daemonset.yaml",
 )];
 
-/// Every component with an image: the service charts and the root images.
+/// Charts with an image of their own that are not library service charts: the Evidence Server
+/// (its own Deployment, released separately).
+const OTHER_IMAGES: &[&str] = &["evidence-server"];
+
+/// Every component with an image: the service charts, the root images and [`OTHER_IMAGES`].
 fn image_components() -> Vec<&'static str> {
     SERVICE_CHARTS
         .iter()
         .map(|c| c.trim_start_matches("pacto-"))
         .chain(ROOT_IMAGES.iter().map(|(c, _)| *c))
+        .chain(OTHER_IMAGES.iter().copied())
         .collect()
 }
 

@@ -21,7 +21,7 @@ fn library_users() -> impl Iterator<Item = &'static str> {
     SERVICE_CHARTS
         .iter()
         .copied()
-        .chain(std::iter::once("pacto-node-agent"))
+        .chain(["pacto-node-agent", "pacto-evidence-server"])
 }
 
 const REGENERATE: &str = "PACTO_UPDATE_CHARTS=1 cargo test -p pacto-chart-tests --test library";

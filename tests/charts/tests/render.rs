@@ -9,7 +9,9 @@ use std::{
 };
 
 use anyhow::{Context, Result, bail, ensure};
-use pacto_chart_tests::{CHARTS, SERVICE_CHARTS, Tools, documents, object_key, repo_root};
+use pacto_chart_tests::{
+    CHARTS, SERVICE_CHARTS, Tools, documents, object_key, repo_root, required_sets,
+};
 use serde_json::Value;
 
 const NAMESPACE: &str = "pacto-system";
@@ -32,6 +34,11 @@ fn template(tools: &Tools, chart: &str, values: Option<&Path>, sets: &[&str]) ->
     if let Some(values) = values {
         args.push("--values".into());
         args.push(values.display().to_string());
+    } else {
+        for set in required_sets(chart) {
+            args.push("--set".into());
+            args.push((*set).into());
+        }
     }
     for set in sets {
         args.push("--set".into());
@@ -116,7 +123,16 @@ fn set(items: &[&str]) -> BTreeSet<String> {
 fn every_chart_lints_strictly_with_default_and_non_default_values() -> Result<()> {
     let tools = Tools::new()?;
     for chart in CHARTS {
-        tools.run("helm", ["lint", "--strict", &format!("charts/{chart}")])?;
+        let mut lint = vec![
+            "lint".to_owned(),
+            "--strict".to_owned(),
+            format!("charts/{chart}"),
+        ];
+        for set in required_sets(chart) {
+            lint.push("--set".to_owned());
+            lint.push((*set).to_owned());
+        }
+        tools.run("helm", &lint)?;
         let values = values_file(chart);
         if values.is_file() {
             tools.run(

@@ -7,6 +7,7 @@
 //! * [`simulator`]: Nodes, scheduling and kubelet-written Pod status, since no kubelet runs.
 //! * [`prometheus`]: a real Prometheus with a generated scrape config.
 //! * [`registry`]: a real docker-registry.
+//! * [`ggcr`]: go-containerregistry's registry (Referrers API on) and `oras`.
 //! * [`bins`]: where the binaries come from.
 //! * [`process`]: child processes that never outlive the test.
 //! * [`privilege`]: which tiers may run (root), skipped or failing under CI.
@@ -15,6 +16,7 @@
 
 pub mod bins;
 pub mod controlplane;
+pub mod ggcr;
 pub mod node;
 pub mod pki;
 pub mod privilege;

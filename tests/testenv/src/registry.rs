@@ -433,7 +433,7 @@ fn ecdsa_der_to_raw(der: &[u8]) -> Option<[u8; 64]> {
 }
 
 /// A minimal HTTP/1.0 GET returning the status code, or `None` if the server is not answering.
-fn http_status(addr: SocketAddr, path: &str) -> Option<u16> {
+pub(crate) fn http_status(addr: SocketAddr, path: &str) -> Option<u16> {
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_millis(200)).ok()?;
     stream
         .set_read_timeout(Some(Duration::from_millis(500)))

@@ -1,0 +1,260 @@
+//! The Evidence Server (docs/design/evidence-server.md): signed evidence envelopes in over
+//! HTTP on `/api/evidence/v1`, verified against the trust configuration, their contract
+//! resolved through the contract-resolver and evaluated with the engine the evaluator uses,
+//! and stored as one OCI referrer of the contract manifest per accepted record. The registry
+//! is the only durable store; the process keeps no state that a restart would lose.
+//!
+//! - [`api`]: routing and the ingestion pipeline (§6.2 order, every stable error code);
+//! - `body`: the byte-exact JSON bodies (Go `json.Encoder` forms);
+//! - [`resolve`]: the contract-resolver client;
+//! - [`storage`]: what the server needs from the store, implemented by the OCI store of
+//!   `pacto-evidence` (`oci`);
+//! - `metrics`: accepted/refused envelopes, commit latency, referrers mode;
+//! - this module: flags, `run` and `serve` (the public HTTP port next to the shared admin
+//!   server).
+
+pub mod api;
+mod body;
+mod metrics;
+mod oci;
+pub mod resolve;
+pub mod storage;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+use pacto_runtime::admin::{AdminServer, MetricsEndpoint};
+use pacto_runtime::args::{GrpcClientArgs, RuntimeArgs};
+use pacto_runtime::grpc::{self, ChannelSpec, RetryPolicy, Transport};
+use pacto_runtime::{CancellationToken, RuntimeError, parse_duration};
+use tokio::net::TcpListener;
+
+pub use api::{Api, MODE_HEADER, PREFIX};
+pub use metrics::{
+    COMMIT_SECONDS, ENVELOPES_ACCEPTED_TOTAL, ENVELOPES_REFUSED_TOTAL, REFERRERS_MODE,
+};
+pub use resolve::ContractResolver;
+pub use storage::{AcceptedRecord, CommitFailure, ReferrersMode, Storage, SubjectMode};
+
+/// The `pacto_name` the server sends with each Resolve (the resolver logs it; there is no Pacto).
+pub const RESOLVE_CALLER: &str = "evidence-server";
+
+/// Command line of `pacto-evidence-server`.
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "pacto-evidence-server",
+    version,
+    about = "Serves the Evidence Server ingestion API (/api/evidence/v1): signed evidence in, one OCI referrer of the contract per accepted record out."
+)]
+pub struct Args {
+    /// Listen address of the ingestion API (plain HTTP; terminate TLS in front of it).
+    #[arg(
+        long = "listen-address",
+        env = "PACTO_EVIDENCE_SERVER_LISTEN_ADDRESS",
+        value_name = "ADDR",
+        default_value = "0.0.0.0:8686"
+    )]
+    pub listen_address: SocketAddr,
+    /// The trust configuration: a `pacto.dev/evidence-trust/v1` YAML file, one `.pub` file, or
+    /// a directory of `.pub` files.
+    #[arg(
+        long = "trust",
+        env = "PACTO_EVIDENCE_SERVER_TRUST",
+        value_name = "PATH"
+    )]
+    pub trust: PathBuf,
+    /// Contract subjects the server stores evidence for, `oci://<registry>/<repository>@sha256:<hex>`.
+    /// Repeatable or comma-separated; at least one.
+    #[arg(
+        long = "subject",
+        env = "PACTO_EVIDENCE_SERVER_SUBJECT",
+        value_name = "REF",
+        value_delimiter = ',',
+        required = true
+    )]
+    pub subjects: Vec<String>,
+    /// Producer ids listed by `/producers` (informational; the trust configuration decides who
+    /// may post). Repeatable or comma-separated.
+    #[arg(
+        long = "producer",
+        env = "PACTO_EVIDENCE_SERVER_PRODUCER",
+        value_name = "ID",
+        value_delimiter = ','
+    )]
+    pub producers: Vec<String>,
+    /// Registry hosts (`host[:port]`) reached over plain HTTP. Comma-separated.
+    #[arg(
+        long = "insecure-registries",
+        env = "PACTO_EVIDENCE_SERVER_INSECURE_REGISTRIES",
+        value_name = "HOSTS",
+        value_delimiter = ','
+    )]
+    pub insecure_registries: Vec<String>,
+    /// Address of the contract-resolver gRPC service (`host:port`).
+    #[arg(
+        long = "resolver-addr",
+        env = "PACTO_EVIDENCE_SERVER_RESOLVER_ADDR",
+        value_name = "ADDR",
+        default_value = "contract-resolver.pacto.svc:8443"
+    )]
+    pub resolver_addr: String,
+    /// Name the contract-resolver's certificate must carry (default: the address's host).
+    #[arg(
+        long = "resolver-server-name",
+        env = "PACTO_EVIDENCE_SERVER_RESOLVER_SERVER_NAME",
+        value_name = "NAME"
+    )]
+    pub resolver_server_name: Option<String>,
+    /// Namespace sent with each Resolve (the server's own; no pull Secret is ever named).
+    #[arg(
+        long = "namespace",
+        env = "POD_NAMESPACE",
+        value_name = "NAMESPACE",
+        default_value = "pacto-system"
+    )]
+    pub namespace: String,
+    /// Budget of the registry preflight behind `/ready` and the POST readiness gate.
+    #[arg(
+        long = "ready-timeout",
+        env = "PACTO_EVIDENCE_SERVER_READY_TIMEOUT",
+        value_name = "DURATION",
+        default_value = "3s",
+        value_parser = parse_duration
+    )]
+    pub ready_timeout: Duration,
+    /// How long a client may take to send the request headers.
+    #[arg(
+        long = "read-header-timeout",
+        env = "PACTO_EVIDENCE_SERVER_READ_HEADER_TIMEOUT",
+        value_name = "DURATION",
+        default_value = "10s",
+        value_parser = parse_duration
+    )]
+    pub read_header_timeout: Duration,
+    /// Timeouts and retries of the contract-resolver calls.
+    #[command(flatten)]
+    pub client: GrpcClientArgs,
+    /// mTLS (the client certificate presented to the contract-resolver), admin port, logging.
+    #[command(flatten)]
+    pub runtime: RuntimeArgs,
+}
+
+/// The server failed to start or to run.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// The shared runtime failed (flags, logging, signals, TLS, the resolver channel, admin).
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    /// The trust configuration could not be loaded.
+    #[error("--trust {path}: {source}")]
+    Trust {
+        /// The path.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: pacto_evidence::TrustError,
+    },
+    /// The subjects or the registry client could not be set up.
+    #[error("{0}")]
+    Store(String),
+    /// The API port could not be bound or accepting failed.
+    #[error("ingestion API on {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The contract-resolver client of `args` over `transport`.
+pub fn resolver(args: &Args, transport: &Transport) -> Result<ContractResolver, RuntimeError> {
+    let mut spec = ChannelSpec::new(&args.resolver_addr, &args.client);
+    spec.server_name.clone_from(&args.resolver_server_name);
+    let channel = grpc::channel(&spec, transport).map_err(RuntimeError::from)?;
+    Ok(ContractResolver::new(
+        channel,
+        RetryPolicy::from_args(&args.client),
+        args.namespace.clone(),
+    ))
+}
+
+/// Runs the server: starts the process (logging, metrics, signals, mTLS material), loads the
+/// trust configuration, builds the store (no network I/O) and the resolver client, binds both
+/// ports and serves until SIGTERM/SIGINT.
+pub async fn run(args: Args) -> Result<(), ServerError> {
+    let process = pacto_runtime::process::start(&args.runtime)?;
+    let trust =
+        pacto_evidence::TrustStore::load(&args.trust).map_err(|source| ServerError::Trust {
+            path: args.trust.clone(),
+            source,
+        })?;
+    let subjects = pacto_evidence::store::Subjects::parse(&args.subjects)
+        .map_err(|e| ServerError::Store(format!("--subject: {e}")))?;
+    let docker = pacto_oci::DockerConfig::load_default()
+        .map_err(|e| ServerError::Store(format!("registry credentials (DOCKER_CONFIG): {e}")))?;
+    let keychain = pacto_oci::Keychain::new().with_docker_config(docker);
+    let options = pacto_evidence::store::StoreOptions {
+        client: pacto_oci::ClientOptions {
+            insecure_registries: args.insecure_registries.clone(),
+            ..pacto_oci::ClientOptions::default()
+        },
+        ..pacto_evidence::store::StoreOptions::default()
+    };
+    let storage = pacto_evidence::store::Store::new(subjects, options, &keychain)
+        .map_err(|e| ServerError::Store(e.to_string()))?;
+    let api = Api {
+        trust,
+        producers: args.producers.clone(),
+        storage,
+        resolver: resolver(&args, &process.transport)?,
+        ready_timeout: args.ready_timeout,
+    };
+    let listener = TcpListener::bind(args.listen_address)
+        .await
+        .map_err(|source| ServerError::Listen {
+            addr: args.listen_address,
+            source,
+        })?;
+    let admin = process.bind_admin().await?;
+    serve(
+        api,
+        listener,
+        admin,
+        args.read_header_timeout,
+        process.shutdown,
+    )
+    .await
+}
+
+/// Serves `api` on `listener` and the admin endpoints on `admin` until `shutdown`, then
+/// drains. `/readyz` on the admin port turns ready once the API port serves.
+pub async fn serve<S: Storage>(
+    api: Api<S>,
+    listener: TcpListener,
+    admin: TcpListener,
+    header_timeout: Duration,
+    shutdown: CancellationToken,
+) -> Result<(), ServerError> {
+    let recorder = pacto_runtime::metrics::install_recorder().map_err(RuntimeError::from)?;
+    metrics::describe();
+    let api_addr = listener.local_addr().ok();
+    let admin_addr = admin.local_addr().ok();
+    let admin = AdminServer::spawn(admin, MetricsEndpoint::new(recorder), &shutdown);
+    tracing::info!(?api_addr, ?admin_addr, "serving the evidence API");
+    admin.readiness().set(true);
+    let served = api::serve(listener, Arc::new(api), header_timeout, shutdown.clone()).await;
+    shutdown.cancel();
+    let stopped = admin.stop().await;
+    served.map_err(|source| ServerError::Listen {
+        addr: api_addr.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0))),
+        source,
+    })?;
+    stopped.map_err(RuntimeError::from)?;
+    tracing::info!("evidence-server stopped");
+    Ok(())
+}

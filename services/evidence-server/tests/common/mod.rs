@@ -1,0 +1,241 @@
+//! Shared harness of the Evidence Server's tests: the real contract-resolver over mTLS, the
+//! server in process over the real OCI store, Pacto bundles pushed to a real registry, signed
+//! envelopes, and a raw HTTP/1.1 client.
+
+#![allow(dead_code, reason = "each test binary uses a different subset")]
+#![allow(
+    clippy::unwrap_used,
+    reason = "test harness: a failed setup step should fail the test"
+)]
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use pacto_contract::bundle::{BundleFiles, CONTRACT_FILE};
+use pacto_engine::Timestamp;
+use pacto_evidence::store::{Store, StoreOptions, Subjects};
+use pacto_evidence::{Envelope, TrustStore, keys, sign};
+use pacto_evidence_server::{Api, ContractResolver};
+use pacto_oci::{
+    ArtifactClient, BundleConfig, BundleMeta, ClientOptions, Credentials, ImageManifest, Keychain,
+    OCI_MANIFEST_MEDIA_TYPE, Repository, sha256_digest,
+};
+use pacto_runtime::grpc::RetryPolicy;
+use pacto_runtime::testing::{TestCa, TestEndpoint};
+use pacto_runtime::{CancellationToken, spiffe_id};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::TcpListener;
+
+pub const RESOLVER: &str = "contract-resolver.pacto.svc";
+
+pub fn evidence_identity() -> String {
+    spiffe_id("pacto", "pacto-system", "pacto-evidence-server")
+}
+
+/// One HTTP/1.1 exchange on a fresh connection: (status, headers in lower case, body).
+pub async fn http(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    body: &[u8],
+) -> (u16, String, String) {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    // an oversized body may be cut short by the server once it has refused it
+    let _ = stream.write_all(body).await;
+    let mut out = Vec::new();
+    let _ = stream.read_to_end(&mut out).await;
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status line in {text:?}"));
+    (status, head.to_lowercase(), body.to_owned())
+}
+
+pub fn error_body(code: &str, message: &str) -> String {
+    format!("{{\"code\":\"{code}\",\"message\":\"{message}\"}}\n")
+}
+
+/// Pushes `yaml` as the only file of a Pacto bundle `<host>/<repo>:<tag>` (the manifest
+/// `pacto push` writes, through the artifact client, which both registries accept); the
+/// manifest digest.
+pub async fn push(host: &str, repo: &str, tag: &str, yaml: &str) -> String {
+    let mut files = BundleFiles::new();
+    files.insert(CONTRACT_FILE, yaml.as_bytes().to_vec());
+    let tar = files.to_tar().unwrap();
+    let layer = pacto_contract::bundle::gzip(&tar).unwrap();
+    let meta = BundleMeta {
+        name: repo.to_owned(),
+        version: tag.to_owned(),
+        pacto_version: "2.0".to_owned(),
+    };
+    let config = BundleConfig::new(&meta, &sha256_digest(&tar)).to_json();
+    let manifest = ImageManifest::bundle(
+        (&sha256_digest(&config), config.len() as u64),
+        (&sha256_digest(&layer), layer.len() as u64),
+    )
+    .to_json();
+    let client = ArtifactClient::new(
+        ClientOptions {
+            insecure_registries: vec![host.to_owned()],
+            ..ClientOptions::default()
+        },
+        &Credentials::Anonymous,
+    )
+    .unwrap();
+    let repository = Repository::new(host, repo);
+    client.push_blob(&repository, &config, true).await.unwrap();
+    client.push_blob(&repository, &layer, true).await.unwrap();
+    client
+        .put_manifest(&repository, tag, OCI_MANIFEST_MEDIA_TYPE, &manifest)
+        .await
+        .unwrap()
+}
+
+/// The evidence set JSON of `subject` against `contract_ref`.
+pub fn evidence_set(subject: &str, contract_ref: &str, source: &str) -> String {
+    format!(
+        r#"{{"Subject":{{"kind":"service","name":"{subject}"}},"ContractRef":"{contract_ref}","Source":"{source}","ObservedAt":"2026-12-04T10:00:00Z","Observations":[{{"kind":"WorkloadObserved","subject":{{"kind":"service","name":"payments"}},"outcome":"Observed","value":{{"type":"job"}},"provenance":{{"collector":"ci","detectedAt":"2026-12-04T10:00:00Z"}}}}]}}"#
+    )
+}
+
+/// A signed envelope (JSON bytes).
+pub struct Draft<'a> {
+    pub id: &'a str,
+    pub producer: &'a str,
+    pub key_id: &'a str,
+    pub sequence: u64,
+    pub expires_at: Timestamp,
+    pub set: String,
+}
+
+impl Draft<'_> {
+    pub fn signed(&self, key: &ed25519_dalek::SigningKey) -> Vec<u8> {
+        let (now, _) = Timestamp::now().unix_parts();
+        let issued = Timestamp::from_unix(now - 60, 0).unwrap();
+        let text = format!(
+            r#"{{"apiVersion":"pacto.dev/evidence/v1","kind":"EvidenceEnvelope","id":"{}","producer":{{"id":"{}","keyId":"{}"}},"sequence":{},"issuedAt":"{}","expiresAt":"{}","evidenceSet":{}}}"#,
+            self.id,
+            self.producer,
+            self.key_id,
+            self.sequence,
+            issued.to_rfc3339_nano(),
+            self.expires_at.to_rfc3339_nano(),
+            self.set
+        );
+        let mut envelope = Envelope::decode(text.as_bytes()).unwrap();
+        sign(&mut envelope, key).unwrap();
+        envelope.to_json().into_bytes()
+    }
+}
+
+pub fn in_an_hour() -> Timestamp {
+    let (now, _) = Timestamp::now().unix_parts();
+    Timestamp::from_unix(now + 3600, 0).unwrap()
+}
+
+/// The structured trust configuration: key `ci-1` of producer `ci`, subjects `payments*`.
+pub fn trust(dir: &Path, key: &ed25519_dalek::SigningKey) -> TrustStore {
+    std::fs::write(
+        dir.join("ci__ci-1.pub"),
+        keys::verifying_key_text(&key.verifying_key()),
+    )
+    .unwrap();
+    let config = "apiVersion: pacto.dev/evidence-trust/v1\nkeys:\n  - keyId: ci-1\n    producerId: ci\n    publicKeyFile: ci__ci-1.pub\n    allowedSubjects: [\"payments*\"]\n    allowedContractRepos: []\n";
+    let path = dir.join("trust.yaml");
+    std::fs::write(&path, config).unwrap();
+    TrustStore::load(&path).unwrap()
+}
+
+pub struct Server {
+    pub api: SocketAddr,
+    pub admin: SocketAddr,
+}
+
+/// Starts the evidence API for `subjects` on `registry_host` with the resolver at `resolver`.
+pub async fn start_server(
+    ca: &TestCa,
+    dir: &Path,
+    resolver: SocketAddr,
+    registry_host: &str,
+    subjects: &[String],
+    trust: TrustStore,
+    stop: &CancellationToken,
+) -> Server {
+    let subjects = Subjects::parse(subjects).unwrap();
+    let options = StoreOptions {
+        client: ClientOptions {
+            insecure_registries: vec![registry_host.to_owned()],
+            connect_timeout: Duration::from_secs(1),
+            ..ClientOptions::default()
+        },
+        ..StoreOptions::default()
+    };
+    let storage = Store::new(subjects, options, &Keychain::new()).unwrap();
+    let client = ca.channel(
+        dir,
+        "evidence-server",
+        &[&evidence_identity()],
+        resolver,
+        RESOLVER,
+    );
+    let api = Api {
+        trust,
+        producers: vec!["ci".to_owned(), "another".to_owned()],
+        storage,
+        resolver: ContractResolver::new(
+            client,
+            RetryPolicy {
+                max_retries: 0,
+                min_delay: Duration::from_millis(10),
+                max_delay: Duration::from_millis(10),
+            },
+            "pacto-system",
+        ),
+        ready_timeout: Duration::from_secs(3),
+    };
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let admin = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let server = Server {
+        api: listener.local_addr().unwrap(),
+        admin: admin.local_addr().unwrap(),
+    };
+    tokio::spawn(pacto_evidence_server::serve(
+        api,
+        listener,
+        admin,
+        Duration::from_secs(10),
+        stop.clone(),
+    ));
+    server
+}
+
+/// The real contract-resolver over mTLS, admitting only the evidence-server's identity.
+pub async fn start_resolver(
+    ca: &TestCa,
+    dir: &Path,
+    registry_host: &str,
+    stop: &CancellationToken,
+) -> SocketAddr {
+    let identity = evidence_identity();
+    let (endpoint, config) = TestEndpoint::bind(ca, dir, RESOLVER, &[identity.as_str()]).await;
+    let mut resolver_config = pacto_contract_resolver::ResolverConfig::default();
+    resolver_config.registry.client.insecure_registries = vec![registry_host.to_owned()];
+    resolver_config.registry.max_retries = 0;
+    let resolver = pacto_contract_resolver::Resolver::new(resolver_config, None).unwrap();
+    tokio::spawn(pacto_contract_resolver::serve(
+        config,
+        pacto_contract_resolver::ResolverService::new(Arc::new(resolver)),
+        stop.clone(),
+    ));
+    endpoint.grpc
+}

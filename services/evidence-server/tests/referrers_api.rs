@@ -1,0 +1,107 @@
+//! The Evidence Server in the Referrers API mode (go-containerregistry's registry with the
+//! Referrers API on): `/ready` names the mode, every accepted record is listed by an independent
+//! client (`oras discover`), and the ingest throughput (printed, not asserted). Needs
+//! `scripts/registry-tools.sh`.
+
+#![allow(clippy::unwrap_used, reason = "tests")]
+
+mod common;
+
+use std::time::Instant;
+
+use common::*;
+use pacto_evidence::keys;
+use pacto_evidence_server::PREFIX;
+use pacto_runtime::CancellationToken;
+use pacto_runtime::testing::TestCa;
+use pacto_testenv::ggcr::{GgcrRegistry, oras};
+
+/// The Referrers API mode (go-containerregistry's registry): `/ready` names it, each accepted
+/// record is listed by an independent client (`oras discover`), and the ingest throughput.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn referrers_api_mode_records_are_listed_by_oras() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new("pacto-test-ca").unwrap();
+    let registry = GgcrRegistry::start().unwrap();
+    let stop = CancellationToken::new();
+    let host = registry.host();
+    let digest = push(
+        &host,
+        "team/payments",
+        "1.0.0",
+        "pactoVersion: \"2.0\"\nservice:\n  name: payments\n  version: 1.0.0\nworkload: job\n",
+    )
+    .await;
+    let subject = format!("oci://{host}/team/payments@{digest}");
+    let key = keys::generate().unwrap();
+    let resolver = start_resolver(&ca, dir.path(), &host, &stop).await;
+    let server = start_server(
+        &ca,
+        dir.path(),
+        resolver,
+        &host,
+        std::slice::from_ref(&subject),
+        trust(dir.path(), &key),
+        &stop,
+    )
+    .await;
+    let (status, head, body) = http(server.api, "GET", &format!("{PREFIX}/ready"), b"").await;
+    assert_eq!((status, body.as_str()), (200, "{\"status\":\"ready\"}\n"));
+    assert!(head.contains("pacto-referrers-mode: api"), "{head}");
+
+    let count = 20u64;
+    let started = Instant::now();
+    for n in 0..count {
+        let id = format!("api-{n}");
+        let envelope = Draft {
+            id: &id,
+            producer: "ci",
+            key_id: "ci-1",
+            sequence: n,
+            expires_at: in_an_hour(),
+            set: evidence_set("payments-prod", &subject, "ci"),
+        }
+        .signed(&key);
+        let (status, _, body) = http(
+            server.api,
+            "POST",
+            &format!("{PREFIX}/envelopes"),
+            &envelope,
+        )
+        .await;
+        assert_eq!(status, 202, "{body}");
+        // workload declared and observed `job`: compliant
+        assert!(
+            body.contains("\"compliance\":\"Compliant\",\"findings\":0"),
+            "{body}"
+        );
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    println!(
+        "ingest throughput (Referrers API mode, ggcr registry, debug build, {count} envelopes one at a time, 0 to {} records stored): {:.1} envelopes/s",
+        count - 1,
+        count as f64 / seconds
+    );
+
+    let target = format!("{host}/team/payments@{digest}");
+    let out = std::process::Command::new(oras().unwrap())
+        .args(["discover", "--plain-http", "--format", "json", &target])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let listed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let records = listed["referrers"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{listed}"))
+        .iter()
+        .count();
+    // every accepted record, and nothing else (ggcr lists the config media type as the
+    // artifactType, so the records are counted, not matched by type)
+    assert_eq!(records, count as usize, "{listed}");
+    stop.cancel();
+}

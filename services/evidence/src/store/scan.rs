@@ -1,0 +1,101 @@
+//! The result of a scan (docs/design/evidence-store.md#scan): health, valid records, invalid
+//! artifacts and failed subjects.
+
+use std::sync::Arc;
+
+use crate::store::record::{Malformed, Record};
+use crate::store::subject::Subject;
+use crate::store::targets::{TargetsDto, targets};
+
+use crate::store::mode::ReferrersMode;
+/// The scan's overall health.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum HealthStatus {
+    /// Every subject read, no invalid artifact.
+    Ready,
+    /// Some subject failed or some artifact is invalid.
+    Partial,
+    /// Every subject failed (a 503, never a `/targets` body).
+    Unavailable,
+}
+
+impl HealthStatus {
+    /// `ready`, `partial` or `unavailable`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ready => "ready",
+            Self::Partial => "partial",
+            Self::Unavailable => "unavailable",
+        }
+    }
+}
+
+/// Health and its counts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Health {
+    /// The status.
+    pub status: HealthStatus,
+    /// Configured subjects.
+    pub subjects: usize,
+    /// Subjects that could not be read.
+    pub failed_subjects: usize,
+    /// Invalid record artifacts.
+    pub invalid_artifacts: usize,
+}
+
+/// A valid stored record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredRecord {
+    /// The subject it is attached to.
+    pub subject: Subject,
+    /// The record manifest's digest.
+    pub digest: String,
+    /// The record.
+    pub record: Arc<Record>,
+}
+
+/// An artifact that claims to be a record but is not a valid one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InvalidArtifact {
+    /// The subject it is attached to.
+    pub subject: Subject,
+    /// Its manifest digest.
+    pub digest: String,
+    /// Why it is invalid.
+    pub reason: Malformed,
+}
+
+/// A subject that could not be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailedSubject {
+    /// The subject.
+    pub subject: Subject,
+    /// The registry error.
+    pub error: String,
+}
+
+/// The result of a scan (the read path of `/targets` and `pacto evidence list`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scan {
+    /// Health and counts.
+    pub health: Health,
+    /// Every valid record, by subject in configuration order, then in listing order.
+    pub records: Vec<StoredRecord>,
+    /// Every invalid record artifact.
+    pub invalid: Vec<InvalidArtifact>,
+    /// Every subject that could not be read.
+    pub failed: Vec<FailedSubject>,
+    /// Referrers that are not records (ignored).
+    pub foreign: usize,
+    /// The mode of each subject that was read.
+    pub modes: Vec<(Subject, ReferrersMode)>,
+    /// Registry requests the scan cost.
+    pub requests: u64,
+}
+
+impl Scan {
+    /// The `/targets` projection at `now`.
+    pub fn targets(&self, now: pacto_engine::Timestamp) -> TargetsDto {
+        targets(self, now)
+    }
+}
