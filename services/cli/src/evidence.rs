@@ -48,12 +48,18 @@ enum EvidenceError {
     /// The Evidence Server could not be reached or its answer not read (exit 2).
     #[error("{url}: {reason}")]
     Unreachable { url: String, reason: String },
+    /// `list` found malformed or badly signed records (exit 1).
+    #[error("{subject}: partial: {problems}")]
+    Partial { subject: String, problems: String },
+    /// `list` could not read the registry (exit 2).
+    #[error("{subject}: {error}")]
+    Registry { subject: String, error: String },
 }
 
 impl EvidenceError {
     fn exit_code(&self) -> u8 {
         match self {
-            Self::Refused { .. } => EXIT_INVALID,
+            Self::Refused { .. } | Self::Partial { .. } => EXIT_INVALID,
             Self::Server { status, .. } if (400..500).contains(status) => EXIT_INVALID,
             _ => EXIT_ERROR,
         }
@@ -68,7 +74,11 @@ fn envelope_refused(path: &Path, e: &EnvelopeError) -> EvidenceError {
 }
 
 /// Runs an evidence command and returns the exit code.
-pub(crate) fn run(command: &EvidenceCommand, rt: &tokio::runtime::Runtime, timeout: u64) -> u8 {
+pub(crate) fn run(
+    command: &EvidenceCommand,
+    rt: &tokio::runtime::Runtime,
+    registries: &crate::registry::Registries,
+) -> u8 {
     let result = match command {
         EvidenceCommand::Keygen {
             out,
@@ -106,12 +116,12 @@ pub(crate) fn run(command: &EvidenceCommand, rt: &tokio::runtime::Runtime, timeo
             envelope,
             url,
             output,
-        } => rt.block_on(push_command(
-            envelope,
-            url,
-            std::time::Duration::from_secs(timeout),
-            *output,
-        )),
+        } => rt.block_on(push_command(envelope, url, registries.timeout(), *output)),
+        EvidenceCommand::List {
+            subject,
+            trust,
+            output,
+        } => rt.block_on(list_command(subject, trust.as_deref(), *output, registries)),
     };
     match result {
         Ok(()) => EXIT_OK,
@@ -424,6 +434,151 @@ async fn push_command(
         code,
         message,
     })
+}
+
+/// What `list` says about a record's signature.
+fn signature_status(
+    record: &pacto_evidence::store::Record,
+    trust: Option<&TrustStore>,
+) -> (&'static str, Option<String>) {
+    use pacto_evidence::VerifyError;
+    let Some(trust) = trust else {
+        return ("unverified", None);
+    };
+    // Freshness as of the acceptance: an old record is not refused for its age.
+    match pacto_evidence::verify(&record.envelope, trust, record.accepted_at) {
+        Ok(_) => ("verified", None),
+        Err(VerifyError::UnknownKey { .. }) => ("unverified", None),
+        Err(
+            e @ (VerifyError::Unsigned
+            | VerifyError::BadAlgorithm { .. }
+            | VerifyError::BadSignature { .. }
+            | VerifyError::Structure(_)),
+        ) => ("bad-signature", Some(e.to_string())),
+        Err(e) => ("refused", Some(e.to_string())),
+    }
+}
+
+async fn list_command(
+    subject: &str,
+    trust: Option<&Path>,
+    output: crate::OutputFormat,
+    registries: &crate::registry::Registries,
+) -> Result<(), EvidenceError> {
+    use pacto_evidence::store::{HealthStatus, Store, StoreOptions, Subjects};
+    let subjects = Subjects::parse(&[subject]).map_err(|e| EvidenceError::Usage {
+        flag: "SUBJECT",
+        message: e.to_string(),
+    })?;
+    let trust = trust.map(TrustStore::load).transpose()?;
+    let registry_error = |error: String| EvidenceError::Registry {
+        subject: subject.to_owned(),
+        error,
+    };
+    let keychain = registries
+        .keychain()
+        .map_err(|e| registry_error(e.to_string()))?;
+    let store = Store::new(
+        subjects,
+        StoreOptions {
+            client: registries.client_options(),
+            ..StoreOptions::default()
+        },
+        &keychain,
+    )
+    .map_err(|e| registry_error(e.to_string()))?;
+    let scan = store.scan().await;
+    if let Some(failed) = scan.failed.first() {
+        return Err(registry_error(failed.error.clone()));
+    }
+    let mut rows = Vec::new();
+    let mut bad_signatures = 0usize;
+    for stored in &scan.records {
+        let record = &stored.record;
+        let (status, detail) = signature_status(record, trust.as_ref());
+        if status == "bad-signature" {
+            bad_signatures += 1;
+        }
+        let envelope = &record.envelope;
+        rows.push(serde_json::json!({
+            "digest": stored.digest,
+            "id": envelope.id,
+            "producer": envelope.producer.id,
+            "keyId": envelope.producer.key_id,
+            "sequence": envelope.sequence,
+            "subject": envelope.evidence_set.subject.name,
+            "compliance": record.compliance,
+            "findings": record.findings.len(),
+            "acceptedAt": record.accepted_at.to_rfc3339_nano(),
+            "signature": status,
+            "problem": detail,
+        }));
+    }
+    let invalid: Vec<serde_json::Value> = scan
+        .invalid
+        .iter()
+        .map(|a| serde_json::json!({"digest": a.digest, "reason": a.reason.to_string()}))
+        .collect();
+    let partial = scan.health.status != HealthStatus::Ready || bad_signatures > 0;
+    let summary = if partial { "partial" } else { "complete" };
+    match output {
+        crate::OutputFormat::Json => {
+            let document = serde_json::json!({
+                "subject": subject,
+                "summary": summary,
+                "records": rows,
+                "malformed": invalid,
+                "foreign": scan.foreign,
+            });
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&document).unwrap_or_default()
+            );
+        }
+        crate::OutputFormat::Text => {
+            println!(
+                "{subject}: {} record{}, {} malformed, {bad_signatures} with a bad signature ({summary})",
+                rows.len(),
+                if rows.len() == 1 { "" } else { "s" },
+                invalid.len()
+            );
+            for row in &rows {
+                println!(
+                    "  {}  accepted {}  producer {} (key {}) sequence {}  subject {}  {}, {} finding(s)  {}{}",
+                    row["digest"].as_str().unwrap_or_default(),
+                    row["acceptedAt"].as_str().unwrap_or_default(),
+                    row["producer"].as_str().unwrap_or_default(),
+                    row["keyId"].as_str().unwrap_or_default(),
+                    row["sequence"],
+                    row["subject"].as_str().unwrap_or_default(),
+                    row["compliance"].as_str().unwrap_or_default(),
+                    row["findings"],
+                    row["signature"].as_str().unwrap_or_default(),
+                    row["problem"]
+                        .as_str()
+                        .map(|p| format!(": {p}"))
+                        .unwrap_or_default(),
+                );
+            }
+            for artifact in &invalid {
+                println!(
+                    "  {}  MALFORMED: {}",
+                    artifact["digest"].as_str().unwrap_or_default(),
+                    artifact["reason"].as_str().unwrap_or_default()
+                );
+            }
+        }
+    }
+    if partial {
+        return Err(EvidenceError::Partial {
+            subject: subject.to_owned(),
+            problems: format!(
+                "{} malformed artifact(s), {bad_signatures} record(s) with a bad signature",
+                invalid.len()
+            ),
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! The `pacto` command-line interface: validate, pack, push, pull and inspect contract bundles,
 //! and `status`, which explains a Pacto's verdict from the cluster (also installed as the kubectl
-//! plugin `kubectl pacto status`), and `evidence`, which generates keys and signs and verifies
-//! evidence envelopes.
+//! plugin `kubectl pacto status`), and `evidence`, which generates keys, signs, verifies and sends
+//! evidence envelopes and lists the records stored for a contract.
 //!
 //! Exit codes: `0` success (for `validate`: the contract is valid), `1` the contract is invalid
 //! (for `evidence`: the evidence set or envelope is refused),
@@ -264,7 +264,7 @@ pub enum Command {
         shell: clap_complete::Shell,
     },
     /// Signed evidence envelopes (pacto.dev/evidence/v1): generate keys, sign an evidence set,
-    /// verify an envelope.
+    /// verify an envelope, send it to an Evidence Server, list the records stored for a contract.
     #[command(subcommand)]
     Evidence(EvidenceCommand),
 }
@@ -360,6 +360,23 @@ pub enum EvidenceCommand {
         #[arg(long, value_name = "URL", env = "PACTO_EVIDENCE_URL")]
         url: String,
         /// Output format: the answer as text, or the server's JSON body.
+        #[arg(long, short, value_enum, default_value_t = OutputFormat::Text, env = "PACTO_OUTPUT")]
+        output: OutputFormat,
+    },
+    /// List the evidence records stored in the registry for a contract and check them, without
+    /// the server: each record's producer, sequence, subject and compliance, its signature
+    /// against `--trust`, and every artifact that claims to be a record but is not a valid one.
+    /// Exits 1 with a "partial" summary when any record is malformed or badly signed
+    List {
+        /// The contract manifest: `oci://<registry>/<repository>@sha256:<digest>`.
+        #[arg(value_name = "SUBJECT")]
+        subject: String,
+        /// Check each record's signature against this trust store (as for `verify`): verified,
+        /// unverified (key not trusted), bad-signature, or refused (producer, scope, validity
+        /// at acceptance). Without it every record is unverified.
+        #[arg(long, value_name = "PATH", env = "PACTO_EVIDENCE_TRUST")]
+        trust: Option<PathBuf>,
+        /// Output format.
         #[arg(long, short, value_enum, default_value_t = OutputFormat::Text, env = "PACTO_OUTPUT")]
         output: OutputFormat,
     },

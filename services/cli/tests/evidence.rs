@@ -556,3 +556,264 @@ fn push_refusals_before_and_without_a_server() {
     assert_eq!(code(&out), 2);
     assert!(stderr(&out).contains("--url: "), "{}", stderr(&out));
 }
+
+// ---- pacto evidence list, against a real registry (docker-registry: the tag-schema mode) ----
+
+mod list {
+    use pacto_engine::{Coverage, Timestamp};
+    use pacto_evidence::Envelope;
+    use pacto_evidence::store::{
+        EMPTY_CONFIG_BLOB, Record, Store, StoreOptions, Subject, Subjects,
+    };
+    use pacto_oci::{
+        ArtifactClient, ClientOptions, Credentials, Keychain, OCI_INDEX_MEDIA_TYPE,
+        OCI_MANIFEST_MEDIA_TYPE, Repository, referrers_tag, sha256_digest,
+    };
+
+    use super::{code, pacto, run, stderr, stdout};
+
+    fn options(host: &str) -> ClientOptions {
+        ClientOptions {
+            insecure_registries: vec![host.to_owned()],
+            ..ClientOptions::default()
+        }
+    }
+
+    fn client(host: &str) -> ArtifactClient {
+        ArtifactClient::new(options(host), &Credentials::Anonymous).expect("client")
+    }
+
+    /// A contract manifest in `host/acme/orders`; its subject.
+    async fn push_subject(host: &str) -> Subject {
+        let c = client(host);
+        let repository = Repository::new(host, "acme/orders");
+        c.push_blob(&repository, EMPTY_CONFIG_BLOB, true)
+            .await
+            .expect("config");
+        let layer = b"contract of orders".to_vec();
+        c.push_blob(&repository, &layer, true).await.expect("layer");
+        let manifest = format!(
+            "{{\"schemaVersion\":2,\"mediaType\":\"{OCI_MANIFEST_MEDIA_TYPE}\",\"config\":{{\"mediaType\":\"application/vnd.oci.empty.v1+json\",\"digest\":\"{}\",\"size\":2}},\"layers\":[{{\"mediaType\":\"application/octet-stream\",\"digest\":\"{}\",\"size\":{}}}]}}",
+            sha256_digest(EMPTY_CONFIG_BLOB),
+            sha256_digest(&layer),
+            layer.len()
+        );
+        let digest = c
+            .put_manifest(
+                &repository,
+                "1.0.0",
+                OCI_MANIFEST_MEDIA_TYPE,
+                manifest.as_bytes(),
+            )
+            .await
+            .expect("subject manifest");
+        Subject::parse(&format!("oci://{host}/acme/orders@{digest}")).expect("subject")
+    }
+
+    /// Signs an evidence set about `subject` with the CLI (key `k1` of producer `edge-1`).
+    fn signed(dir: &std::path::Path, subject: &Subject, id: &str, sequence: u64) -> Envelope {
+        let set = format!(
+            r#"{{"Subject":{{"kind":"service","name":"shop/orders"}},"ContractRef":"{}","Source":"edge","ObservedAt":"2026-12-04T09:59:30Z","Observations":[]}}"#,
+            subject.reference()
+        );
+        std::fs::write(dir.join("set.json"), set).expect("write");
+        let out = run(pacto(dir).args([
+            "evidence",
+            "sign",
+            "set.json",
+            "--key",
+            "keys/k1.key",
+            "--key-id",
+            "k1",
+            "--producer",
+            "edge-1",
+            "--id",
+            id,
+            "--sequence",
+            &sequence.to_string(),
+            "--ttl",
+            "1h",
+        ]));
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        Envelope::decode(stdout(&out).trim().as_bytes()).expect("envelope")
+    }
+
+    fn record(subject: &Subject, envelope: Envelope) -> Record {
+        Record {
+            envelope,
+            compliance: "Compliant".into(),
+            findings: Vec::new(),
+            coverage: Coverage::default(),
+            accepted_at: Timestamp::now(),
+            service: "orders".into(),
+            domain: subject.domain(),
+            digest: subject.digest().to_owned(),
+        }
+    }
+
+    /// Pushes `record`'s artifact without the store's checks and lists it in the tag-schema
+    /// index (a registry writer other than the server).
+    async fn push_raw(subject: &Subject, record: &Record) -> String {
+        let c = client(subject.registry());
+        let repo = subject.oci_repository();
+        let descriptor = c
+            .head_manifest(&repo, subject.digest())
+            .await
+            .expect("descriptor");
+        let artifact = record.artifact(&descriptor);
+        c.push_blob(&repo, EMPTY_CONFIG_BLOB, true)
+            .await
+            .expect("config");
+        c.push_blob(&repo, &artifact.payload, true)
+            .await
+            .expect("payload");
+        c.put_manifest(
+            &repo,
+            &artifact.digest,
+            OCI_MANIFEST_MEDIA_TYPE,
+            &artifact.manifest,
+        )
+        .await
+        .expect("manifest");
+        let mut list = c
+            .referrers_tag_index(&repo, subject.digest())
+            .await
+            .expect("index")
+            .map(|(l, _)| l)
+            .unwrap_or_default();
+        list.push(artifact.descriptor());
+        c.put_manifest(
+            &repo,
+            &referrers_tag(subject.digest()),
+            OCI_INDEX_MEDIA_TYPE,
+            &ArtifactClient::referrers_index_bytes(&list),
+        )
+        .await
+        .expect("index update");
+        artifact.digest
+    }
+
+    fn list(
+        dir: &std::path::Path,
+        host: &str,
+        subject: &Subject,
+        extra: &[&str],
+    ) -> std::process::Output {
+        let mut cmd = pacto(dir);
+        cmd.args([
+            "evidence",
+            "list",
+            &subject.reference(),
+            "--insecure-registry",
+            host,
+        ]);
+        cmd.args(extra);
+        run(&mut cmd)
+    }
+
+    #[tokio::test]
+    async fn list_verifies_each_record_and_reports_tampered_and_malformed_ones_as_partial() {
+        let registry = pacto_testenv::registry::Registry::start().expect("docker-registry");
+        let host = registry.host();
+        let home = tempfile::tempdir().expect("tempdir");
+        let dir = home.path();
+        let out = run(pacto(dir).args([
+            "evidence",
+            "keygen",
+            "--out",
+            "keys",
+            "--producer",
+            "edge-1",
+            "--key-id",
+            "k1",
+        ]));
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        let subject = push_subject(&host).await;
+        let store = Store::new(
+            Subjects::parse(&[subject.reference()]).expect("subjects"),
+            StoreOptions {
+                client: options(&host),
+                ..StoreOptions::default()
+            },
+            &Keychain::new(),
+        )
+        .expect("store");
+        let good = store
+            .commit(&record(&subject, signed(dir, &subject, "rec-1", 1)))
+            .await
+            .expect("commit");
+
+        // One good record: verified with the trust store, unverified without.
+        let out = list(dir, &host, &subject, &["--trust", "keys"]);
+        assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+        let text = stdout(&out);
+        assert!(
+            text.starts_with(&format!(
+                "{}: 1 record, 0 malformed, 0 with a bad signature (complete)\n",
+                subject.reference()
+            )),
+            "{text}"
+        );
+        assert!(
+            text.contains(&good.digest) && text.contains("producer edge-1 (key k1) sequence 1"),
+            "{text}"
+        );
+        assert!(text.trim_end().ends_with("verified"), "{text}");
+        let out = list(dir, &host, &subject, &["-o", "json"]);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        let json: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("json");
+        assert_eq!(json["summary"], "complete");
+        assert_eq!(json["records"][0]["signature"], "unverified");
+        assert_eq!(json["records"][0]["id"], "rec-1");
+
+        // A record whose content was changed after signing (written by someone with push
+        // rights, not through the server), and an artifact that is not a valid record.
+        let mut forged = record(&subject, signed(dir, &subject, "rec-2", 2));
+        forged.envelope.evidence_set.source = "forged".into();
+        let forged_digest = push_raw(&subject, &forged).await;
+        let mut broken = record(&subject, signed(dir, &subject, "rec-3", 3));
+        broken.service = String::new();
+        let broken_digest = push_raw(&subject, &broken).await;
+
+        let out = list(dir, &host, &subject, &["--trust", "keys"]);
+        assert_eq!(code(&out), 1, "{}{}", stdout(&out), stderr(&out));
+        let text = stdout(&out);
+        assert!(
+            text.starts_with(&format!(
+                "{}: 2 records, 1 malformed, 1 with a bad signature (partial)\n",
+                subject.reference()
+            )),
+            "{text}"
+        );
+        let forged_line = text
+            .lines()
+            .find(|l| l.contains(&forged_digest))
+            .expect("forged listed");
+        assert!(forged_line.contains("bad-signature: "), "{forged_line}");
+        let broken_line = text
+            .lines()
+            .find(|l| l.contains(&broken_digest))
+            .expect("malformed listed");
+        assert!(broken_line.contains("MALFORMED: "), "{broken_line}");
+        assert_eq!(
+            stderr(&out).trim_end(),
+            format!(
+                "error: {}: partial: 1 malformed artifact(s), 1 record(s) with a bad signature",
+                subject.reference()
+            )
+        );
+        let out = list(dir, &host, &subject, &["-o", "json", "--trust", "keys"]);
+        assert_eq!(code(&out), 1);
+        let json: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("json");
+        assert_eq!(json["summary"], "partial");
+        assert_eq!(json["malformed"][0]["digest"], broken_digest.as_str());
+
+        // A subject that is not a digest reference is a usage error.
+        let out = run(pacto(dir).args([
+            "evidence",
+            "list",
+            &format!("oci://{host}/acme/orders:1.0.0"),
+        ]));
+        assert_eq!(code(&out), 2, "{}", stderr(&out));
+    }
+}
