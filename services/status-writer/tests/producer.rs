@@ -1,12 +1,14 @@
-//! The producer mode (docs/design/status.md#evidence-producer) against a real HTTP server: an
-//! ingestion endpoint served in the test that checks every envelope with `pacto_evidence::admit`
-//! (decode, signature, producer binding, freshness, evidence validation, ContractRef policy)
-//! and the protocol's replay rules (`ReplayIndex`), and answers like the Evidence Server's
-//! `POST /api/evidence/v1/envelopes` (202 / `{"code","message"}`). It does not resolve the
-//! contract or store records in a registry.
+//! The producer mode (docs/design/status.md#evidence-producer) over real HTTP.
 //!
-//! The cluster tests run the status-writer against a real API server, the real resolver (a real
-//! registry), observer and evaluator.
+//! - The verdict-change test runs the status-writer against a real API server, the real
+//!   resolver (a real registry), observer and evaluator, and posts to the real Evidence Server
+//!   (`pacto-evidence-server` in process, with its own contract-resolver over mTLS and the OCI
+//!   store in the same docker-registry); the records are then read back from the registry.
+//! - The delivery tests (queue full, server down, 5xx, 4xx, a server that holds requests) need a
+//!   server that misbehaves on cue: an ingestion endpoint served in the test that checks every
+//!   envelope with `pacto_evidence::admit` (decode, signature, producer binding, freshness,
+//!   evidence validation, ContractRef policy) and the replay rules (`ReplayIndex`), and answers
+//!   like the Evidence Server (202 / `{"code","message"}`), or fails as told.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
 
@@ -456,12 +458,111 @@ async fn steady_reconciles(h: &common::Harness, api: &Api<Pacto>, times: u32) {
     }
 }
 
+/// The real Evidence Server for `subject` (in `registry`), trusting [`key`] for [`PRODUCER`],
+/// with its own contract-resolver over mTLS; its base URL.
+async fn evidence_server(
+    registry: &pacto_testenv::registry::Registry,
+    subject: &str,
+    dir: &std::path::Path,
+    stop: &CancellationToken,
+) -> String {
+    use pacto_evidence::store::{Store, StoreOptions, Subjects};
+    use pacto_runtime::testing::{TestCa, TestEndpoint};
+    const RESOLVER: &str = "contract-resolver.pacto.svc";
+    let identity = pacto_runtime::spiffe_id("pacto", "pacto-system", "pacto-evidence-server");
+    let ca = TestCa::new("evidence server test CA").unwrap();
+    let (endpoint, serve) = TestEndpoint::bind(&ca, dir, RESOLVER, &[identity.as_str()]).await;
+    let mut config = pacto_contract_resolver::ResolverConfig::default();
+    config.registry.client.insecure_registries = vec![registry.host()];
+    let resolver = pacto_contract_resolver::Resolver::new(config, None).unwrap();
+    tokio::spawn(pacto_contract_resolver::serve(
+        serve,
+        pacto_contract_resolver::ResolverService::new(Arc::new(resolver)),
+        stop.clone(),
+    ));
+    let storage = Store::new(
+        Subjects::parse(&[subject]).unwrap(),
+        StoreOptions {
+            client: pacto_oci::ClientOptions {
+                insecure_registries: vec![registry.host()],
+                ..pacto_oci::ClientOptions::default()
+            },
+            ..StoreOptions::default()
+        },
+        &pacto_oci::Keychain::new(),
+    )
+    .unwrap();
+    let mut trust = TrustStore::new();
+    trust.insert(KEY_ID, TrustEntry::new(key().verifying_key(), PRODUCER));
+    let api = pacto_evidence_server::Api {
+        trust,
+        producers: vec![PRODUCER.to_owned()],
+        storage,
+        resolver: pacto_evidence_server::ContractResolver::new(
+            ca.channel(
+                dir,
+                "evidence-server",
+                &[&identity],
+                endpoint.grpc,
+                RESOLVER,
+            ),
+            pacto_runtime::grpc::RetryPolicy {
+                max_retries: 1,
+                min_delay: Duration::from_millis(10),
+                max_delay: Duration::from_millis(50),
+            },
+            "pacto-system",
+        ),
+        ready_timeout: Duration::from_secs(3),
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let admin = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(pacto_evidence_server::serve(
+        api,
+        listener,
+        admin,
+        Duration::from_secs(10),
+        stop.clone(),
+    ));
+    url
+}
+
+/// The records stored in the registry for `subject`, read back with the evidence store.
+async fn stored_records(
+    registry: &pacto_testenv::registry::Registry,
+    subject: &str,
+) -> Vec<pacto_evidence::store::Record> {
+    use pacto_evidence::store::{HealthStatus, Store, StoreOptions, Subjects};
+    let reader = Store::new(
+        Subjects::parse(&[subject]).unwrap(),
+        StoreOptions {
+            client: pacto_oci::ClientOptions {
+                insecure_registries: vec![registry.host()],
+                ..pacto_oci::ClientOptions::default()
+            },
+            ..StoreOptions::default()
+        },
+        &pacto_oci::Keychain::new(),
+    )
+    .unwrap();
+    let scan = reader.scan().await;
+    assert_eq!(scan.health.status, HealthStatus::Ready, "{scan:?}");
+    let mut records: Vec<_> = scan.records.iter().map(|r| (*r.record).clone()).collect();
+    records.sort_by_key(|r| r.envelope.sequence);
+    records
+}
+
 #[tokio::test]
 async fn one_signed_record_per_verdict_change_and_none_for_steady_reconciles() {
     let registry = pacto_testenv::registry::Registry::start().expect("docker-registry");
     let digest = push_contract(&registry).await;
-    let server = TestServer::start("127.0.0.1:0".parse().unwrap()).await;
-    let producer = Producer::start(config(&server.url(), 100), CancellationToken::new()).unwrap();
+    let subject = format!("oci://{}/acme/orders@{digest}", registry.host());
+    let dir = tempfile::tempdir().unwrap();
+    let stop = CancellationToken::new();
+    let _stop = stop.clone().drop_guard();
+    let url = evidence_server(&registry, &subject, dir.path(), &stop).await;
+    let producer = Producer::start(config(&url, 100), stop.clone()).unwrap();
     let h = start_producing(vec![registry.host()], producer.clone()).await;
     let api: Api<Pacto> = Api::namespaced(h.client.clone(), &h.namespace);
     api.create(&PostParams::default(), &orders(&registry))
@@ -486,17 +587,37 @@ async fn one_signed_record_per_verdict_change_and_none_for_steady_reconciles() {
         "{d:?}"
     );
 
-    let received = server.received();
-    let contract = format!("oci://{}/acme/orders@{digest}", registry.host());
-    for envelope in &received {
-        let set = &envelope.evidence_set;
-        assert_eq!(set.contract_ref, contract);
-        assert_eq!(set.subject.name, format!("{}/orders", h.namespace));
+    // The server stored both as referrers of the contract, and evaluated them as the
+    // status-writer did.
+    let records = stored_records(&registry, &subject).await;
+    assert_eq!(
+        records
+            .iter()
+            .map(|r| r.compliance.as_str())
+            .collect::<Vec<_>>(),
+        ["Unknown", "Compliant"]
+    );
+    for record in &records {
+        let envelope = &record.envelope;
+        assert_eq!(envelope.evidence_set.contract_ref, subject);
+        assert_eq!(
+            envelope.evidence_set.subject.name,
+            format!("{}/orders", h.namespace)
+        );
+        assert_eq!(
+            (
+                envelope.producer.id.as_str(),
+                envelope.producer.key_id.as_str()
+            ),
+            (PRODUCER, KEY_ID)
+        );
+        assert_eq!(record.service, "orders");
     }
     // Unknown rests on nothing observed (the Service is missing); Compliant on the workload
     // observed as a service.
-    assert_eq!(received[0].evidence_set.observation_count(), 0);
-    let observed = received[1]
+    assert_eq!(records[0].envelope.evidence_set.observation_count(), 0);
+    let observed = records[1]
+        .envelope
         .evidence_set
         .observations
         .as_ref()
@@ -504,14 +625,28 @@ async fn one_signed_record_per_verdict_change_and_none_for_steady_reconciles() {
         .iter()
         .map(|o| o.observation().kind)
         .collect::<Vec<_>>();
+    assert_eq!(observed, [ObservationKind::WorkloadObserved]);
+    assert_ne!(records[0].envelope.id, records[1].envelope.id);
+
+    // A restarted status-writer (a new producer: nothing carried over but the key) signs above
+    // every sequence the server has stored (its replay state is rebuilt from the registry), so
+    // its next record is stored, not refused as a replay.
+    let restarted = Producer::start(config(&url, 10), stop.clone()).unwrap();
+    restarted.offer(Record {
+        id: format!("sha256:{:064x}", 7),
+        set: records[1].envelope.evidence_set.clone(),
+        pacto: format!("{}/orders", h.namespace),
+    });
+    settled(&restarted, 1).await;
     assert_eq!(
-        observed,
-        [ObservationKind::WorkloadObserved],
+        restarted.delivery().accepted,
+        1,
         "{:?}",
-        received[1]
+        restarted.delivery()
     );
-    assert!(received[0].sequence < received[1].sequence);
-    assert_ne!(received[0].id, received[1].id);
+    let after = stored_records(&registry, &subject).await;
+    assert_eq!(after.len(), 3);
+    assert!(after[2].envelope.sequence > records[1].envelope.sequence);
 }
 
 #[tokio::test]
