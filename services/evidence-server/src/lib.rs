@@ -148,15 +148,9 @@ pub enum ServerError {
     /// The shared runtime failed (flags, logging, signals, TLS, the resolver channel, admin).
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
-    /// The trust configuration could not be loaded.
-    #[error("--trust {path}: {source}")]
-    Trust {
-        /// The path.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: pacto_evidence::TrustError,
-    },
+    /// The trust configuration could not be loaded (the source names the file and the entry).
+    #[error("--trust: the trust configuration could not be loaded")]
+    Trust(#[source] pacto_evidence::TrustError),
     /// The subjects or the registry client could not be set up.
     #[error("{0}")]
     Store(String),
@@ -188,11 +182,7 @@ pub fn resolver(args: &Args, transport: &Transport) -> Result<ContractResolver, 
 /// ports and serves until SIGTERM/SIGINT.
 pub async fn run(args: Args) -> Result<(), ServerError> {
     let process = pacto_runtime::process::start(&args.runtime)?;
-    let trust =
-        pacto_evidence::TrustStore::load(&args.trust).map_err(|source| ServerError::Trust {
-            path: args.trust.clone(),
-            source,
-        })?;
+    let trust = pacto_evidence::TrustStore::load(&args.trust).map_err(ServerError::Trust)?;
     let subjects = pacto_evidence::store::Subjects::parse(&args.subjects)
         .map_err(|e| ServerError::Store(format!("--subject: {e}")))?;
     let docker = pacto_oci::DockerConfig::load_default()
@@ -257,4 +247,38 @@ pub async fn serve<S: Storage>(
     stopped.map_err(RuntimeError::from)?;
     tracing::info!("evidence-server stopped");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory as _, Parser as _};
+
+    use super::Args;
+
+    #[test]
+    fn flags_follow_the_environment_variable_rule() {
+        Args::command().debug_assert();
+        assert_eq!(
+            pacto_runtime::args::env_rule_violations(&Args::command(), "EVIDENCE_SERVER"),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn a_subject_and_the_trust_configuration_are_required() {
+        let err = Args::try_parse_from(["pacto-evidence-server", "--trust=/t"]).unwrap_err();
+        assert!(err.to_string().contains("--subject"), "{err}");
+        let err = Args::try_parse_from(["pacto-evidence-server", "--subject=oci://r/x@sha256:a"])
+            .unwrap_err();
+        assert!(err.to_string().contains("--trust"), "{err}");
+        let args = Args::try_parse_from([
+            "pacto-evidence-server",
+            "--trust=/t",
+            "--subject=oci://a/b@sha256:1,oci://a/c@sha256:2",
+        ])
+        .unwrap();
+        assert_eq!(args.subjects.len(), 2);
+        assert_eq!(args.listen_address.port(), 8686);
+        assert_eq!(args.ready_timeout, std::time::Duration::from_secs(3));
+    }
 }

@@ -21,6 +21,7 @@ use pacto_evidence_server::PREFIX;
 use pacto_runtime::CancellationToken;
 use pacto_runtime::testing::{TestCa, admin_get, metric_value};
 use pacto_testenv::registry::Registry;
+use tokio::io::AsyncWriteExt as _;
 use tokio::net::TcpListener;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -331,6 +332,29 @@ async fn every_code_of_the_ingestion_api_with_its_status_and_body() {
     );
     let (status, _, body) = http(down.api, "GET", &format!("{PREFIX}/health"), b"").await;
     assert_eq!((status, body.as_str()), (200, "{\"status\":\"ok\"}\n"));
+
+    // a client that never finishes its request headers is disconnected after the header timeout
+    // (the deadline below only bounds the wait; the server must close first)
+    let mut slow = tokio::net::TcpStream::connect(server.api).await.unwrap();
+    slow.write_all(b"GET /api/evidence/v1/health HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    let mut rest = Vec::new();
+    let closed = tokio::time::timeout(
+        HEADER_TIMEOUT * 20,
+        tokio::io::AsyncReadExt::read_to_end(&mut slow, &mut rest),
+    )
+    .await;
+    assert!(
+        closed.is_ok(),
+        "the connection was still open {:?} after the headers began",
+        HEADER_TIMEOUT * 20
+    );
+    assert!(
+        !String::from_utf8_lossy(&rest).contains("200 OK"),
+        "{}",
+        String::from_utf8_lossy(&rest)
+    );
 
     stop.cancel();
 }

@@ -1,6 +1,7 @@
 //! The Evidence Server in the Referrers API mode (go-containerregistry's registry with the
 //! Referrers API on): `/ready` names the mode, every accepted record is listed by an independent
-//! client (`oras discover`), and the ingest throughput (printed, not asserted). Needs
+//! client (`oras discover`), a tampered record artifact makes `/targets` partial and refuses
+//! writes with `registry_incomplete`, and the ingest throughput (printed, not asserted). Needs
 //! `scripts/registry-tools.sh`.
 
 #![allow(clippy::unwrap_used, reason = "tests")]
@@ -11,7 +12,11 @@ use std::time::Instant;
 
 use common::*;
 use pacto_evidence::keys;
+use pacto_evidence::store::{EMPTY_CONFIG_BLOB, EMPTY_CONFIG_DESCRIPTOR, RECORD_ARTIFACT_TYPE};
 use pacto_evidence_server::PREFIX;
+use pacto_oci::{
+    ArtifactClient, ClientOptions, Credentials, OCI_MANIFEST_MEDIA_TYPE, Repository, sha256_digest,
+};
 use pacto_runtime::CancellationToken;
 use pacto_runtime::testing::TestCa;
 use pacto_testenv::ggcr::{GgcrRegistry, oras};
@@ -103,5 +108,74 @@ async fn referrers_api_mode_records_are_listed_by_oras() {
     // every accepted record, and nothing else (ggcr lists the config media type as the
     // artifactType, so the records are counted, not matched by type)
     assert_eq!(records, count as usize, "{listed}");
+
+    // A record artifact that does not hold a valid record (someone with push rights wrote it):
+    // /ready still lists fine, /targets reports it as partial, and writes are refused
+    // (fail-closed) with registry_incomplete until it is removed.
+    let client = ArtifactClient::new(
+        ClientOptions {
+            insecure_registries: vec![host.clone()],
+            ..ClientOptions::default()
+        },
+        &Credentials::Anonymous,
+    )
+    .unwrap();
+    let repository = Repository::new(&host, "team/payments");
+    let contract = client.head_manifest(&repository, &digest).await.unwrap();
+    let payload = b"{\"schemaVersion\":\"pacto.dev/evidence-record/v1\",\"record\":{}}";
+    client
+        .push_blob(&repository, EMPTY_CONFIG_BLOB, true)
+        .await
+        .unwrap();
+    client.push_blob(&repository, payload, true).await.unwrap();
+    let manifest = format!(
+        "{{\"schemaVersion\":2,\"mediaType\":\"{OCI_MANIFEST_MEDIA_TYPE}\",\"artifactType\":\"{RECORD_ARTIFACT_TYPE}\",\"config\":{EMPTY_CONFIG_DESCRIPTOR},\"layers\":[{{\"mediaType\":\"{RECORD_ARTIFACT_TYPE}\",\"digest\":\"{}\",\"size\":{}}}],\"subject\":{{\"mediaType\":\"{}\",\"digest\":\"{}\",\"size\":{}}}}}",
+        sha256_digest(payload),
+        payload.len(),
+        contract.media_type,
+        contract.digest,
+        contract.size
+    );
+    let bad = sha256_digest(manifest.as_bytes());
+    client
+        .put_manifest(
+            &repository,
+            &bad,
+            OCI_MANIFEST_MEDIA_TYPE,
+            manifest.as_bytes(),
+        )
+        .await
+        .unwrap();
+    let (status, _, _) = http(server.api, "GET", &format!("{PREFIX}/ready"), b"").await;
+    assert_eq!(status, 200);
+    let (status, _, body) = http(server.api, "GET", &format!("{PREFIX}/targets"), b"").await;
+    assert_eq!(status, 200, "{body}");
+    let dto: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(dto["health"]["status"], "partial", "{body}");
+    assert_eq!(dto["health"]["invalidArtifacts"], 1, "{body}");
+    assert_eq!(dto["targets"].as_array().map(Vec::len), Some(1), "{body}");
+    let envelope = Draft {
+        id: "after-tamper",
+        producer: "ci",
+        key_id: "ci-1",
+        sequence: 1000,
+        expires_at: in_an_hour(),
+        set: evidence_set("payments-prod", &subject, "ci"),
+    }
+    .signed(&key);
+    let (status, _, body) = http(
+        server.api,
+        "POST",
+        &format!("{PREFIX}/envelopes"),
+        &envelope,
+    )
+    .await;
+    assert_eq!(
+        (status, body.as_str()),
+        (
+            503,
+            "{\"code\":\"registry_incomplete\",\"message\":\"registry holds invalid evidence artifacts\"}\n"
+        )
+    );
     stop.cancel();
 }

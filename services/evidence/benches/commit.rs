@@ -226,7 +226,7 @@ async fn run(mode: ReferrersMode, sizes: &[u64], commits: u64) {
         stored += commits;
 
         let naive = store(&host, &subject, false);
-        let naive_commits = if stored > 1000 { 2 } else { commits };
+        let naive_commits = if stored > 1000 { 1 } else { commits };
         let (full, full_requests) =
             time_commits(&naive, &key, &subject, &mut next, naive_commits).await;
         stored += naive_commits;

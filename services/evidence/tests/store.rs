@@ -6,6 +6,7 @@
 //!
 //! Needs `scripts/registry-tools.sh` (ggcr registry, oras) and the `docker-registry` package.
 
+use std::fmt::Write as _;
 use std::process::Command;
 
 use ed25519_dalek::SigningKey;
@@ -554,4 +555,242 @@ async fn unknown_subjects_and_unreachable_registries_are_refused() {
         .await
         .expect_err("unavailable");
     assert_eq!(err.code(), ErrorCode::RegistryUnavailable, "{err}");
+}
+
+#[tokio::test]
+async fn commit_cost_does_not_grow_with_the_history() {
+    for mode in MODES {
+        let reg = Reg::start(mode);
+        let subject = push_subject(&reg.host(), "acme/orders").await;
+        let store = store_for(&reg, &subject);
+        store.preflight().await.expect("preflight");
+        let mut costs = Vec::new();
+        for i in 0..12u64 {
+            let committed = store
+                .commit(&record(&subject, &format!("id-{i}"), "edge", i, "t"))
+                .await
+                .expect("commit");
+            costs.push(committed.requests);
+        }
+        // the first commit pushes the empty config; after that every commit costs the same
+        let steady = costs[1];
+        assert!(
+            costs[1..].iter().all(|&c| c == steady),
+            "{mode:?}: requests per commit {costs:?}"
+        );
+        // and a scan of a warm index only lists
+        let scan = store.scan().await;
+        assert_eq!(scan.records.len(), 12);
+        assert_eq!(scan.requests, 1, "{mode:?}: one listing request");
+        // the baseline re-reads everything: two requests per record plus the listing
+        let naive = Store::new(
+            Subjects::parse(&[subject.reference()]).unwrap(),
+            StoreOptions {
+                client: client_options(&reg.host()),
+                incremental: false,
+                ..StoreOptions::default()
+            },
+            &Keychain::new(),
+        )
+        .unwrap();
+        naive.scan().await;
+        let scan = naive.scan().await;
+        assert_eq!(scan.requests, 1 + 2 * 12, "{mode:?}");
+    }
+}
+
+/// A pass-through HTTP/1.1 proxy in front of a real registry that serves the Referrers API in
+/// pages (`?n=`, default 2, ordered by digest) with `Link` headers, since neither test registry
+/// paginates. One request per connection.
+struct PagingProxy {
+    addr: std::net::SocketAddr,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for PagingProxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl PagingProxy {
+    async fn start(backend: String) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let http = reqwest::Client::new();
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
+                let (http, backend) = (http.clone(), backend.clone());
+                tokio::spawn(async move {
+                    let _ = Box::pin(Self::serve(stream, &http, &backend)).await;
+                });
+            }
+        });
+        Self { addr, task }
+    }
+
+    async fn serve(
+        mut stream: tokio::net::TcpStream,
+        http: &reqwest::Client,
+        backend: &str,
+    ) -> std::io::Result<()> {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let mut buf = Vec::new();
+        let head_end = loop {
+            let mut chunk = [0u8; 4096];
+            let n = stream.read(&mut chunk).await?;
+            if n == 0 {
+                return Ok(());
+            }
+            buf.extend_from_slice(&chunk[..n]);
+            if let Some(at) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                break at + 4;
+            }
+        };
+        let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+        let mut lines = head.lines();
+        let mut first = lines.next().unwrap_or_default().split(' ');
+        let (method, target) = (
+            first.next().unwrap_or_default().to_owned(),
+            first.next().unwrap_or_default().to_owned(),
+        );
+        let mut headers = Vec::new();
+        let mut length = 0usize;
+        for line in lines {
+            if let Some((k, v)) = line.split_once(':') {
+                let (k, v) = (k.trim().to_owned(), v.trim().to_owned());
+                if k.eq_ignore_ascii_case("content-length") {
+                    length = v.parse().unwrap_or(0);
+                }
+                if !k.eq_ignore_ascii_case("host") && !k.eq_ignore_ascii_case("connection") {
+                    headers.push((k, v));
+                }
+            }
+        }
+        let mut body = buf[head_end..].to_vec();
+        while body.len() < length {
+            let mut chunk = vec![0u8; 65536];
+            let n = stream.read(&mut chunk).await?;
+            if n == 0 {
+                break;
+            }
+            body.extend_from_slice(&chunk[..n]);
+        }
+        let url = reqwest::Url::parse(&format!("http://{backend}{target}")).expect("url");
+        let paging = method == "GET" && url.path().contains("/referrers/");
+        let mut upstream = url.clone();
+        upstream.set_query(None);
+        let mut request = http.request(
+            method.parse().expect("method"),
+            if paging { upstream } else { url.clone() },
+        );
+        for (k, v) in &headers {
+            request = request.header(k, v);
+        }
+        let response = request.body(body).send().await.expect("backend");
+        let status = response.status();
+        let mut out_headers: Vec<(String, String)> = response
+            .headers()
+            .iter()
+            .filter(|(k, _)| *k != "connection" && *k != "transfer-encoding")
+            .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or_default().to_owned()))
+            .collect();
+        let mut out = response.bytes().await.expect("body").to_vec();
+        if paging && status.is_success() {
+            let mut index: serde_json::Value = serde_json::from_slice(&out).expect("index");
+            let mut all = index["manifests"].as_array().cloned().unwrap_or_default();
+            all.sort_by(|a, b| a["digest"].as_str().cmp(&b["digest"].as_str()));
+            let query: std::collections::HashMap<String, String> =
+                url.query_pairs().into_owned().collect();
+            let n: usize = query.get("n").and_then(|n| n.parse().ok()).unwrap_or(2);
+            let start = query.get("last").map_or(0, |last| {
+                all.iter()
+                    .position(|d| d["digest"].as_str() == Some(last.as_str()))
+                    .map_or(all.len(), |i| i + 1)
+            });
+            let page: Vec<_> = all.iter().skip(start).take(n).cloned().collect();
+            if start + n < all.len()
+                && let Some(last) = page.last().and_then(|d| d["digest"].as_str())
+            {
+                out_headers.push((
+                    "Link".to_owned(),
+                    format!("<{}?n={n}&last={last}>; rel=\"next\"", url.path()),
+                ));
+            }
+            index["manifests"] = serde_json::Value::Array(page);
+            out = serde_json::to_vec(&index).expect("json");
+            out_headers.retain(|(k, _)| k != "content-length");
+            out_headers.push(("content-length".to_owned(), out.len().to_string()));
+        }
+        let mut text = format!(
+            "HTTP/1.1 {} {}\r\n",
+            status.as_u16(),
+            status.canonical_reason().unwrap_or("")
+        );
+        for (k, v) in &out_headers {
+            let _ = write!(text, "{k}: {v}\r\n");
+        }
+        text.push_str("connection: close\r\n\r\n");
+        stream.write_all(text.as_bytes()).await?;
+        if method != "HEAD" {
+            stream.write_all(&out).await?;
+        }
+        stream.shutdown().await
+    }
+}
+
+#[tokio::test]
+async fn referrers_pages_are_followed_up_to_the_cap() {
+    let reg = GgcrRegistry::start().expect("ggcr");
+    let direct = push_subject(&reg.host(), "acme/orders").await;
+    let proxy = PagingProxy::start(reg.host()).await;
+    let host = proxy.addr.to_string();
+    let subject = Subject::parse(&format!(
+        "oci://{host}/{}@{}",
+        direct.repository(),
+        direct.digest()
+    ))
+    .unwrap();
+    let paged = |max_pages: usize| {
+        Store::new(
+            Subjects::parse(&[subject.reference()]).unwrap(),
+            StoreOptions {
+                client: client_options(&host),
+                page_size: Some(2),
+                max_pages,
+                ..StoreOptions::default()
+            },
+            &Keychain::new(),
+        )
+        .unwrap()
+    };
+    let store = paged(1000);
+    for i in 0..5u64 {
+        store
+            .commit(&record(&subject, &format!("id-{i}"), "edge", i, "t"))
+            .await
+            .expect("commit through the paging proxy");
+    }
+    let fresh = paged(1000);
+    let scan = fresh.scan().await;
+    assert_eq!(scan.health.status, HealthStatus::Ready);
+    assert_eq!(scan.records.len(), 5, "every page read");
+    let again = fresh.scan().await;
+    assert_eq!(again.requests, 3, "5 referrers in pages of 2");
+
+    let capped = paged(2);
+    let err = capped.preflight().await.expect_err("over the page cap");
+    assert!(err.to_string().contains("more than 2 pages"), "{err}");
+    let scan = capped.scan().await;
+    assert_eq!(scan.health.status, HealthStatus::Unavailable);
+    assert!(
+        scan.failed[0].error.contains("more than 2 pages"),
+        "{}",
+        scan.failed[0].error
+    );
 }

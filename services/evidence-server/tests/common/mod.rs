@@ -162,6 +162,9 @@ pub struct Server {
 }
 
 /// Starts the evidence API for `subjects` on `registry_host` with the resolver at `resolver`.
+/// The servers' `--read-header-timeout` in the tests.
+pub const HEADER_TIMEOUT: Duration = Duration::from_millis(500);
+
 pub async fn start_server(
     ca: &TestCa,
     dir: &Path,
@@ -213,7 +216,7 @@ pub async fn start_server(
         api,
         listener,
         admin,
-        Duration::from_secs(10),
+        HEADER_TIMEOUT,
         stop.clone(),
     ));
     server

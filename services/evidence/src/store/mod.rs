@@ -346,6 +346,15 @@ impl Store {
                     self.set_meta(index, |m| m.mode = Some(ReferrersMode::Api));
                     return Ok((ReferrersMode::Api, list));
                 }
+                Referrers::Unsupported if self.meta(index).mode == Some(ReferrersMode::Api) => {
+                    // switching now would hide every record the API listed: a failure instead
+                    return Err(OciError::BadReferrers {
+                        reference: subject.reference(),
+                        reason: "the Referrers API answered 404 after it had been detected; \
+                                 not falling back to the tag schema"
+                            .to_owned(),
+                    });
+                }
                 Referrers::Unsupported => {
                     self.set_meta(index, |m| m.mode = Some(ReferrersMode::TagSchema));
                 }
@@ -659,9 +668,25 @@ impl Store {
             });
         };
         let artifact = record.artifact(&descriptor);
-        self.publish(&subject, mode, &artifact).await?;
+        let listing = self.publish(&subject, mode, &artifact).await?;
+        // the confirming listing is the subject's listing now; anything else new in it is
+        // classified by the next refresh
+        // (a known digest missing from it stays, so that the next refresh sees it leave)
         let s = &mut state.subjects[index];
-        s.listing.push(artifact.descriptor());
+        let known: HashSet<&str> = s.listing.iter().map(|d| d.digest.as_str()).collect();
+        let confirmed: HashSet<&str> = listing.iter().map(|d| d.digest.as_str()).collect();
+        let mut next: Vec<ArtifactDescriptor> = listing
+            .iter()
+            .filter(|d| known.contains(d.digest.as_str()) || d.digest == artifact.digest)
+            .cloned()
+            .collect();
+        next.extend(
+            s.listing
+                .iter()
+                .filter(|d| !confirmed.contains(d.digest.as_str()))
+                .cloned(),
+        );
+        s.listing = next;
         s.entries.insert(
             artifact.digest.clone(),
             Entry::Record(Arc::new(record.clone())),
@@ -680,7 +705,7 @@ impl Store {
         subject: &Subject,
         mode: ReferrersMode,
         artifact: &Artifact,
-    ) -> Result<(), CommitError> {
+    ) -> Result<Vec<ArtifactDescriptor>, CommitError> {
         let client = self.client(subject);
         let repo = subject.oci_repository();
         let degraded = |step: &'static str, e: OciError| CommitError::StoreDegraded {
@@ -748,7 +773,7 @@ impl Store {
             }
         };
         if listed.iter().any(|d| d.digest == artifact.digest) {
-            Ok(())
+            Ok(listed)
         } else {
             Err(CommitError::StoreDegraded {
                 subject: subject.reference(),

@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use crate::store::record::{Malformed, Record};
 use crate::store::subject::Subject;
-use crate::store::targets::{TargetsDto, targets};
 
 use crate::store::mode::ReferrersMode;
 /// The scan's overall health.
@@ -91,11 +90,4 @@ pub struct Scan {
     pub modes: Vec<(Subject, ReferrersMode)>,
     /// Registry requests the scan cost.
     pub requests: u64,
-}
-
-impl Scan {
-    /// The `/targets` projection at `now`.
-    pub fn targets(&self, now: pacto_engine::Timestamp) -> TargetsDto {
-        targets(self, now)
-    }
 }

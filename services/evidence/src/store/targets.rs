@@ -81,6 +81,13 @@ fn wins(candidate: &StoredRecord, current: &StoredRecord) -> bool {
     a > b || (a == b && candidate.record.envelope.sequence > current.record.envelope.sequence)
 }
 
+impl Scan {
+    /// The `/targets` projection at `now` ([`targets`]).
+    pub fn targets(&self, now: Timestamp) -> TargetsDto {
+        targets(self, now)
+    }
+}
+
 /// The projection of a scan at `now` (docs/design/evidence-store.md#targets).
 pub fn targets(scan: &Scan, now: Timestamp) -> TargetsDto {
     let mut latest: BTreeMap<String, &StoredRecord> = BTreeMap::new();
@@ -229,7 +236,221 @@ impl TargetsDto {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
+    use crate::envelope::{Envelope, Producer, SignedEvidenceSet};
+    use crate::store::record::Record;
+    use crate::store::scan::HealthStatus;
+    use crate::store::subject::Subject;
+    use pacto_engine::{RecordSubject, Severity, SubjectRef};
+
+    const SUBJECT: &str = "oci://r.example/acme/orders@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+    fn ts(text: &str) -> Timestamp {
+        Timestamp::parse(text).unwrap()
+    }
+
+    fn stored(
+        producer: &str,
+        target: &str,
+        seq: u64,
+        accepted: &str,
+        findings: usize,
+    ) -> StoredRecord {
+        let subject = Subject::parse(SUBJECT).unwrap();
+        let envelope = Envelope::new(
+            format!("{producer}-{seq}"),
+            Producer {
+                id: producer.into(),
+                version: String::new(),
+                key_id: if producer == "nokey" {
+                    String::new()
+                } else {
+                    "k1".into()
+                },
+            },
+            seq,
+            ts("2026-12-04T10:00:00Z"),
+            Timestamp::zero(),
+            SignedEvidenceSet {
+                subject: SubjectRef::new("service", target),
+                contract_ref: subject.reference(),
+                source: "edge".into(),
+                observed_at: ts("2026-12-04T09:59:30.5+02:00"),
+                observations: None,
+            },
+        );
+        let finding = RecordFinding {
+            code: "EVIDENCE_MISSING".into(),
+            severity: Severity::Unknown,
+            category: "Inconclusive".into(),
+            subject: RecordSubject {
+                kind: "interface".into(),
+                name: "api".into(),
+            },
+            contract_path: "interfaces[name=api]".into(),
+            message: "m".into(),
+            evidence_refs: None,
+        };
+        StoredRecord {
+            digest: format!("sha256:{seq}"),
+            record: Arc::new(Record {
+                envelope,
+                compliance: "Unknown".into(),
+                findings: vec![finding; findings],
+                coverage: Coverage {
+                    evaluated: 0,
+                    required: 1,
+                },
+                accepted_at: ts(accepted),
+                service: "orders".into(),
+                domain: subject.domain(),
+                digest: subject.digest().into(),
+            }),
+            subject,
+        }
+    }
+
+    fn scan(records: Vec<StoredRecord>) -> Scan {
+        Scan {
+            health: Health {
+                status: HealthStatus::Ready,
+                subjects: 1,
+                failed_subjects: 0,
+                invalid_artifacts: 0,
+            },
+            records,
+            invalid: Vec::new(),
+            failed: Vec::new(),
+            foreign: 0,
+            modes: Vec::new(),
+            requests: 0,
+        }
+    }
+
+    #[test]
+    fn dto_has_exactly_the_v2_keys_in_struct_order() {
+        let dto = targets(
+            &scan(vec![stored(
+                "edge",
+                "shop/orders",
+                1,
+                "2026-12-04T10:00:01Z",
+                1,
+            )]),
+            ts("2026-12-04T12:00:00.25+01:00"),
+        );
+        assert_eq!(
+            dto.to_json(),
+            concat!(
+                r#"{"schemaVersion":"pacto.dev/evidence-source/v2","generatedAt":"2026-12-04T11:00:00.25Z","#,
+                r#""health":{"status":"ready","subjects":1,"failedSubjects":0,"invalidArtifacts":0},"#,
+                r#""truncated":false,"targets":[{"subject":"shop/orders","service":"orders","#,
+                r#""domain":"r.example/acme","digest":"sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef","#,
+                r#""producer":"edge","producerKeyId":"k1","compliance":"Unknown","coverage":{"evaluated":0,"required":1},"#,
+                r#""findings":[{"Code":"EVIDENCE_MISSING","Severity":"unknown","Category":"Inconclusive","Subject":{"Kind":"interface","Name":"api"},"ContractPath":"interfaces[name=api]","Message":"m","EvidenceRefs":null}],"#,
+                r#""contractRef":"oci://r.example/acme/orders@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef","#,
+                r#""evidenceAt":"2026-12-04T09:59:30.5+02:00","acceptedAt":"2026-12-04T10:00:01Z"}]}"#
+            )
+        );
+        let empty = targets(&scan(Vec::new()), ts("2026-12-04T12:00:00Z"));
+        assert!(
+            empty
+                .to_json()
+                .ends_with(r#""truncated":false,"targets":[]}"#)
+        );
+    }
+
+    #[test]
+    fn empty_optional_fields_are_omitted() {
+        let mut r = stored("nokey", "t", 1, "2026-12-04T10:00:01Z", 0);
+        let record = Arc::make_mut(&mut r.record);
+        record.domain.clear();
+        record.digest.clear();
+        record.envelope.evidence_set.contract_ref.clear();
+        let text = targets(&scan(vec![r]), ts("2026-12-04T12:00:00Z")).to_json();
+        for key in [
+            "domain",
+            "digest",
+            "producerKeyId",
+            "findings",
+            "contractRef",
+        ] {
+            assert!(!text.contains(&format!("\"{key}\"")), "{key} in {text}");
+        }
+    }
+
+    #[test]
+    fn latest_wins_by_accepted_at_then_sequence_sorted_by_key() {
+        let dto = targets(
+            &scan(vec![
+                stored("edge", "b", 1, "2026-12-04T10:00:05Z", 0),
+                stored("edge", "b", 2, "2026-12-04T10:00:04Z", 0),
+                stored("edge", "a", 3, "2026-12-04T10:00:00Z", 0),
+                stored("edge", "a", 4, "2026-12-04T11:00:00+01:00", 0),
+                stored("a/x", "z", 5, "2026-12-04T10:00:00Z", 0),
+            ]),
+            ts("2026-12-04T12:00:00Z"),
+        );
+        let got: Vec<(String, u64)> = dto
+            .targets
+            .iter()
+            .map(|t| (t.subject.clone(), t.accepted_at.unix_parts().0 as u64 % 100))
+            .collect();
+        assert_eq!(got.len(), 3);
+        let order: Vec<&str> = dto.targets.iter().map(|t| t.producer.as_str()).collect();
+        assert_eq!(order, ["a/x", "edge", "edge"], "a%2Fx sorts before edge");
+        assert_eq!(dto.targets[1].subject, "a");
+        assert_eq!(dto.targets[2].subject, "b");
+        // the same instant: the higher sequence (4) wins
+        let winners: Vec<String> = dto
+            .targets
+            .iter()
+            .map(|t| t.accepted_at.to_rfc3339_nano())
+            .collect();
+        assert_eq!(
+            winners,
+            [
+                "2026-12-04T10:00:00Z",
+                "2026-12-04T11:00:00+01:00",
+                "2026-12-04T10:00:05Z"
+            ]
+        );
+    }
+
+    #[test]
+    fn bounds_truncate() {
+        let many: Vec<StoredRecord> = (0..=MAX_TARGETS as u64)
+            .map(|i| stored("edge", &format!("t{i:05}"), i, "2026-12-04T10:00:00Z", 0))
+            .collect();
+        let dto = targets(&scan(many), ts("2026-12-04T12:00:00Z"));
+        assert!(dto.truncated);
+        assert_eq!(dto.targets.len(), MAX_TARGETS);
+        let dto = targets(
+            &scan(vec![stored(
+                "edge",
+                "t",
+                1,
+                "2026-12-04T10:00:00Z",
+                MAX_TARGET_FINDINGS + 1,
+            )]),
+            ts("2026-12-04T12:00:00Z"),
+        );
+        assert!(dto.truncated);
+        assert_eq!(dto.targets[0].findings.len(), MAX_TARGET_FINDINGS);
+        let dto = targets(
+            &scan(vec![stored(
+                "edge",
+                "t",
+                1,
+                "2026-12-04T10:00:00Z",
+                MAX_TARGET_FINDINGS,
+            )]),
+            ts("2026-12-04T12:00:00Z"),
+        );
+        assert!(!dto.truncated);
+    }
 
     #[test]
     fn keys_escape_percent_then_slash() {
