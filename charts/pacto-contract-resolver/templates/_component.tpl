@@ -78,3 +78,10 @@ evidenceServer.enabled. */}}
     summary: A client with a certificate not on the resolver's allow-list called it.
     description: Check grpc.allowedIdentities against the caller's certificate SANs.
 {{- end }}
+
+{{/* No volumes beyond the shared ones. */}}
+{{- define "pacto.extraVolumeMounts" -}}
+{{- end }}
+
+{{- define "pacto.extraVolumes" -}}
+{{- end }}

@@ -53,3 +53,10 @@
     summary: TLS handshakes to the evaluator are failing.
     description: Clients present no certificate or one from another CA; check that every service uses the same issuer.
 {{- end }}
+
+{{/* No volumes beyond the shared ones. */}}
+{{- define "pacto.extraVolumeMounts" -}}
+{{- end }}
+
+{{- define "pacto.extraVolumes" -}}
+{{- end }}

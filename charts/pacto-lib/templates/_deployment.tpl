@@ -100,6 +100,7 @@ spec:
               mountPath: /etc/pacto/tls
               readOnly: true
             {{- end }}
+            {{- with (include "pacto.extraVolumeMounts" . | trim) }}{{ . | nindent 12 }}{{- end }}
       volumes:
         - name: tmp
           emptyDir:
@@ -110,6 +111,7 @@ spec:
             secretName: {{ include "pacto.tlsSecretName" . }}
             defaultMode: 0440
         {{- end }}
+        {{- with (include "pacto.extraVolumes" . | trim) }}{{ . | nindent 8 }}{{- end }}
       {{- with .Values.nodeSelector }}
       nodeSelector:
         {{- toYaml . | nindent 8 }}

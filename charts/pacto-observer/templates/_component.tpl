@@ -89,3 +89,10 @@
     summary: A client with a certificate not on the observer's allow-lists called it.
     description: Check grpc.allowedIdentities against the caller's certificate SANs.
 {{- end }}
+
+{{/* No volumes beyond the shared ones. */}}
+{{- define "pacto.extraVolumeMounts" -}}
+{{- end }}
+
+{{- define "pacto.extraVolumes" -}}
+{{- end }}

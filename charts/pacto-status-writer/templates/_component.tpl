@@ -34,6 +34,17 @@
 {{- with .Values.controller.maxConcurrentReconciles }}
 - --max-concurrent-reconciles={{ . }}
 {{- end }}
+{{- with .Values.evidence }}{{- if .url }}
+- --evidence-url={{ .url }}
+- --evidence-key=/etc/pacto/evidence/{{ required "evidence.keyFile is required with evidence.url" .keyFile }}
+{{- with .keyId }}
+- --evidence-key-id={{ . }}
+{{- end }}
+- --evidence-producer={{ .producer }}
+{{- with .queueSize }}
+- --evidence-queue-size={{ . }}
+{{- end }}
+{{- end }}{{- end }}
 {{- if .Values.nodeAgent.enabled }}
 - --node-agent-namespace={{ .Values.nodeAgent.namespace }}
 {{- end }}
@@ -55,6 +66,27 @@
 {{- define "pacto.grpcIngressFrom" -}}
 {{- end }}
 
+{{/* Producer mode: the private key Secret, read-only, readable by the pod's group only. */}}
+{{- define "pacto.extraVolumeMounts" -}}
+{{- if .Values.evidence.url }}
+- name: evidence-key
+  mountPath: /etc/pacto/evidence
+  readOnly: true
+{{- end }}
+{{- end }}
+
+{{- define "pacto.extraVolumes" -}}
+{{- if .Values.evidence.url }}
+- name: evidence-key
+  secret:
+    secretName: {{ required "evidence.keySecret is required with evidence.url" .Values.evidence.keySecret }}
+    defaultMode: 0440
+    items:
+      - key: {{ .Values.evidence.keyFile }}
+        path: {{ .Values.evidence.keyFile }}
+{{- end }}
+{{- end }}
+
 {{/* gRPC to the resolver, the observer and the evaluator (same namespace). */}}
 {{- define "pacto.egressRules" -}}
 - to:
@@ -66,6 +98,14 @@
   ports:
     - port: {{ .Values.backends.port }}
       protocol: TCP
+{{- if .Values.evidence.url }}
+{{- /* Producer mode: the Evidence Server. */}}
+- to:
+    {{- toYaml .Values.evidence.networkPolicy.to | nindent 4 }}
+  ports:
+    - port: {{ .Values.evidence.networkPolicy.port }}
+      protocol: TCP
+{{- end }}
 {{- end }}
 
 {{/* The Pacto gauges carry their own namespace label: keep it (honorLabels). */}}

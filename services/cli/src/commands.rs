@@ -93,7 +93,7 @@ pub fn execute(cli: Cli) -> u8 {
             constraint,
         } => finish(ctx.pull(&reference, &output, constraint.as_deref())),
         Command::Inspect { reference, output } => finish(ctx.inspect(&reference, output)),
-        Command::Evidence(command) => crate::evidence::run(&command),
+        Command::Evidence(command) => crate::evidence::run(&command, &runtime, &registries),
         Command::Status(args) => match runtime.block_on(crate::status::run(&args)) {
             Ok(()) => EXIT_OK,
             Err(e) => {

@@ -1,6 +1,6 @@
-//! `pacto evidence keygen | sign | verify` (docs/design/envelopes.md): key files, signing an
-//! evidence set into an envelope, and verifying an envelope as the Evidence Server would before
-//! storing it.
+//! `pacto evidence keygen | sign | verify | push` (docs/design/envelopes.md): key files, signing
+//! an evidence set into an envelope, verifying an envelope as the Evidence Server would before
+//! storing it, and sending one to an Evidence Server.
 
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
@@ -36,12 +36,31 @@ enum EvidenceError {
         code: pacto_evidence::ErrorCode,
         message: String,
     },
+    /// The Evidence Server answered with an error: a 4xx refuses the envelope (exit 1), a 5xx
+    /// is the server's failure (exit 2).
+    #[error("[{code}] {url} answered {status}: {message}")]
+    Server {
+        url: String,
+        status: u16,
+        code: String,
+        message: String,
+    },
+    /// The Evidence Server could not be reached or its answer not read (exit 2).
+    #[error("{url}: {reason}")]
+    Unreachable { url: String, reason: String },
+    /// `list` found malformed or badly signed records (exit 1).
+    #[error("{subject}: partial: {problems}")]
+    Partial { subject: String, problems: String },
+    /// `list` could not read the registry (exit 2).
+    #[error("{subject}: {error}")]
+    Registry { subject: String, error: String },
 }
 
 impl EvidenceError {
     fn exit_code(&self) -> u8 {
         match self {
-            Self::Refused { .. } => EXIT_INVALID,
+            Self::Refused { .. } | Self::Partial { .. } => EXIT_INVALID,
+            Self::Server { status, .. } if (400..500).contains(status) => EXIT_INVALID,
             _ => EXIT_ERROR,
         }
     }
@@ -55,7 +74,11 @@ fn envelope_refused(path: &Path, e: &EnvelopeError) -> EvidenceError {
 }
 
 /// Runs an evidence command and returns the exit code.
-pub(crate) fn run(command: &EvidenceCommand) -> u8 {
+pub(crate) fn run(
+    command: &EvidenceCommand,
+    rt: &tokio::runtime::Runtime,
+    registries: &crate::registry::Registries,
+) -> u8 {
     let result = match command {
         EvidenceCommand::Keygen {
             out,
@@ -89,6 +112,16 @@ pub(crate) fn run(command: &EvidenceCommand) -> u8 {
             trust,
             at,
         } => verify_command(envelope, trust, at.as_deref()),
+        EvidenceCommand::Push {
+            envelope,
+            url,
+            output,
+        } => rt.block_on(push_command(envelope, url, registries.timeout(), *output)),
+        EvidenceCommand::List {
+            subject,
+            trust,
+            output,
+        } => rt.block_on(list_command(subject, trust.as_deref(), *output, registries)),
     };
     match result {
         Ok(()) => EXIT_OK,
@@ -285,6 +318,269 @@ fn verify_command(path: &Path, trust: &Path, at: Option<&str>) -> Result<(), Evi
     Ok(())
 }
 
+/// The ingestion URL of a base URL (a trailing `/` is allowed).
+fn envelopes_url(base: &str) -> Result<String, EvidenceError> {
+    let url = format!("{}/api/evidence/v1/envelopes", base.trim_end_matches('/'));
+    match reqwest::Url::parse(&url) {
+        Ok(parsed) if matches!(parsed.scheme(), "http" | "https") && parsed.host().is_some() => {
+            Ok(url)
+        }
+        _ => Err(EvidenceError::Usage {
+            flag: "--url",
+            message: format!("{base:?} is not an http:// or https:// base URL"),
+        }),
+    }
+}
+
+/// The body of a 202: `{"acceptedAt","compliance","findings","id"}`.
+#[derive(Debug, serde::Deserialize)]
+struct Acceptance {
+    #[serde(rename = "acceptedAt")]
+    at: String,
+    compliance: String,
+    findings: u64,
+    id: String,
+}
+
+/// An error body: `{"code","message"}`.
+#[derive(Debug, serde::Deserialize)]
+struct ServerError {
+    code: String,
+    #[serde(default)]
+    message: String,
+}
+
+fn reason_of(error: &reqwest::Error) -> String {
+    let kind = if error.is_timeout() {
+        "no answer in time"
+    } else if error.is_connect() {
+        "cannot connect"
+    } else {
+        "request failed"
+    };
+    let mut text = kind.to_owned();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+async fn push_command(
+    path: &Path,
+    base: &str,
+    timeout: std::time::Duration,
+    output: crate::OutputFormat,
+) -> Result<(), EvidenceError> {
+    let url = envelopes_url(base)?;
+    let bytes = read_input(path)?;
+    // A malformed envelope is refused here, naming the field, before anything is sent.
+    Envelope::decode(&bytes).map_err(|e| envelope_refused(path, &e))?;
+    let unreachable = |reason: String| EvidenceError::Unreachable {
+        url: url.clone(),
+        reason,
+    };
+    let client = reqwest::Client::builder()
+        .timeout(timeout)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(|e| unreachable(reason_of(&e)))?;
+    let response = client
+        .post(&url)
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .body(bytes)
+        .send()
+        .await
+        .map_err(|e| unreachable(reason_of(&e)))?;
+    let status = response.status().as_u16();
+    let text = response
+        .text()
+        .await
+        .map_err(|e| unreachable(reason_of(&e)))?;
+    if status == 202 {
+        let accepted: Acceptance = serde_json::from_str(&text).map_err(|e| {
+            unreachable(format!(
+                "answered 202 with a body that is not an acceptance: {e}"
+            ))
+        })?;
+        match output {
+            crate::OutputFormat::Json => println!("{}", text.trim_end()),
+            crate::OutputFormat::Text => println!(
+                "accepted: envelope {:?} at {}: compliance {}, {} finding{}",
+                accepted.id,
+                accepted.at,
+                accepted.compliance,
+                accepted.findings,
+                if accepted.findings == 1 { "" } else { "s" }
+            ),
+        }
+        return Ok(());
+    }
+    let (code, message) = match serde_json::from_str::<ServerError>(&text) {
+        Ok(body) => (body.code, body.message),
+        Err(_) => (
+            format!("http_{status}"),
+            text.trim().chars().take(200).collect(),
+        ),
+    };
+    if output == crate::OutputFormat::Json {
+        println!("{}", text.trim_end());
+    }
+    Err(EvidenceError::Server {
+        url,
+        status,
+        code,
+        message,
+    })
+}
+
+/// What `list` says about a record's signature.
+fn signature_status(
+    record: &pacto_evidence::store::Record,
+    trust: Option<&TrustStore>,
+) -> (&'static str, Option<String>) {
+    use pacto_evidence::VerifyError;
+    let Some(trust) = trust else {
+        return ("unverified", None);
+    };
+    // Freshness as of the acceptance: an old record is not refused for its age.
+    match pacto_evidence::verify(&record.envelope, trust, record.accepted_at) {
+        Ok(_) => ("verified", None),
+        Err(VerifyError::UnknownKey { .. }) => ("unverified", None),
+        Err(
+            e @ (VerifyError::Unsigned
+            | VerifyError::BadAlgorithm { .. }
+            | VerifyError::BadSignature { .. }
+            | VerifyError::Structure(_)),
+        ) => ("bad-signature", Some(e.to_string())),
+        Err(e) => ("refused", Some(e.to_string())),
+    }
+}
+
+async fn list_command(
+    subject: &str,
+    trust: Option<&Path>,
+    output: crate::OutputFormat,
+    registries: &crate::registry::Registries,
+) -> Result<(), EvidenceError> {
+    use pacto_evidence::store::{HealthStatus, Store, StoreOptions, Subjects};
+    let subjects = Subjects::parse(&[subject]).map_err(|e| EvidenceError::Usage {
+        flag: "SUBJECT",
+        message: e.to_string(),
+    })?;
+    let trust = trust.map(TrustStore::load).transpose()?;
+    let registry_error = |error: String| EvidenceError::Registry {
+        subject: subject.to_owned(),
+        error,
+    };
+    let keychain = registries
+        .keychain()
+        .map_err(|e| registry_error(e.to_string()))?;
+    let store = Store::new(
+        subjects,
+        StoreOptions {
+            client: registries.client_options(),
+            ..StoreOptions::default()
+        },
+        &keychain,
+    )
+    .map_err(|e| registry_error(e.to_string()))?;
+    let scan = store.scan().await;
+    if let Some(failed) = scan.failed.first() {
+        return Err(registry_error(failed.error.clone()));
+    }
+    let mut rows = Vec::new();
+    let mut bad_signatures = 0usize;
+    for stored in &scan.records {
+        let record = &stored.record;
+        let (status, detail) = signature_status(record, trust.as_ref());
+        if status == "bad-signature" {
+            bad_signatures += 1;
+        }
+        let envelope = &record.envelope;
+        rows.push(serde_json::json!({
+            "digest": stored.digest,
+            "id": envelope.id,
+            "producer": envelope.producer.id,
+            "keyId": envelope.producer.key_id,
+            "sequence": envelope.sequence,
+            "subject": envelope.evidence_set.subject.name,
+            "compliance": record.compliance,
+            "findings": record.findings.len(),
+            "acceptedAt": record.accepted_at.to_rfc3339_nano(),
+            "signature": status,
+            "problem": detail,
+        }));
+    }
+    let invalid: Vec<serde_json::Value> = scan
+        .invalid
+        .iter()
+        .map(|a| serde_json::json!({"digest": a.digest, "reason": a.reason.to_string()}))
+        .collect();
+    let partial = scan.health.status != HealthStatus::Ready || bad_signatures > 0;
+    let summary = if partial { "partial" } else { "complete" };
+    match output {
+        crate::OutputFormat::Json => {
+            let document = serde_json::json!({
+                "subject": subject,
+                "summary": summary,
+                "records": rows,
+                "malformed": invalid,
+                "foreign": scan.foreign,
+            });
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&document).unwrap_or_default()
+            );
+        }
+        crate::OutputFormat::Text => {
+            println!(
+                "{subject}: {} record{}, {} malformed, {bad_signatures} with a bad signature ({summary})",
+                rows.len(),
+                if rows.len() == 1 { "" } else { "s" },
+                invalid.len()
+            );
+            for row in &rows {
+                println!(
+                    "  {}  accepted {}  producer {} (key {}) sequence {}  subject {}  {}, {} finding(s)  {}{}",
+                    row["digest"].as_str().unwrap_or_default(),
+                    row["acceptedAt"].as_str().unwrap_or_default(),
+                    row["producer"].as_str().unwrap_or_default(),
+                    row["keyId"].as_str().unwrap_or_default(),
+                    row["sequence"],
+                    row["subject"].as_str().unwrap_or_default(),
+                    row["compliance"].as_str().unwrap_or_default(),
+                    row["findings"],
+                    row["signature"].as_str().unwrap_or_default(),
+                    row["problem"]
+                        .as_str()
+                        .map(|p| format!(": {p}"))
+                        .unwrap_or_default(),
+                );
+            }
+            for artifact in &invalid {
+                println!(
+                    "  {}  MALFORMED: {}",
+                    artifact["digest"].as_str().unwrap_or_default(),
+                    artifact["reason"].as_str().unwrap_or_default()
+                );
+            }
+        }
+    }
+    if partial {
+        return Err(EvidenceError::Partial {
+            subject: subject.to_owned(),
+            problems: format!(
+                "{} malformed artifact(s), {bad_signatures} record(s) with a bad signature",
+                invalid.len()
+            ),
+        });
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -303,6 +599,22 @@ mod tests {
         assert_eq!(parse_ttl("1500ms").unwrap().num_milliseconds(), 1500);
         for bad in ["", "h", "10", "10d", "-1h", "1.5h", "99999999999999999999h"] {
             assert!(parse_ttl(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn push_urls() {
+        assert_eq!(
+            envelopes_url("http://evidence:8686/").unwrap(),
+            "http://evidence:8686/api/evidence/v1/envelopes"
+        );
+        assert_eq!(
+            envelopes_url("https://e.example/base").unwrap(),
+            "https://e.example/base/api/evidence/v1/envelopes"
+        );
+        for bad in ["evidence:8686", "ftp://x", ""] {
+            let err = envelopes_url(bad).unwrap_err();
+            assert!(err.to_string().starts_with("--url: "), "{bad}: {err}");
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The `pacto` command-line interface: validate, pack, push, pull and inspect contract bundles,
 //! and `status`, which explains a Pacto's verdict from the cluster (also installed as the kubectl
-//! plugin `kubectl pacto status`), and `evidence`, which generates keys and signs and verifies
-//! evidence envelopes.
+//! plugin `kubectl pacto status`), and `evidence`, which generates keys, signs, verifies and sends
+//! evidence envelopes and lists the records stored for a contract.
 //!
 //! Exit codes: `0` success (for `validate`: the contract is valid), `1` the contract is invalid
 //! (for `evidence`: the evidence set or envelope is refused),
@@ -82,7 +82,8 @@ pub struct GlobalArgs {
     #[arg(long, value_name = "DIR", env = "DOCKER_CONFIG", global = true)]
     pub docker_config: Option<PathBuf>,
 
-    /// Deadline for each registry operation, in seconds.
+    /// Deadline for each registry operation (and for `evidence push`, the server's answer), in
+    /// seconds.
     #[arg(
         long,
         value_name = "SECONDS",
@@ -263,13 +264,15 @@ pub enum Command {
         shell: clap_complete::Shell,
     },
     /// Signed evidence envelopes (pacto.dev/evidence/v1): generate keys, sign an evidence set,
-    /// verify an envelope.
+    /// verify an envelope, send it to an Evidence Server, list the records stored for a contract.
     #[command(subcommand)]
     Evidence(EvidenceCommand),
 }
 
 /// `pacto evidence …`. Exit codes: `0` success, `1` the evidence set or envelope is refused
-/// (the message starts with the protocol's error code), `2` usage errors and unreadable files.
+/// (the message starts with the protocol's error code; for `push`, the server refused it with a
+/// 4xx), `2` usage errors, unreadable files, and for `push` a server that could not be reached
+/// or failed (5xx).
 #[derive(Debug, Subcommand)]
 pub enum EvidenceCommand {
     /// Generate an Ed25519 key pair: `<keyId>.key` (private, mode 0600) and
@@ -345,6 +348,37 @@ pub enum EvidenceCommand {
         /// Check freshness at this instant, RFC3339 (default: now).
         #[arg(long, value_name = "TIME", env = "PACTO_EVIDENCE_AT")]
         at: Option<String>,
+    },
+    /// Send a signed envelope to an Evidence Server (`POST <url>/api/evidence/v1/envelopes`)
+    /// and print what it answered: the record's id, compliance and finding count, or the
+    /// server's error code
+    Push {
+        /// The envelope (`-` for stdin), e.g. the output of `pacto evidence sign`.
+        #[arg(value_name = "ENVELOPE")]
+        envelope: PathBuf,
+        /// The Evidence Server's base URL (`http://host:8686`); the ingestion path is appended.
+        #[arg(long, value_name = "URL", env = "PACTO_EVIDENCE_URL")]
+        url: String,
+        /// Output format: the answer as text, or the server's JSON body.
+        #[arg(long, short, value_enum, default_value_t = OutputFormat::Text, env = "PACTO_OUTPUT")]
+        output: OutputFormat,
+    },
+    /// List the evidence records stored in the registry for a contract and check them, without
+    /// the server: each record's producer, sequence, subject and compliance, its signature
+    /// against `--trust`, and every artifact that claims to be a record but is not a valid one.
+    /// Exits 1 with a "partial" summary when any record is malformed or badly signed
+    List {
+        /// The contract manifest: `oci://<registry>/<repository>@sha256:<digest>`.
+        #[arg(value_name = "SUBJECT")]
+        subject: String,
+        /// Check each record's signature against this trust store (as for `verify`): verified,
+        /// unverified (key not trusted), bad-signature, or refused (producer, scope, validity
+        /// at acceptance). Without it every record is unverified.
+        #[arg(long, value_name = "PATH", env = "PACTO_EVIDENCE_TRUST")]
+        trust: Option<PathBuf>,
+        /// Output format.
+        #[arg(long, short, value_enum, default_value_t = OutputFormat::Text, env = "PACTO_OUTPUT")]
+        output: OutputFormat,
     },
 }
 

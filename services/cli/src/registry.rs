@@ -27,7 +27,7 @@ impl Registries {
         }
     }
 
-    fn keychain(&self) -> Result<Keychain, OciError> {
+    pub(crate) fn keychain(&self) -> Result<Keychain, OciError> {
         let explicit = if let Some(token) = self.global.token.as_ref().filter(|t| !t.is_empty()) {
             Credentials::Bearer(token.clone())
         } else if let Some(user) = self.global.username.as_ref().filter(|u| !u.is_empty()) {
@@ -45,6 +45,26 @@ impl Registries {
         Ok(Keychain::new()
             .with_explicit(explicit, None)
             .with_docker_config(docker))
+    }
+
+    /// The registry client options of the global flags (plain-HTTP hosts, timeout).
+    pub(crate) fn client_options(&self) -> ClientOptions {
+        ClientOptions {
+            insecure_registries: self
+                .global
+                .insecure_registries
+                .iter()
+                .map(|h| h.trim().to_owned())
+                .filter(|h| !h.is_empty())
+                .collect(),
+            operation_timeout: Duration::from_secs(self.global.timeout.max(1)),
+            ..ClientOptions::default()
+        }
+    }
+
+    /// The deadline of one operation (`--timeout`).
+    pub(crate) fn timeout(&self) -> Duration {
+        Duration::from_secs(self.global.timeout.max(1))
     }
 
     /// A client carrying the credentials for `reference`'s registry.

@@ -345,3 +345,475 @@ fn refusals_and_usage_errors() {
         stderr(&out)
     );
 }
+
+/// An HTTP server on loopback answering each request with the next `(status, body)` of
+/// `answers`, and handing the requests (path, body) it got to the test.
+struct Answering {
+    addr: std::net::SocketAddr,
+    requests: std::sync::mpsc::Receiver<(String, String)>,
+}
+
+fn answering(answers: Vec<(u16, &'static str)>) -> Answering {
+    use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let (tx, requests) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for (status, body) in answers {
+            let Ok((stream, _)) = listener.accept() else {
+                return;
+            };
+            let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+            let mut line = String::new();
+            reader.read_line(&mut line).expect("request line");
+            let path = line
+                .split_whitespace()
+                .nth(1)
+                .unwrap_or_default()
+                .to_owned();
+            let mut length = 0usize;
+            loop {
+                let mut header = String::new();
+                reader.read_line(&mut header).expect("header");
+                if header.trim().is_empty() {
+                    break;
+                }
+                if let Some((name, value)) = header.split_once(':')
+                    && name.eq_ignore_ascii_case("content-length")
+                {
+                    length = value.trim().parse().expect("length");
+                }
+            }
+            let mut content = vec![0; length];
+            reader.read_exact(&mut content).expect("body");
+            tx.send((path, String::from_utf8_lossy(&content).into_owned()))
+                .expect("send");
+            let mut stream = stream;
+            write!(
+                stream,
+                "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            )
+            .expect("answer");
+        }
+    });
+    Answering { addr, requests }
+}
+
+/// A signed envelope in `dir/envelope.json`.
+fn signed_envelope(dir: &Path) -> PathBuf {
+    let out = run(pacto(dir).args([
+        "evidence",
+        "keygen",
+        "--out",
+        "keys",
+        "--producer",
+        "edge-1",
+        "--key-id",
+        "k1",
+    ]));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    std::fs::write(dir.join("evidence.json"), evidence_set("shop/orders")).expect("write");
+    let out = run(pacto(dir).args([
+        "evidence",
+        "sign",
+        "evidence.json",
+        "--key",
+        "keys/k1.key",
+        "--key-id",
+        "k1",
+        "--producer",
+        "edge-1",
+    ]));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let path = dir.join("envelope.json");
+    std::fs::write(&path, stdout(&out)).expect("write");
+    path
+}
+
+#[test]
+fn push_prints_the_answer_and_names_the_servers_code() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let dir = home.path();
+    let envelope = signed_envelope(dir);
+    let sent = std::fs::read_to_string(&envelope).expect("read");
+    let server = answering(vec![
+        (
+            202,
+            r#"{"acceptedAt":"2026-12-04T10:00:01.5Z","compliance":"NonCompliant","findings":1,"id":"sha256:abc"}"#,
+        ),
+        (
+            409,
+            r#"{"code":"replay","message":"envelope already accepted"}"#,
+        ),
+        (
+            503,
+            r#"{"code":"registry_unavailable","message":"registry unavailable"}"#,
+        ),
+        (
+            202,
+            r#"{"acceptedAt":"2026-12-04T10:00:02Z","compliance":"Compliant","findings":0,"id":"sha256:def"}"#,
+        ),
+    ]);
+    let url = format!("http://{}/", server.addr);
+    let push = |extra: &[&str]| {
+        let mut cmd = pacto(dir);
+        cmd.args(["evidence", "push", "envelope.json", "--url", &url]);
+        cmd.args(extra);
+        run(&mut cmd)
+    };
+
+    let out = push(&[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        "accepted: envelope \"sha256:abc\" at 2026-12-04T10:00:01.5Z: compliance NonCompliant, 1 finding\n"
+    );
+    let (path, body) = server.requests.recv().expect("request");
+    assert_eq!(path, "/api/evidence/v1/envelopes");
+    assert_eq!(body.trim_end(), sent.trim_end(), "the envelope as signed");
+
+    let out = push(&[]);
+    assert_eq!(code(&out), 1, "a 4xx refuses the envelope");
+    assert_eq!(
+        stderr(&out).trim_end(),
+        format!(
+            "error: [replay] http://{}/api/evidence/v1/envelopes answered 409: envelope already accepted",
+            server.addr
+        )
+    );
+
+    let out = push(&[]);
+    assert_eq!(code(&out), 2, "a 5xx is the server's failure");
+    assert!(
+        stderr(&out).starts_with("error: [registry_unavailable] "),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = push(&["-o", "json"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let answer: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("json");
+    assert_eq!(answer["id"], "sha256:def");
+    assert_eq!(server.requests.iter().count(), 3);
+}
+
+#[test]
+fn push_refusals_before_and_without_a_server() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let dir = home.path();
+    signed_envelope(dir);
+    // Nothing listens on the port.
+    let closed = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener.local_addr().expect("addr")
+    };
+    let out = run(pacto(dir).args([
+        "evidence",
+        "push",
+        "envelope.json",
+        "--url",
+        &format!("http://{closed}"),
+    ]));
+    assert_eq!(code(&out), 2);
+    assert!(
+        stderr(&out).starts_with(&format!(
+            "error: http://{closed}/api/evidence/v1/envelopes: cannot connect"
+        )),
+        "{}",
+        stderr(&out)
+    );
+
+    // A malformed envelope is refused without being sent.
+    std::fs::write(
+        dir.join("bad.json"),
+        r#"{"apiVersion":"pacto.dev/evidence/v1","kind":"EvidenceEnvelope","id":"x","bogus":1}"#,
+    )
+    .expect("write");
+    let server = answering(vec![]);
+    let out = run(pacto(dir).args([
+        "evidence",
+        "push",
+        "bad.json",
+        "--url",
+        &format!("http://{}", server.addr),
+    ]));
+    assert_eq!(code(&out), 1);
+    assert!(
+        stderr(&out).starts_with("error: [invalid_envelope] bad.json: "),
+        "{}",
+        stderr(&out)
+    );
+    assert!(stderr(&out).contains("bogus"), "{}", stderr(&out));
+
+    let out = run(pacto(dir).args([
+        "evidence",
+        "push",
+        "envelope.json",
+        "--url",
+        "localhost:8686",
+    ]));
+    assert_eq!(code(&out), 2);
+    assert!(stderr(&out).contains("--url: "), "{}", stderr(&out));
+}
+
+// ---- pacto evidence list, against a real registry (docker-registry: the tag-schema mode) ----
+
+mod list {
+    use pacto_engine::{Coverage, Timestamp};
+    use pacto_evidence::Envelope;
+    use pacto_evidence::store::{
+        EMPTY_CONFIG_BLOB, Record, Store, StoreOptions, Subject, Subjects,
+    };
+    use pacto_oci::{
+        ArtifactClient, ClientOptions, Credentials, Keychain, OCI_INDEX_MEDIA_TYPE,
+        OCI_MANIFEST_MEDIA_TYPE, Repository, referrers_tag, sha256_digest,
+    };
+
+    use super::{code, pacto, run, stderr, stdout};
+
+    fn options(host: &str) -> ClientOptions {
+        ClientOptions {
+            insecure_registries: vec![host.to_owned()],
+            ..ClientOptions::default()
+        }
+    }
+
+    fn client(host: &str) -> ArtifactClient {
+        ArtifactClient::new(options(host), &Credentials::Anonymous).expect("client")
+    }
+
+    /// A contract manifest in `host/acme/orders`; its subject.
+    async fn push_subject(host: &str) -> Subject {
+        let c = client(host);
+        let repository = Repository::new(host, "acme/orders");
+        c.push_blob(&repository, EMPTY_CONFIG_BLOB, true)
+            .await
+            .expect("config");
+        let layer = b"contract of orders".to_vec();
+        c.push_blob(&repository, &layer, true).await.expect("layer");
+        let manifest = format!(
+            "{{\"schemaVersion\":2,\"mediaType\":\"{OCI_MANIFEST_MEDIA_TYPE}\",\"config\":{{\"mediaType\":\"application/vnd.oci.empty.v1+json\",\"digest\":\"{}\",\"size\":2}},\"layers\":[{{\"mediaType\":\"application/octet-stream\",\"digest\":\"{}\",\"size\":{}}}]}}",
+            sha256_digest(EMPTY_CONFIG_BLOB),
+            sha256_digest(&layer),
+            layer.len()
+        );
+        let digest = c
+            .put_manifest(
+                &repository,
+                "1.0.0",
+                OCI_MANIFEST_MEDIA_TYPE,
+                manifest.as_bytes(),
+            )
+            .await
+            .expect("subject manifest");
+        Subject::parse(&format!("oci://{host}/acme/orders@{digest}")).expect("subject")
+    }
+
+    /// Signs an evidence set about `subject` with the CLI (key `k1` of producer `edge-1`).
+    fn signed(dir: &std::path::Path, subject: &Subject, id: &str, sequence: u64) -> Envelope {
+        let set = format!(
+            r#"{{"Subject":{{"kind":"service","name":"shop/orders"}},"ContractRef":"{}","Source":"edge","ObservedAt":"2026-12-04T09:59:30Z","Observations":[]}}"#,
+            subject.reference()
+        );
+        std::fs::write(dir.join("set.json"), set).expect("write");
+        let out = run(pacto(dir).args([
+            "evidence",
+            "sign",
+            "set.json",
+            "--key",
+            "keys/k1.key",
+            "--key-id",
+            "k1",
+            "--producer",
+            "edge-1",
+            "--id",
+            id,
+            "--sequence",
+            &sequence.to_string(),
+            "--ttl",
+            "1h",
+        ]));
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        Envelope::decode(stdout(&out).trim().as_bytes()).expect("envelope")
+    }
+
+    fn record(subject: &Subject, envelope: Envelope) -> Record {
+        Record {
+            envelope,
+            compliance: "Compliant".into(),
+            findings: Vec::new(),
+            coverage: Coverage::default(),
+            accepted_at: Timestamp::now(),
+            service: "orders".into(),
+            domain: subject.domain(),
+            digest: subject.digest().to_owned(),
+        }
+    }
+
+    /// Pushes `record`'s artifact without the store's checks and lists it in the tag-schema
+    /// index (a registry writer other than the server).
+    async fn push_raw(subject: &Subject, record: &Record) -> String {
+        let c = client(subject.registry());
+        let repo = subject.oci_repository();
+        let descriptor = c
+            .head_manifest(&repo, subject.digest())
+            .await
+            .expect("descriptor");
+        let artifact = record.artifact(&descriptor);
+        c.push_blob(&repo, EMPTY_CONFIG_BLOB, true)
+            .await
+            .expect("config");
+        c.push_blob(&repo, &artifact.payload, true)
+            .await
+            .expect("payload");
+        c.put_manifest(
+            &repo,
+            &artifact.digest,
+            OCI_MANIFEST_MEDIA_TYPE,
+            &artifact.manifest,
+        )
+        .await
+        .expect("manifest");
+        let mut list = c
+            .referrers_tag_index(&repo, subject.digest())
+            .await
+            .expect("index")
+            .map(|(l, _)| l)
+            .unwrap_or_default();
+        list.push(artifact.descriptor());
+        c.put_manifest(
+            &repo,
+            &referrers_tag(subject.digest()),
+            OCI_INDEX_MEDIA_TYPE,
+            &ArtifactClient::referrers_index_bytes(&list),
+        )
+        .await
+        .expect("index update");
+        artifact.digest
+    }
+
+    fn list(
+        dir: &std::path::Path,
+        host: &str,
+        subject: &Subject,
+        extra: &[&str],
+    ) -> std::process::Output {
+        let mut cmd = pacto(dir);
+        cmd.args([
+            "evidence",
+            "list",
+            &subject.reference(),
+            "--insecure-registry",
+            host,
+        ]);
+        cmd.args(extra);
+        run(&mut cmd)
+    }
+
+    #[tokio::test]
+    async fn list_verifies_each_record_and_reports_tampered_and_malformed_ones_as_partial() {
+        let registry = pacto_testenv::registry::Registry::start().expect("docker-registry");
+        let host = registry.host();
+        let home = tempfile::tempdir().expect("tempdir");
+        let dir = home.path();
+        let out = run(pacto(dir).args([
+            "evidence",
+            "keygen",
+            "--out",
+            "keys",
+            "--producer",
+            "edge-1",
+            "--key-id",
+            "k1",
+        ]));
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        let subject = push_subject(&host).await;
+        let store = Store::new(
+            Subjects::parse(&[subject.reference()]).expect("subjects"),
+            StoreOptions {
+                client: options(&host),
+                ..StoreOptions::default()
+            },
+            &Keychain::new(),
+        )
+        .expect("store");
+        let good = store
+            .commit(&record(&subject, signed(dir, &subject, "rec-1", 1)))
+            .await
+            .expect("commit");
+
+        // One good record: verified with the trust store, unverified without.
+        let out = list(dir, &host, &subject, &["--trust", "keys"]);
+        assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+        let text = stdout(&out);
+        assert!(
+            text.starts_with(&format!(
+                "{}: 1 record, 0 malformed, 0 with a bad signature (complete)\n",
+                subject.reference()
+            )),
+            "{text}"
+        );
+        assert!(
+            text.contains(&good.digest) && text.contains("producer edge-1 (key k1) sequence 1"),
+            "{text}"
+        );
+        assert!(text.trim_end().ends_with("verified"), "{text}");
+        let out = list(dir, &host, &subject, &["-o", "json"]);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        let json: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("json");
+        assert_eq!(json["summary"], "complete");
+        assert_eq!(json["records"][0]["signature"], "unverified");
+        assert_eq!(json["records"][0]["id"], "rec-1");
+
+        // A record whose content was changed after signing (written by someone with push
+        // rights, not through the server), and an artifact that is not a valid record.
+        let mut forged = record(&subject, signed(dir, &subject, "rec-2", 2));
+        forged.envelope.evidence_set.source = "forged".into();
+        let forged_digest = push_raw(&subject, &forged).await;
+        let mut broken = record(&subject, signed(dir, &subject, "rec-3", 3));
+        broken.service = String::new();
+        let broken_digest = push_raw(&subject, &broken).await;
+
+        let out = list(dir, &host, &subject, &["--trust", "keys"]);
+        assert_eq!(code(&out), 1, "{}{}", stdout(&out), stderr(&out));
+        let text = stdout(&out);
+        assert!(
+            text.starts_with(&format!(
+                "{}: 2 records, 1 malformed, 1 with a bad signature (partial)\n",
+                subject.reference()
+            )),
+            "{text}"
+        );
+        let forged_line = text
+            .lines()
+            .find(|l| l.contains(&forged_digest))
+            .expect("forged listed");
+        assert!(forged_line.contains("bad-signature: "), "{forged_line}");
+        let broken_line = text
+            .lines()
+            .find(|l| l.contains(&broken_digest))
+            .expect("malformed listed");
+        assert!(broken_line.contains("MALFORMED: "), "{broken_line}");
+        assert_eq!(
+            stderr(&out).trim_end(),
+            format!(
+                "error: {}: partial: 1 malformed artifact(s), 1 record(s) with a bad signature",
+                subject.reference()
+            )
+        );
+        let out = list(dir, &host, &subject, &["-o", "json", "--trust", "keys"]);
+        assert_eq!(code(&out), 1);
+        let json: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("json");
+        assert_eq!(json["summary"], "partial");
+        assert_eq!(json["malformed"][0]["digest"], broken_digest.as_str());
+
+        // A subject that is not a digest reference is a usage error.
+        let out = run(pacto(dir).args([
+            "evidence",
+            "list",
+            &format!("oci://{host}/acme/orders:1.0.0"),
+        ]));
+        assert_eq!(code(&out), 2, "{}", stderr(&out));
+    }
+}

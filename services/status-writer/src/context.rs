@@ -37,6 +37,8 @@ pub struct Context {
     pub(crate) backoff: Backoff,
     /// The status last written per Pacto, until the Pacto cache shows that write.
     pub(crate) written: WriteMemo,
+    /// The evidence producer (`--evidence-url`), if on (docs/design/status.md#evidence-producer).
+    pub producer: Option<crate::producer::Producer>,
     /// What started each reconcile (counted per trigger).
     pub triggers: Triggers,
     /// Reconciles finished by this context.
@@ -88,6 +90,7 @@ impl Context {
             scope: NamespaceScope::all(),
             backoff: Backoff::default(),
             written: WriteMemo::default(),
+            producer: None,
             triggers: Triggers::default(),
             reconciles: AtomicU64::new(0),
             writes: AtomicU64::new(0),
@@ -101,6 +104,13 @@ impl Context {
     #[must_use]
     pub fn with_scope(mut self, scope: NamespaceScope) -> Self {
         self.scope = scope;
+        self
+    }
+
+    /// The same context posting a signed record of each verdict change to `producer`.
+    #[must_use]
+    pub fn with_producer(mut self, producer: crate::producer::Producer) -> Self {
+        self.producer = Some(producer);
         self
     }
 

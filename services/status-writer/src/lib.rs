@@ -17,6 +17,8 @@
 //! - `events`: the Events on a Pacto, aggregated (one object per recurring event, its count);
 //! - `mirror`: the revision mirror (TagOverwritten); `leader`: Lease leader election;
 //! - [`node_agent`]: the node agent namespace's Pod Security labels;
+//! - [`producer`]: the producer mode, a signed evidence record of each verdict change posted
+//!   to the Evidence Server;
 //! - this module: flags, `run`, and the admin server, whose `/metrics` appends the contract
 //!   gauges to the process metrics.
 //!
@@ -34,6 +36,7 @@ mod metrics;
 mod mirror;
 mod model;
 pub mod node_agent;
+pub mod producer;
 mod reconcile;
 mod revision;
 mod trigger;
@@ -238,6 +241,47 @@ pub struct Args {
         value_parser = parse_duration
     )]
     pub node_agent_resync_interval: Duration,
+    /// Base URL of the Evidence Server (e.g. `http://pacto-evidence.pacto.svc:8686`): post a
+    /// signed record of each verdict change to `<url>/api/evidence/v1/envelopes` (producer
+    /// mode; off when unset). Needs --evidence-key.
+    #[arg(
+        long = "evidence-url",
+        env = "PACTO_STATUS_WRITER_EVIDENCE_URL",
+        value_name = "URL"
+    )]
+    pub evidence_url: Option<String>,
+    /// The producer's Ed25519 private key file (`pacto evidence keygen`'s `<keyId>.key`, mounted
+    /// from a Secret). Read once at start.
+    #[arg(
+        long = "evidence-key",
+        env = "PACTO_STATUS_WRITER_EVIDENCE_KEY",
+        value_name = "FILE"
+    )]
+    pub evidence_key: Option<std::path::PathBuf>,
+    /// The key id records are signed with (default: the key file's name without `.key`).
+    #[arg(
+        long = "evidence-key-id",
+        env = "PACTO_STATUS_WRITER_EVIDENCE_KEY_ID",
+        value_name = "ID"
+    )]
+    pub evidence_key_id: Option<String>,
+    /// The producer id records are signed as (the trust store binds the key to it).
+    #[arg(
+        long = "evidence-producer",
+        env = "PACTO_STATUS_WRITER_EVIDENCE_PRODUCER",
+        value_name = "ID",
+        default_value = producer::DEFAULT_PRODUCER
+    )]
+    pub evidence_producer: String,
+    /// Records waiting to be sent at most; when the Evidence Server is slow or down, more are
+    /// dropped (counted in pacto_status_writer_evidence_dropped_total).
+    #[arg(
+        long = "evidence-queue-size",
+        env = "PACTO_STATUS_WRITER_EVIDENCE_QUEUE_SIZE",
+        value_name = "N",
+        default_value_t = producer::DEFAULT_QUEUE_SIZE
+    )]
+    pub evidence_queue_size: usize,
     /// The reporting instance of events (the pod name).
     #[arg(long = "pod-name", env = "POD_NAME", value_name = "NAME")]
     pub pod_name: Option<String>,
@@ -264,6 +308,9 @@ pub enum StatusWriterError {
     /// The leader-election durations are not ordered retry < deadline < lease duration.
     #[error(transparent)]
     LeaseTiming(#[from] leader::LeaseTimingError),
+    /// The producer mode's flags cannot be used.
+    #[error(transparent)]
+    Producer(#[from] producer::ProducerError),
     /// `--namespace-selector` or `--exclude-namespaces` cannot be used.
     #[error(transparent)]
     Scope(#[from] pacto_runtime::scope::ScopeError),
@@ -403,17 +450,31 @@ pub async fn run(args: Args) -> Result<(), StatusWriterError> {
         args.exclude_namespaces.clone(),
     )?;
     scope.check(&client).await?;
-    let ctx = Arc::new(
-        controller::Context::new(
-            client,
-            backends(&args, &process.transport).map_err(RuntimeError::from)?,
-            gauges::Gauges::new(),
-            args.stabilization_window,
-            args.pod_name.clone(),
-        )
-        .with_concurrency(args.max_concurrent_reconciles)
-        .with_scope(scope),
-    );
+    let producer = producer::config_from_flags(
+        args.evidence_url.as_deref(),
+        args.evidence_key.as_ref(),
+        args.evidence_key_id.as_deref(),
+        &args.evidence_producer,
+        args.evidence_queue_size,
+    )?
+    .map(|config| {
+        tracing::info!(url = %config.url, producer = %config.producer_id, key_id = %config.key_id, "producer mode: posting a signed record of each verdict change");
+        producer::Producer::start(config, process.shutdown.clone())
+    })
+    .transpose()?;
+    let mut ctx = controller::Context::new(
+        client,
+        backends(&args, &process.transport).map_err(RuntimeError::from)?,
+        gauges::Gauges::new(),
+        args.stabilization_window,
+        args.pod_name.clone(),
+    )
+    .with_concurrency(args.max_concurrent_reconciles)
+    .with_scope(scope);
+    if let Some(producer) = producer {
+        ctx = ctx.with_producer(producer);
+    }
+    let ctx = Arc::new(ctx);
     let lease = if args.leader_elect {
         let lease = leader::LeaseConfig {
             name: args.leader_election_id.clone(),

@@ -19,6 +19,16 @@ pub const EVENT_FAILURES_TOTAL: &str = "pacto_status_writer_event_failures_total
 /// occurrence already counted is not one; docs/design/status.md#exactly-once-events).
 pub const EVENTS_TOTAL: &str = "pacto_status_writer_events_total";
 
+/// Evidence records delivered to the Evidence Server, by result (`accepted`: 202; `replay`: 409,
+/// already stored) (docs/design/status.md#evidence-producer).
+pub const EVIDENCE_SENT_TOTAL: &str = "pacto_status_writer_evidence_sent_total";
+/// Evidence records the Evidence Server refused (a 4xx other than replay; not retried), by code.
+pub const EVIDENCE_FAILED_TOTAL: &str = "pacto_status_writer_evidence_failed_total";
+/// Evidence records dropped, by reason (`queue_full`, `shutdown`).
+pub const EVIDENCE_DROPPED_TOTAL: &str = "pacto_status_writer_evidence_dropped_total";
+/// Attempts to send an evidence record retried after a 5xx or a transport error.
+pub const EVIDENCE_RETRIES_TOTAL: &str = "pacto_status_writer_evidence_retries_total";
+
 /// Revision-mirror passes finished.
 pub const MIRROR_PASSES_TOTAL: &str = "pacto_status_writer_mirror_passes_total";
 
@@ -79,6 +89,26 @@ pub fn describe() {
         EVENTS_TOTAL,
         Unit::Count,
         "Events recorded on Pactos, by namespace and reason (a replayed occurrence is not counted)."
+    );
+    describe_counter!(
+        EVIDENCE_SENT_TOTAL,
+        Unit::Count,
+        "Evidence records of verdict changes delivered to the Evidence Server, by result (accepted, replay)."
+    );
+    describe_counter!(
+        EVIDENCE_FAILED_TOTAL,
+        Unit::Count,
+        "Evidence records the Evidence Server refused (not retried), by error code."
+    );
+    describe_counter!(
+        EVIDENCE_DROPPED_TOTAL,
+        Unit::Count,
+        "Evidence records dropped, by reason (queue_full, shutdown)."
+    );
+    describe_counter!(
+        EVIDENCE_RETRIES_TOTAL,
+        Unit::Count,
+        "Evidence record sends retried after a server error or a transport failure."
     );
     describe_counter!(
         EVENT_FAILURES_TOTAL,

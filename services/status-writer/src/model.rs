@@ -129,6 +129,10 @@ pub struct Observed {
     /// When the earliest pending absence spans its stabilization window: the reconcile is
     /// requeued for then (not after the full interval), so the absence is confirmed promptly.
     pub window_due_at: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    /// The evidence set the observer collected (what the evaluation rests on; the record the
+    /// producer mode signs, docs/design/status.md#evidence-producer). `None` when it does not
+    /// decode.
+    pub evidence: Option<pacto_engine::EvidenceSet>,
 }
 
 /// What the evaluator returned.

@@ -134,6 +134,22 @@ pub async fn reconcile(pacto: Arc<Pacto>, ctx: Arc<Context>) -> Result<Action, R
         runtime: runtime.as_ref(),
         revision: revision.as_ref(),
     });
+    // The signed record of a verdict change is offered before the status is written, like the
+    // events: a pass replayed after a failed write offers the same record id, which the
+    // Evidence Server answers as a replay (docs/design/status.md#evidence-producer). Offering
+    // never waits.
+    if let Some(producer) = &ctx.producer
+        && let Some(record) = crate::producer::verdict_record(
+            producer.producer_id(),
+            (namespace, key.1.as_str()),
+            previous,
+            &composed,
+            &resolution,
+            runtime.as_ref(),
+        )
+    {
+        producer.offer(record);
+    }
     // 5. Apply + report.
     if let Err(error) = apply::apply_and_report(&ctx, &pacto, &key, &composed).await {
         ctx.count_reconcile();

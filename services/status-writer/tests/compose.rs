@@ -179,6 +179,7 @@ fn observed(api_errors: Vec<String>) -> Observed {
         }),
         observed_runtime: None,
         window_due_at: None,
+        evidence: None,
     }
 }
 

@@ -760,6 +760,12 @@ fn schemas_reject_unsafe_or_unknown_values() -> Result<()> {
             "stabilizationWindow",
         ),
         ("pacto-status-writer", "unknownKey=1", "unknownKey"),
+        (
+            "pacto-status-writer",
+            "evidence.url=http://evidence:8686",
+            "keySecret",
+        ),
+        ("pacto-status-writer", "evidence.url=evidence:8686", "url"),
         ("pacto-pki", "ca.validityDays=forever", "validityDays"),
         (
             "pacto-evaluator",
@@ -1020,6 +1026,73 @@ fn a_dashboard_query_over_an_unknown_metric_is_named() {
             "variable \"ns\" queries pacto_b, which docs/metrics.md does not document",
         ]
     );
+}
+
+#[test]
+fn the_status_writer_producer_mode_mounts_the_key_and_opens_egress_only_when_on() -> Result<()> {
+    let tools = Tools::new()?;
+    let chart = "pacto-status-writer";
+    let off = render(&tools, chart, None, &[])?;
+    let deployment = of_kind(&off, "Deployment")[0];
+    ensure!(
+        !args(deployment).iter().any(|a| a.starts_with("--evidence")),
+        "no evidence flag by default: {:?}",
+        args(deployment)
+    );
+    ensure!(
+        !deployment.to_string().contains("evidence-key"),
+        "no key volume by default"
+    );
+    let on = render(
+        &tools,
+        chart,
+        None,
+        &[
+            "evidence.url=http://evidence.pacto-system.svc:8686",
+            "evidence.keySecret=sw-evidence",
+            "evidence.keyFile=sw-2026.key",
+            "evidence.queueSize=50",
+        ],
+    )?;
+    let deployment = of_kind(&on, "Deployment")[0];
+    let flags = args(deployment);
+    for want in [
+        "--evidence-url=http://evidence.pacto-system.svc:8686",
+        "--evidence-key=/etc/pacto/evidence/sw-2026.key",
+        "--evidence-producer=pacto-status-writer",
+        "--evidence-queue-size=50",
+    ] {
+        ensure!(flags.iter().any(|a| a == want), "{want} missing: {flags:?}");
+    }
+    let pod = &deployment["spec"]["template"]["spec"];
+    let volume = pod["volumes"]
+        .as_array()
+        .and_then(|v| v.iter().find(|v| v["name"] == "evidence-key"))
+        .context("the key volume")?;
+    ensure!(
+        volume["secret"]["secretName"] == "sw-evidence"
+            && volume["secret"]["items"][0]["key"] == "sw-2026.key"
+            // as written in the template (the YAML reader keeps the octal literal's text)
+            && (volume["secret"]["defaultMode"] == "0440" || volume["secret"]["defaultMode"] == 0o440),
+        "only the key of the Secret, group-readable: {volume}"
+    );
+    let mount = container(deployment)["volumeMounts"]
+        .as_array()
+        .and_then(|m| m.iter().find(|m| m["name"] == "evidence-key"))
+        .context("the key mount")?;
+    ensure!(
+        mount["mountPath"] == "/etc/pacto/evidence" && mount["readOnly"] == true,
+        "{mount}"
+    );
+    let policy = of_kind(&on, "NetworkPolicy")[0];
+    ensure!(
+        policy["spec"]["egress"]
+            .as_array()
+            .is_some_and(|rules| rules.iter().any(|r| r["ports"][0]["port"] == 8686)),
+        "egress to the Evidence Server: {}",
+        policy["spec"]["egress"]
+    );
+    Ok(())
 }
 
 #[test]

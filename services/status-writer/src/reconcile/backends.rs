@@ -139,8 +139,12 @@ pub async fn runtime(
     )
     .await
     {
-        Ok((observed, evidence)) => Runtime::Observed {
-            observed: Box::new(observed),
+        Ok((mut observed, evidence)) => Runtime::Observed {
+            observed: Box::new({
+                observed.evidence =
+                    pacto_proto::convert::evidence_from_proto(&evidence, "evidence").ok();
+                observed
+            }),
             evaluated: evaluate(backends, resolved, document, evidence).await,
         },
         Err(failure) => Runtime::ObserveFailed(failure),
@@ -342,6 +346,7 @@ fn observed_from_proto(response: &observer::ObserveResponse) -> Result<Observed,
         resources: crd::resources_from_proto(&snapshot),
         observed_runtime,
         window_due_at,
+        evidence: None,
     })
 }
 

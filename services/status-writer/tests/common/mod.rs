@@ -198,6 +198,25 @@ pub async fn start_concurrent(
         observer_up,
         concurrency,
         |_| pacto_runtime::scope::NamespaceScope::all(),
+        None,
+    )
+    .await
+}
+
+/// A harness with the real observer and resolver (reaching `insecure` registries over plain
+/// HTTP) whose status-writer posts a record of each verdict change to `producer`.
+pub async fn start_producing(
+    insecure: Vec<String>,
+    producer: pacto_status_writer::producer::Producer,
+) -> Harness {
+    start_harness(
+        true,
+        insecure,
+        Duration::from_mins(5),
+        true,
+        None,
+        |_| pacto_runtime::scope::NamespaceScope::all(),
+        Some(producer),
     )
     .await
 }
@@ -206,7 +225,16 @@ pub async fn start_concurrent(
 pub async fn start_scoped(
     scope: impl FnOnce(&str) -> pacto_runtime::scope::NamespaceScope,
 ) -> Harness {
-    start_harness(true, Vec::new(), Duration::from_mins(5), false, None, scope).await
+    start_harness(
+        true,
+        Vec::new(),
+        Duration::from_mins(5),
+        false,
+        None,
+        scope,
+        None,
+    )
+    .await
 }
 
 async fn start_harness(
@@ -216,6 +244,7 @@ async fn start_harness(
     observer_up: bool,
     concurrency: Option<u16>,
     scope: impl FnOnce(&str) -> pacto_runtime::scope::NamespaceScope,
+    producer: Option<pacto_status_writer::producer::Producer>,
 ) -> Harness {
     let cp = cluster().await;
     let client = cp.client().unwrap();
@@ -305,13 +334,15 @@ async fn start_harness(
         None,
         Some("status-writer-test".into()),
     );
-    let ctx = Arc::new(
-        match concurrency {
-            Some(n) => ctx.with_concurrency(n),
-            None => ctx,
-        }
-        .with_scope(scope),
-    );
+    let ctx = match concurrency {
+        Some(n) => ctx.with_concurrency(n),
+        None => ctx,
+    }
+    .with_scope(scope);
+    let ctx = Arc::new(match producer {
+        Some(producer) => ctx.with_producer(producer),
+        None => ctx,
+    });
     let ns = namespace.clone();
     let stop = shutdown.clone();
     let run_ctx = Arc::clone(&ctx);

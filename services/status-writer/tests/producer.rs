@@ -1,0 +1,688 @@
+//! The producer mode (docs/design/status.md#evidence-producer) over real HTTP.
+//!
+//! - The verdict-change test runs the status-writer against a real API server, the real
+//!   resolver (a real registry), observer and evaluator, and posts to the real Evidence Server
+//!   (`pacto-evidence-server` in process, with its own contract-resolver over mTLS and the OCI
+//!   store in the same docker-registry); the records are then read back from the registry.
+//! - The delivery tests (queue full, server down, 5xx, 4xx, a server that holds requests) need a
+//!   server that misbehaves on cue: an ingestion endpoint served in the test that checks every
+//!   envelope with `pacto_evidence::admit` (decode, signature, producer binding, freshness,
+//!   evidence validation, ContractRef policy) and the replay rules (`ReplayIndex`), and answers
+//!   like the Evidence Server (202 / `{"code","message"}`), or fails as told.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
+
+mod common;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ed25519_dalek::SigningKey;
+use http_body_util::{BodyExt as _, Full};
+use hyper::body::Bytes;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use pacto_api::{ContractRef, ContractStatus, Pacto};
+use pacto_engine::{
+    EvidenceSet, Observation, ObservationKind, Outcome, Provenance, SubjectRef, Timestamp, Value,
+    WorkloadValue,
+};
+use pacto_evidence::{Envelope, ReplayIndex, SignedEvidenceSet, TrustEntry, TrustStore};
+use pacto_runtime::CancellationToken;
+use pacto_status_writer::producer::{Key, Producer, ProducerConfig, Record};
+use tokio::sync::watch;
+
+use common::{closed_port, create_orders_target, eventually, pacto, start_producing, wait_status};
+
+const PRODUCER: &str = "sw-test";
+const KEY_ID: &str = "sw-2026";
+
+fn key() -> SigningKey {
+    SigningKey::from_bytes(&[42; 32])
+}
+
+fn digest() -> String {
+    format!("sha256:{}", "c0".repeat(32))
+}
+
+/// How the test server answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Check the envelope and the replay rules: 202, or the protocol's error.
+    Ingest,
+    /// Answer this status with this code without looking at the body.
+    Fail(u16, &'static str),
+}
+
+struct ServerState {
+    trust: TrustStore,
+    replay: Mutex<ReplayIndex>,
+    received: Mutex<Vec<Envelope>>,
+    requests: AtomicU64,
+    mode: Mutex<Mode>,
+    /// While false, requests wait (a server that accepted the connection but does not answer).
+    open: watch::Receiver<bool>,
+}
+
+struct TestServer {
+    addr: SocketAddr,
+    state: Arc<ServerState>,
+    gate: watch::Sender<bool>,
+    stop: CancellationToken,
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+impl TestServer {
+    async fn start(addr: SocketAddr) -> Self {
+        let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut trust = TrustStore::new();
+        trust.insert(KEY_ID, TrustEntry::new(key().verifying_key(), PRODUCER));
+        let (gate, open) = watch::channel(true);
+        let state = Arc::new(ServerState {
+            trust,
+            replay: Mutex::new(ReplayIndex::new()),
+            received: Mutex::new(Vec::new()),
+            requests: AtomicU64::new(0),
+            mode: Mutex::new(Mode::Ingest),
+            open,
+        });
+        let stop = CancellationToken::new();
+        let served = Arc::clone(&state);
+        let token = stop.clone();
+        tokio::spawn(async move {
+            loop {
+                let (stream, _) = tokio::select! {
+                    () = token.cancelled() => return,
+                    accepted = listener.accept() => accepted.unwrap(),
+                };
+                let state = Arc::clone(&served);
+                let token = token.clone();
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(move |request| {
+                        handle(Arc::clone(&state), request)
+                    });
+                    let connection = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+                    tokio::select! {
+                        () = token.cancelled() => {}
+                        _ = connection => {}
+                    }
+                });
+            }
+        });
+        Self {
+            addr,
+            state,
+            gate,
+            stop,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}/", self.addr)
+    }
+
+    fn set_mode(&self, mode: Mode) {
+        *self.state.mode.lock().unwrap() = mode;
+    }
+
+    /// Requests wait (`false`) or are answered (`true`).
+    fn answer(&self, open: bool) {
+        self.gate.send_replace(open);
+    }
+
+    fn requests(&self) -> u64 {
+        self.state.requests.load(Ordering::SeqCst)
+    }
+
+    fn received(&self) -> Vec<Envelope> {
+        self.state.received.lock().unwrap().clone()
+    }
+}
+
+fn json(status: u16, body: &serde_json::Value) -> hyper::Response<Full<Bytes>> {
+    hyper::Response::builder()
+        .status(status)
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(format!("{body}\n"))))
+        .unwrap()
+}
+
+fn error(status: u16, code: &str) -> hyper::Response<Full<Bytes>> {
+    json(
+        status,
+        &serde_json::json!({"code": code, "message": format!("test server: {code}")}),
+    )
+}
+
+async fn handle(
+    state: Arc<ServerState>,
+    request: hyper::Request<hyper::body::Incoming>,
+) -> Result<hyper::Response<Full<Bytes>>, std::convert::Infallible> {
+    state.requests.fetch_add(1, Ordering::SeqCst);
+    let mut open = state.open.clone();
+    let _ = open.wait_for(|open| *open).await;
+    if request.uri().path() != "/api/evidence/v1/envelopes" || request.method() != "POST" {
+        return Ok(error(404, "not_found"));
+    }
+    let body = request.into_body().collect().await.unwrap().to_bytes();
+    let mode = *state.mode.lock().unwrap();
+    if let Mode::Fail(status, code) = mode {
+        return Ok(error(status, code));
+    }
+    let admitted = match pacto_evidence::admit(&body, &state.trust, Timestamp::now()) {
+        Ok(admitted) => admitted,
+        Err(refusal) => {
+            let code = refusal.code();
+            return Ok(error(code.http_status(), code.as_str()));
+        }
+    };
+    let envelope = admitted.envelope;
+    if let Err(replay) =
+        state
+            .replay
+            .lock()
+            .unwrap()
+            .accept(&envelope.id, &envelope.producer.id, envelope.sequence)
+    {
+        return Ok(error(409, replay.code().as_str()));
+    }
+    let id = envelope.id.clone();
+    state.received.lock().unwrap().push(envelope);
+    Ok(json(
+        202,
+        &serde_json::json!({
+            "acceptedAt": Timestamp::now().to_rfc3339_nano(),
+            "compliance": "Compliant",
+            "findings": 0,
+            "id": id,
+        }),
+    ))
+}
+
+fn config(url: &str, queue: usize) -> ProducerConfig {
+    let mut config = ProducerConfig::new(url, Key::from_signing_key(key()), KEY_ID);
+    PRODUCER.clone_into(&mut config.producer_id);
+    config.queue_size = queue;
+    config.min_backoff = Duration::from_millis(20);
+    config.max_backoff = Duration::from_millis(200);
+    config.request_timeout = Duration::from_secs(30);
+    config
+}
+
+/// A valid evidence set of a workload, about the contract pinned by [`digest`].
+fn record(n: u32) -> Record {
+    let now = Timestamp::now();
+    let set = EvidenceSet {
+        subject: SubjectRef::new("service", "shop/orders"),
+        contract_ref: format!("oci://registry.local/acme/orders@{}", digest()),
+        source: "k8s-observer".into(),
+        observed_at: now,
+        observations: Some(vec![Observation::new(
+            ObservationKind::WorkloadObserved,
+            "orders",
+            Outcome::Observed(Value::Workload(WorkloadValue {
+                workload_type: "service".into(),
+            })),
+            Provenance::new("k8s-observer", now),
+        )]),
+        subject_missing: false,
+    };
+    Record {
+        id: format!("sha256:{n:064x}"),
+        set: SignedEvidenceSet::from_engine(&set).unwrap(),
+        pacto: format!("shop/orders-{n}"),
+    }
+}
+
+async fn settled(producer: &Producer, want: u64) {
+    eventually(
+        &format!("{want} records settled"),
+        Duration::from_secs(30),
+        || async {
+            let d = producer.delivery();
+            if d.settled() >= want {
+                Ok(())
+            } else {
+                Err(format!("{d:?}"))
+            }
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn records_are_signed_verifiable_and_sequences_increase_across_restarts() {
+    let server = TestServer::start("127.0.0.1:0".parse().unwrap()).await;
+    let shutdown = CancellationToken::new();
+    let producer = Producer::start(config(&server.url(), 10), shutdown.clone()).unwrap();
+    for n in 0..3 {
+        producer.offer(record(n));
+    }
+    settled(&producer, 3).await;
+    let d = producer.delivery();
+    assert_eq!((d.accepted, d.failed, d.dropped), (3, 0, 0), "{d:?}");
+    let received = server.received();
+    assert_eq!(
+        received.iter().map(|e| e.id.clone()).collect::<Vec<_>>(),
+        (0..3).map(|n| record(n).id).collect::<Vec<_>>(),
+        "sent in the order offered"
+    );
+    let sequences: Vec<u64> = received.iter().map(|e| e.sequence).collect();
+    assert!(sequences.windows(2).all(|w| w[0] < w[1]), "{sequences:?}");
+    let first = &received[0];
+    assert_eq!(
+        (first.producer.id.as_str(), first.producer.key_id.as_str()),
+        (PRODUCER, KEY_ID)
+    );
+    assert!(!first.expires_at.is_zero() && !first.issued_at.is_zero());
+
+    // A new process (nothing carried over but the key): its first sequence is above the last
+    // one the server accepted, so the server takes it (202, not a replay).
+    shutdown.cancel();
+    let restarted = Producer::start(config(&server.url(), 10), CancellationToken::new()).unwrap();
+    restarted.offer(record(3));
+    settled(&restarted, 1).await;
+    assert_eq!(
+        restarted.delivery().accepted,
+        1,
+        "{:?}",
+        restarted.delivery()
+    );
+    let after = server.received();
+    assert!(after[3].sequence > sequences[2], "{after:?}");
+
+    // The same record again (a pass replayed after a failed status write): the server has it,
+    // 409 replay, which counts as delivered.
+    restarted.offer(record(3));
+    settled(&restarted, 2).await;
+    let d = restarted.delivery();
+    assert_eq!((d.accepted, d.replayed, d.failed), (1, 1, 0), "{d:?}");
+}
+
+#[tokio::test]
+async fn a_full_queue_drops_new_records_and_counts_them() {
+    let handle = pacto_runtime::metrics::install_recorder().unwrap();
+    let server = TestServer::start("127.0.0.1:0".parse().unwrap()).await;
+    server.answer(false);
+    let producer = Producer::start(config(&server.url(), 2), CancellationToken::new()).unwrap();
+    producer.offer(record(10));
+    // The first record is in flight (the server holds it): the queue is empty again.
+    eventually(
+        "the first record in flight",
+        Duration::from_secs(10),
+        || async { (server.requests() == 1 && producer.queued() == 0).then_some(()) },
+    )
+    .await;
+    for n in 11..15 {
+        producer.offer(record(n));
+    }
+    let d = producer.delivery();
+    assert_eq!((d.offered, d.dropped), (5, 2), "{d:?}");
+    assert_eq!(producer.queued(), 2);
+    let metrics = handle.render();
+    assert!(
+        metrics.contains("pacto_status_writer_evidence_dropped_total{reason=\"queue_full\"} 2"),
+        "{metrics}"
+    );
+    server.answer(true);
+    settled(&producer, 5).await;
+    let d = producer.delivery();
+    assert_eq!((d.accepted, d.dropped), (3, 2), "{d:?}");
+    assert_eq!(
+        server
+            .received()
+            .iter()
+            .map(|e| e.id.clone())
+            .collect::<Vec<_>>(),
+        [10, 11, 12].map(|n| record(n).id).to_vec()
+    );
+}
+
+#[tokio::test]
+async fn a_down_server_is_retried_and_a_refusal_is_not() {
+    // Nothing listens: transport errors are retried, with backoff, until the server is there.
+    let addr = closed_port().await;
+    let producer = Producer::start(
+        config(&format!("http://{addr}"), 10),
+        CancellationToken::new(),
+    )
+    .unwrap();
+    producer.offer(record(20));
+    eventually("retries", Duration::from_secs(10), || async {
+        (producer.delivery().retries >= 2).then_some(())
+    })
+    .await;
+    assert_eq!(producer.delivery().settled(), 0);
+    let server = TestServer::start(addr).await;
+    settled(&producer, 1).await;
+    assert_eq!(producer.delivery().accepted, 1);
+
+    // A 5xx is retried too; the record goes through once the server recovers.
+    server.set_mode(Mode::Fail(503, "registry_unavailable"));
+    let retries = producer.delivery().retries;
+    producer.offer(record(21));
+    eventually("5xx retried", Duration::from_secs(10), || async {
+        (producer.delivery().retries >= retries + 2).then_some(())
+    })
+    .await;
+    server.set_mode(Mode::Ingest);
+    settled(&producer, 2).await;
+    assert_eq!(producer.delivery().accepted, 2);
+
+    // A 4xx other than replay is final: counted as failed, not retried.
+    server.set_mode(Mode::Fail(422, "contract_ref_rejected"));
+    let retries = producer.delivery().retries;
+    producer.offer(record(22));
+    settled(&producer, 3).await;
+    let d = producer.delivery();
+    assert_eq!((d.accepted, d.failed, d.retries), (2, 1, retries), "{d:?}");
+
+    // The real checks refuse a record signed with a key the server does not trust.
+    server.set_mode(Mode::Ingest);
+    let mut other = config(&server.url(), 10);
+    other.key = Key::from_signing_key(SigningKey::from_bytes(&[9; 32]));
+    let stranger = Producer::start(other, CancellationToken::new()).unwrap();
+    stranger.offer(record(23));
+    settled(&stranger, 1).await;
+    assert_eq!(stranger.delivery().failed, 1, "{:?}", stranger.delivery());
+}
+
+// ---- The status-writer as a producer, against a real cluster ----
+
+/// Pushes the orders contract (a service workload) to `registry`; returns its digest.
+async fn push_contract(registry: &pacto_testenv::registry::Registry) -> String {
+    use pacto_contract::bundle::{BundleFiles, CONTRACT_FILE};
+    use pacto_contract::reference::Reference;
+    let yaml =
+        "pactoVersion: \"2.0\"\nservice:\n  name: orders\n  version: 1.0.0\nworkload: service\n";
+    let mut files = BundleFiles::new();
+    files.insert(CONTRACT_FILE, yaml.as_bytes().to_vec());
+    let client = pacto_oci::RegistryClient::new(
+        pacto_oci::ClientOptions {
+            insecure_registries: vec![registry.host()],
+            ..pacto_oci::ClientOptions::default()
+        },
+        &pacto_oci::Credentials::Anonymous,
+    )
+    .unwrap();
+    let reference = Reference::parse(&format!("{}/acme/orders:1.0.0", registry.host())).unwrap();
+    let meta = pacto_oci::BundleMeta {
+        name: "orders".into(),
+        version: "1.0.0".into(),
+        pacto_version: "2.0".into(),
+    };
+    client
+        .push(&reference, &files, &meta, true, &|_| {})
+        .await
+        .unwrap()
+        .digest
+}
+
+fn orders(registry: &pacto_testenv::registry::Registry) -> Pacto {
+    let mut p = pacto("orders", "", Some("orders"));
+    p.spec.contract_ref = ContractRef {
+        oci: Some(format!("oci://{}/acme/orders:1.0.0", registry.host())),
+        ..ContractRef::default()
+    };
+    // An hour: no timer requeue during the test; reconciles come from changes.
+    p.spec.check_interval_seconds = Some(3600);
+    p
+}
+
+/// Touches an annotation `times` times and waits until each touch was reconciled: passes that
+/// change nothing (steady reconciles).
+async fn steady_reconciles(h: &common::Harness, api: &Api<Pacto>, times: u32) {
+    for n in 0..times {
+        let before = h.ctx.reconciles();
+        api.patch(
+            "orders",
+            &PatchParams::default(),
+            &Patch::Merge(
+                serde_json::json!({"metadata": {"annotations": {"test/touch": n.to_string()}}}),
+            ),
+        )
+        .await
+        .unwrap();
+        eventually("a steady reconcile", Duration::from_secs(20), || async {
+            (h.ctx.reconciles() > before).then_some(())
+        })
+        .await;
+    }
+}
+
+/// The real Evidence Server for `subject` (in `registry`), trusting [`key`] for [`PRODUCER`],
+/// with its own contract-resolver over mTLS; its base URL.
+async fn evidence_server(
+    registry: &pacto_testenv::registry::Registry,
+    subject: &str,
+    dir: &std::path::Path,
+    stop: &CancellationToken,
+) -> String {
+    use pacto_evidence::store::{Store, StoreOptions, Subjects};
+    use pacto_runtime::testing::{TestCa, TestEndpoint};
+    const RESOLVER: &str = "contract-resolver.pacto.svc";
+    let identity = pacto_runtime::spiffe_id("pacto", "pacto-system", "pacto-evidence-server");
+    let ca = TestCa::new("evidence server test CA").unwrap();
+    let (endpoint, serve) = TestEndpoint::bind(&ca, dir, RESOLVER, &[identity.as_str()]).await;
+    let mut config = pacto_contract_resolver::ResolverConfig::default();
+    config.registry.client.insecure_registries = vec![registry.host()];
+    let resolver = pacto_contract_resolver::Resolver::new(config, None).unwrap();
+    tokio::spawn(pacto_contract_resolver::serve(
+        serve,
+        pacto_contract_resolver::ResolverService::new(Arc::new(resolver)),
+        stop.clone(),
+    ));
+    let storage = Store::new(
+        Subjects::parse(&[subject]).unwrap(),
+        StoreOptions {
+            client: pacto_oci::ClientOptions {
+                insecure_registries: vec![registry.host()],
+                ..pacto_oci::ClientOptions::default()
+            },
+            ..StoreOptions::default()
+        },
+        &pacto_oci::Keychain::new(),
+    )
+    .unwrap();
+    let mut trust = TrustStore::new();
+    trust.insert(KEY_ID, TrustEntry::new(key().verifying_key(), PRODUCER));
+    let api = pacto_evidence_server::Api {
+        trust,
+        producers: vec![PRODUCER.to_owned()],
+        storage,
+        resolver: pacto_evidence_server::ContractResolver::new(
+            ca.channel(
+                dir,
+                "evidence-server",
+                &[&identity],
+                endpoint.grpc,
+                RESOLVER,
+            ),
+            pacto_runtime::grpc::RetryPolicy {
+                max_retries: 1,
+                min_delay: Duration::from_millis(10),
+                max_delay: Duration::from_millis(50),
+            },
+            "pacto-system",
+        ),
+        ready_timeout: Duration::from_secs(3),
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let admin = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(pacto_evidence_server::serve(
+        api,
+        listener,
+        admin,
+        Duration::from_secs(10),
+        stop.clone(),
+    ));
+    url
+}
+
+/// The records stored in the registry for `subject`, read back with the evidence store.
+async fn stored_records(
+    registry: &pacto_testenv::registry::Registry,
+    subject: &str,
+) -> Vec<pacto_evidence::store::Record> {
+    use pacto_evidence::store::{HealthStatus, Store, StoreOptions, Subjects};
+    let reader = Store::new(
+        Subjects::parse(&[subject]).unwrap(),
+        StoreOptions {
+            client: pacto_oci::ClientOptions {
+                insecure_registries: vec![registry.host()],
+                ..pacto_oci::ClientOptions::default()
+            },
+            ..StoreOptions::default()
+        },
+        &pacto_oci::Keychain::new(),
+    )
+    .unwrap();
+    let scan = reader.scan().await;
+    assert_eq!(scan.health.status, HealthStatus::Ready, "{scan:?}");
+    let mut records: Vec<_> = scan.records.iter().map(|r| (*r.record).clone()).collect();
+    records.sort_by_key(|r| r.envelope.sequence);
+    records
+}
+
+#[tokio::test]
+async fn one_signed_record_per_verdict_change_and_none_for_steady_reconciles() {
+    let registry = pacto_testenv::registry::Registry::start().expect("docker-registry");
+    let digest = push_contract(&registry).await;
+    let subject = format!("oci://{}/acme/orders@{digest}", registry.host());
+    let dir = tempfile::tempdir().unwrap();
+    let stop = CancellationToken::new();
+    let _stop = stop.clone().drop_guard();
+    let url = evidence_server(&registry, &subject, dir.path(), &stop).await;
+    let producer = Producer::start(config(&url, 100), stop.clone()).unwrap();
+    let h = start_producing(vec![registry.host()], producer.clone()).await;
+    let api: Api<Pacto> = Api::namespaced(h.client.clone(), &h.namespace);
+    api.create(&PostParams::default(), &orders(&registry))
+        .await
+        .unwrap();
+
+    // No workload yet: Unknown, one record.
+    wait_status(&api, "orders", ContractStatus::Unknown).await;
+    settled(&producer, 1).await;
+    steady_reconciles(&h, &api, 3).await;
+    assert_eq!(producer.delivery().offered, 1, "{:?}", producer.delivery());
+
+    // The workload appears: Compliant, a second record.
+    create_orders_target(&h.client, &h.namespace).await;
+    wait_status(&api, "orders", ContractStatus::Compliant).await;
+    settled(&producer, 2).await;
+    steady_reconciles(&h, &api, 3).await;
+    let d = producer.delivery();
+    assert_eq!(
+        (d.offered, d.accepted, d.failed, d.dropped),
+        (2, 2, 0, 0),
+        "{d:?}"
+    );
+
+    // The server stored both as referrers of the contract, and evaluated them as the
+    // status-writer did.
+    let records = stored_records(&registry, &subject).await;
+    assert_eq!(
+        records
+            .iter()
+            .map(|r| r.compliance.as_str())
+            .collect::<Vec<_>>(),
+        ["Unknown", "Compliant"]
+    );
+    for record in &records {
+        let envelope = &record.envelope;
+        assert_eq!(envelope.evidence_set.contract_ref, subject);
+        assert_eq!(
+            envelope.evidence_set.subject.name,
+            format!("{}/orders", h.namespace)
+        );
+        assert_eq!(
+            (
+                envelope.producer.id.as_str(),
+                envelope.producer.key_id.as_str()
+            ),
+            (PRODUCER, KEY_ID)
+        );
+        assert_eq!(record.service, "orders");
+    }
+    // Unknown rests on nothing observed (the Service is missing); Compliant on the workload
+    // observed as a service.
+    assert_eq!(records[0].envelope.evidence_set.observation_count(), 0);
+    let observed = records[1]
+        .envelope
+        .evidence_set
+        .observations
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|o| o.observation().kind)
+        .collect::<Vec<_>>();
+    assert_eq!(observed, [ObservationKind::WorkloadObserved]);
+    assert_ne!(records[0].envelope.id, records[1].envelope.id);
+
+    // A restarted status-writer (a new producer: nothing carried over but the key) signs above
+    // every sequence the server has stored (its replay state is rebuilt from the registry), so
+    // its next record is stored, not refused as a replay.
+    let restarted = Producer::start(config(&url, 10), stop.clone()).unwrap();
+    restarted.offer(Record {
+        id: format!("sha256:{:064x}", 7),
+        set: records[1].envelope.evidence_set.clone(),
+        pacto: format!("{}/orders", h.namespace),
+    });
+    settled(&restarted, 1).await;
+    assert_eq!(
+        restarted.delivery().accepted,
+        1,
+        "{:?}",
+        restarted.delivery()
+    );
+    let after = stored_records(&registry, &subject).await;
+    assert_eq!(after.len(), 3);
+    assert!(after[2].envelope.sequence > records[1].envelope.sequence);
+}
+
+#[tokio::test]
+async fn a_server_that_does_not_answer_changes_no_verdict_and_holds_no_reconcile() {
+    let registry = pacto_testenv::registry::Registry::start().expect("docker-registry");
+    push_contract(&registry).await;
+    // The server accepts connections and never answers.
+    let server = TestServer::start("127.0.0.1:0".parse().unwrap()).await;
+    server.answer(false);
+    let mut patient = config(&server.url(), 100);
+    // Longer than the test: the held request does not time out into a retry.
+    patient.request_timeout = Duration::from_mins(10);
+    let producer = Producer::start(patient, CancellationToken::new()).unwrap();
+    let h = start_producing(vec![registry.host()], producer.clone()).await;
+    let api: Api<Pacto> = Api::namespaced(h.client.clone(), &h.namespace);
+    api.create(&PostParams::default(), &orders(&registry))
+        .await
+        .unwrap();
+    wait_status(&api, "orders", ContractStatus::Unknown).await;
+    create_orders_target(&h.client, &h.namespace).await;
+    let (_, status) = wait_status(&api, "orders", ContractStatus::Compliant).await;
+    assert!(status.findings.is_empty(), "{:?}", status.findings);
+    steady_reconciles(&h, &api, 2).await;
+    // Both verdicts were written while the first record was still unanswered: the reconciles
+    // did not wait for the server.
+    let d = producer.delivery();
+    assert_eq!((d.offered, d.settled()), (2, 0), "{d:?}");
+    assert_eq!(server.requests(), 1);
+    assert_eq!(producer.queued(), 1);
+    let (_, again) = wait_status(&api, "orders", ContractStatus::Compliant).await;
+    assert_eq!(
+        again.last_reconciled_at, status.last_reconciled_at,
+        "no status change"
+    );
+    // Once it answers, both records go through.
+    server.answer(true);
+    settled(&producer, 2).await;
+    assert_eq!(producer.delivery().accepted, 2);
+}
