@@ -156,3 +156,21 @@ impl Drop for GgcrRegistry {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn starts_answers_and_stops() {
+        let registry = GgcrRegistry::start().expect("ggcr registry starts");
+        let addr = registry.addr();
+        assert_eq!(crate::registry::http_status(addr, "/v2/"), Some(200));
+        drop(registry);
+        assert_eq!(
+            crate::registry::http_status(addr, "/v2/"),
+            None,
+            "process stopped"
+        );
+    }
+}
