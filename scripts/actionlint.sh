@@ -41,7 +41,7 @@ fi
 if [ "${1:-}" = --run ]; then
   cd "$REPO"
   # shellcheck and pyflakes are used for `run:` scripts when they are installed.
-  "$BIN" -color=never .github/workflows/*.yml
+  "$BIN" -no-color .github/workflows/*.yml
   echo "actionlint: $(ls .github/workflows/*.yml | wc -l) workflows clean" >&2
 else
   echo "$BIN"

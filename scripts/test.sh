@@ -58,6 +58,9 @@ export PACTO_CHART_TOOLS
 if [ "$(id -u)" = 0 ]; then require_ebpf=1; else require_ebpf=0; fi
 export SOCKWATCH_REQUIRE_CLANG="${SOCKWATCH_REQUIRE_CLANG:-1}" PACTO_REQUIRE_EBPF="${PACTO_REQUIRE_EBPF:-$require_ebpf}"
 
+step "actionlint over .github/workflows (pinned, built once: scripts/actionlint.sh)"
+scripts/actionlint.sh --run
+
 step "cargo fmt --check"
 cargo fmt --all --check
 
