@@ -17,6 +17,8 @@
 #   --out          the artifacts' directory (default dist/<component>-<version>, emptied first)
 #   --no-push      build everything, push nothing
 #
+#   scripts/release.sh --version-of COMPONENT    prints the version the component's files carry
+#
 # What a component gets, by kind:
 #   service  the image (scripts/stage-service-image.sh + services/<name>/Containerfile, buildah, linux/amd64),
 #            its SBOM (scripts/sbom.sh, CycloneDX JSON), its chart packaged and pushed as an OCI chart
@@ -40,10 +42,15 @@ log() { echo "release: $*" >&2; }
 die() { printf "release: error: %b\n" "$*" >&2; exit 1; }
 usage="usage: scripts/release.sh COMPONENT VERSION --registry HOST[:PORT] [--plain-http] [--profile release|debug] [--out DIR] [--no-push]"
 
+# `scripts/release.sh --version-of COMPONENT`: the version its files carry (what a tag must name).
+if [ "${1:-}" = --version-of ]; then
+  [ "$#" -eq 2 ] || die "usage: scripts/release.sh --version-of COMPONENT"
+  set -- "$2" 0.0.0 --registry none --version-of
+fi
 [ "$#" -ge 2 ] || die "$usage"
 COMPONENT="$1" VERSION="$2"
 shift 2
-REGISTRY="" PLAIN=0 PROFILE=release OUT="" PUSH=1
+REGISTRY="" PLAIN=0 PROFILE=release OUT="" PUSH=1 VERSION_OF=0
 while [ "$#" -gt 0 ]; do
   case "$1" in
     --registry) REGISTRY="${2:-}"; shift 2 || die "--registry needs a value" ;;
@@ -51,6 +58,7 @@ while [ "$#" -gt 0 ]; do
     --profile) PROFILE="${2:-}"; shift 2 || die "--profile needs a value" ;;
     --out) OUT="${2:-}"; shift 2 || die "--out needs a value" ;;
     --no-push) PUSH=0; shift ;;
+    --version-of) VERSION_OF=1; shift ;;
     *) die "unknown argument '$1' ($usage)" ;;
   esac
 done
@@ -83,6 +91,7 @@ if [ "$CRATE" != - ]; then
 else
   files_version="$(chart_field "$CHART" version)"
 fi
+if [ "$VERSION_OF" = 1 ]; then echo "$files_version"; exit 0; fi
 [ "$files_version" = "$VERSION" ] \
   || die "$COMPONENT: the files carry version $files_version, not $VERSION (bump the crate and chart first)"
 if [ "$CHART" != - ]; then
