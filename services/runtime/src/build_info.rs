@@ -2,6 +2,8 @@
 //! crate's build script (`services/runtime/build-info.rs`) and served on the admin port as
 //! `/version` (docs/upgrade.md, "Versions").
 
+use std::fmt::Write as _;
+
 /// A binary's build metadata. Build it with [`crate::build_info!`] in the service crate, whose
 /// build script sets the variables it reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,7 +39,9 @@ fn json_string(s: &str) -> String {
         match c {
             '"' => out.push_str("\\\""),
             '\\' => out.push_str("\\\\"),
-            c if u32::from(c) < 0x20 => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+            c if u32::from(c) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", u32::from(c));
+            }
             c => out.push(c),
         }
     }

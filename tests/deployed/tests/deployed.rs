@@ -234,7 +234,7 @@ async fn helmfile_sync_brings_every_service_up(d: &Deployed) -> Result<()> {
         );
         let image = container["image"].as_str().unwrap_or_default();
         ensure!(
-            image.starts_with(&format!("{}/{}/", IMAGE_HOST, RELEASE_PREFIX)),
+            image.starts_with(&format!("{IMAGE_HOST}/{RELEASE_PREFIX}/")),
             "{name} runs {image}, not a released image"
         );
     }
