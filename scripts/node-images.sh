@@ -8,13 +8,15 @@
 #   localhost/busybox:1.35                  busybox-static with its applets (images/busybox)
 #   localhost/pacto-sample-http:0.1         an HTTP workload with /healthz, /readyz, /metrics (images/sample-http)
 #
-#   scripts/node-images.sh [--profile debug|release] [--out DIR] [--load SOCKET]
+#   scripts/node-images.sh [--profile debug|release] [--out DIR] [--load SOCKET] [--node-only]
 #
 #   --profile  cargo profile of the service binaries (default debug); they are built with `cargo build`
 #              (honouring CARGO_TARGET_DIR); release images get the binaries without debug sections
 #              (scripts/stage-service-image.sh --strip-debug), debug images keep their line tables
 #   --out      where the archives go (default $PACTO_CACHE/images, PACTO_CACHE defaulting to ~/.cache/pacto)
 #   --load     also import every archive into the containerd at SOCKET, namespace k8s.io (`ctr images import`)
+#   --node-only  only the node images (pause, coredns, busybox, sample-http), not the services: the
+#              deployed tier pulls those from a registry scripts/release.sh pushed them to
 #
 # Prints the archive paths on stdout, one per line; a table of images and sizes goes to stderr. Each
 # archive is named after the image and a hash of its Containerfile and staged context, so an unchanged
@@ -25,7 +27,8 @@ set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE="${PACTO_CACHE:-${HOME:-/root}/.cache/pacto}"
-COMPONENTS=(contract-resolver evaluator observer status-writer node-agent evidence-server)
+# The services with an image: the `service` lines of release/components.
+mapfile -t COMPONENTS < <(awk '$1 !~ /^#/ && NF == 5 && $2 == "service" { print $1 }' "$REPO/release/components")
 IMAGE_REPOSITORY="ghcr.io/trianalab/pacto-operator-rs"
 BUSYBOX=/bin/busybox
 
@@ -35,12 +38,14 @@ die() { printf "node-images: error: %b\n" "$*" >&2; exit 1; }
 PROFILE=debug
 OUT=""
 LOAD=""
+NODE_ONLY=0
 while [ "$#" -gt 0 ]; do
   case "$1" in
     --profile) PROFILE="${2:-}"; shift 2 || die "--profile needs a value" ;;
     --out) OUT="${2:-}"; shift 2 || die "--out needs a value" ;;
     --load) LOAD="${2:-}"; shift 2 || die "--load needs a value" ;;
-    *) die "unknown argument '$1' (usage: scripts/node-images.sh [--profile debug|release] [--out DIR] [--load SOCKET])" ;;
+    --node-only) NODE_ONLY=1; shift ;;
+    *) die "unknown argument '$1' (usage: scripts/node-images.sh [--profile debug|release] [--out DIR] [--load SOCKET] [--node-only])" ;;
   esac
 done
 case "$PROFILE" in
@@ -49,6 +54,7 @@ case "$PROFILE" in
   *) die "--profile must be debug or release, not '$PROFILE'" ;;
 esac
 OUT="${OUT:-$CACHE/images}"
+if [ "$NODE_ONLY" = 1 ]; then COMPONENTS=(); fi
 
 need() { command -v "$1" >/dev/null 2>&1 || die "'$1' is not installed ($2)"; }
 need buildah "scripts/install-deps.sh --node"
@@ -76,10 +82,12 @@ k8s_bin="$("$REPO/scripts/k8s-binaries.sh" --node)" || die "scripts/k8s-binaries
 coredns_bin="$(readlink -f "$k8s_bin/coredns")"
 coredns_version="$(basename "$(dirname "$coredns_bin")")"
 
-log "cargo build of the ${#COMPONENTS[@]} services ($PROFILE profile)"
 packages=()
 for c in "${COMPONENTS[@]}"; do packages+=(-p "pacto-$c"); done
-(cd "$REPO" && cargo build --locked "${cargo_profile[@]}" "${packages[@]}") || die "cargo build of the services failed"
+if [ "${#packages[@]}" -gt 0 ]; then
+  log "cargo build of the ${#COMPONENTS[@]} services ($PROFILE profile)"
+  (cd "$REPO" && cargo build --locked "${cargo_profile[@]}" "${packages[@]}") || die "cargo build of the services failed"
+fi
 target_dir="${CARGO_TARGET_DIR:-$REPO/target}"
 case "$target_dir" in /*) ;; *) target_dir="$REPO/$target_dir" ;; esac
 

@@ -25,6 +25,12 @@ step() { printf '\n==> %s (%s)\n' "$1" "$(date -u +%H:%M:%S)" >&2; }
 # A clean build writes several GB under target/; say so up front rather than fail in the linker.
 # Incremental state only helps rebuilds, which a clean checkout never does.
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+# The build metadata every binary carries (/version, `pacto version`; services/runtime/build-info.rs),
+# fixed for the whole run as scripts/release.sh fixes it, so the release rehearsal of the deployed
+# tier reuses the test build instead of rebuilding the services with other values.
+PACTO_BUILD_COMMIT="${PACTO_BUILD_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}"
+SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct HEAD 2>/dev/null || echo 0)}"
+export PACTO_BUILD_COMMIT SOURCE_DATE_EPOCH
 target_dir="${CARGO_TARGET_DIR:-target}"
 mkdir -p "$target_dir"
 free_kib="$(df -Pk "$target_dir" | awk 'NR == 2 { print $4 }')"
@@ -64,6 +70,9 @@ export PACTO_CHART_TOOLS
 if [ "$(id -u)" = 0 ]; then require_ebpf=1; else require_ebpf=0; fi
 export SOCKWATCH_REQUIRE_CLANG="${SOCKWATCH_REQUIRE_CLANG:-1}" PACTO_REQUIRE_EBPF="${PACTO_REQUIRE_EBPF:-$require_ebpf}"
 
+step "actionlint over .github/workflows (pinned, built once: scripts/actionlint.sh)"
+scripts/actionlint.sh --run
+
 step "cargo fmt --check"
 cargo fmt --all --check
 
@@ -85,10 +94,10 @@ else
 fi
 
 if [ "$deployed" = 1 ]; then
-  step "node images (built once per content)"
-  PACTO_NODE_IMAGES="$(scripts/node-images.sh)"
+  step "node images (built once per content; the service images come from the release rehearsal)"
+  PACTO_NODE_IMAGES="$(scripts/node-images.sh --node-only)"
   export PACTO_NODE_IMAGES
-  step "deployed tier on a real node (root; alone, after the other tiers)"
+  step "deployed tier on a real node (root; alone, after the other tiers): release rehearsal to a local registry, install from it"
   started=$SECONDS
   cargo test -p pacto-deployed -- --nocapture
   step "deployed tier passed in $((SECONDS - started)) s"

@@ -8,9 +8,13 @@
 //! the object's BTF line info.
 use std::{env, path::PathBuf, process::Command};
 
+// The build metadata `/version` reports (PACTO_BUILD_COMMIT, PACTO_BUILD_TIME).
+include!("../runtime/build-info.rs");
+
 const PROGRAM: &str = "sockwatch";
 
 fn main() {
+    emit_build_info();
     let manifest =
         PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let src_dir = manifest.join("libbpf-programs");

@@ -101,6 +101,10 @@ pub fn execute(cli: Cli) -> u8 {
                 EXIT_ERROR
             }
         },
+        Command::Version { output } => {
+            print_version(output);
+            EXIT_OK
+        }
         Command::Completions { shell } => {
             let mut out = std::io::stdout().lock();
             match crate::reference::completions(shell, &mut out)
@@ -518,4 +522,21 @@ fn local_refs(contract: &Contract) -> Vec<String> {
         }
     }
     out
+}
+
+/// `pacto version`: the crate version, the commit and the build time the build script captured
+/// (services/runtime/build-info.rs), as text or one JSON object.
+fn print_version(output: OutputFormat) {
+    let (version, commit, built) = (
+        env!("CARGO_PKG_VERSION"),
+        env!("PACTO_BUILD_COMMIT"),
+        env!("PACTO_BUILD_TIME"),
+    );
+    match output {
+        OutputFormat::Text => println!("pacto {version} (commit {commit}, built {built})"),
+        OutputFormat::Json => println!(
+            "{}",
+            serde_json::json!({"name": "pacto", "version": version, "commit": commit, "buildTime": built})
+        ),
+    }
 }

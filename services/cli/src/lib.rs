@@ -256,6 +256,12 @@ pub enum Command {
     /// Explain a Pacto's verdict from the cluster (kubeconfig): conditions, findings, the
     /// troubleshooting guide's next step, readiness, events and the next check.
     Status(StatusArgs),
+    /// Print this binary's version, the git commit it was built from and its build time.
+    Version {
+        /// Output format.
+        #[arg(long, short, value_enum, default_value_t = OutputFormat::Text, env = "PACTO_OUTPUT")]
+        output: OutputFormat,
+    },
     /// Print the shell completion script of `pacto` for a shell (bash, zsh, fish, elvish,
     /// powershell) to standard output.
     Completions {

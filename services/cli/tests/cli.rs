@@ -861,3 +861,35 @@ fn completions_are_printed_per_shell_and_complete_in_bash() {
         stderr(&out)
     );
 }
+
+#[test]
+fn version_reports_the_crate_version_commit_and_build_time() {
+    let home = home();
+    let out = run(pacto(home.path()).args(["version", "-o", "json"]));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("one JSON object");
+    assert_eq!(v["name"], "pacto");
+    assert_eq!(v["version"], env!("CARGO_PKG_VERSION"));
+    // The build script's values (services/runtime/build-info.rs), the same for this test binary.
+    assert_eq!(v["commit"], env!("PACTO_BUILD_COMMIT"));
+    assert_eq!(v["buildTime"], env!("PACTO_BUILD_TIME"));
+    let commit = v["commit"].as_str().unwrap_or_default();
+    assert!(
+        commit == "unknown"
+            || ((7..=40).contains(&commit.len()) && commit.chars().all(|c| c.is_ascii_hexdigit())),
+        "commit {commit:?}"
+    );
+    let time = v["buildTime"].as_str().unwrap_or_default();
+    assert!(
+        time.len() == 20 && time.ends_with('Z') && time.as_bytes()[10] == b'T',
+        "build time {time:?}"
+    );
+    let text = stdout(&run(pacto(home.path()).arg("version")));
+    assert_eq!(
+        text,
+        format!(
+            "pacto {} (commit {commit}, built {time})\n",
+            env!("CARGO_PKG_VERSION")
+        )
+    );
+}

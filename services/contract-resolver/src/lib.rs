@@ -250,6 +250,7 @@ pub async fn serve(
         grpc: "ContractResolver",
         process: "contract resolver",
         describe_metrics: metrics::describe,
+        build: pacto_runtime::build_info!(),
     };
     pacto_runtime::service::serve(config, router, std::future::ready(true), names, shutdown)
         .await?;

@@ -304,6 +304,7 @@ pub async fn serve(
         grpc: "Evaluator",
         process: "evaluator",
         describe_metrics,
+        build: pacto_runtime::build_info!(),
     };
     pacto_runtime::service::serve(config, router, std::future::ready(true), names, shutdown).await
 }

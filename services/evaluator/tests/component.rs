@@ -267,6 +267,18 @@ async fn admin_endpoints_and_promtool_clean_metrics() {
     assert_eq!(admin_get(server.admin, "/healthz").await.0, 200);
     assert_eq!(admin_get(server.admin, "/readyz").await.0, 200);
     assert_eq!(admin_get(server.admin, "/nope").await.0, 404);
+    // `/version`: the evaluator crate's version and the build script's commit and time.
+    let (code, version) = admin_get(server.admin, "/version").await;
+    assert_eq!(code, 200);
+    assert_eq!(
+        version,
+        format!(
+            "{{\"name\":\"pacto-evaluator\",\"version\":\"{}\",\"commit\":\"{}\",\"buildTime\":\"{}\"}}\n",
+            env!("CARGO_PKG_VERSION"),
+            env!("PACTO_BUILD_COMMIT"),
+            env!("PACTO_BUILD_TIME")
+        )
+    );
     let (code, metrics) = admin_get(server.admin, "/metrics").await;
     assert_eq!(code, 200);
     for name in [

@@ -234,7 +234,12 @@ pub async fn serve<S: Storage>(
     metrics::describe();
     let api_addr = listener.local_addr().ok();
     let admin_addr = admin.local_addr().ok();
-    let admin = AdminServer::spawn(admin, MetricsEndpoint::new(recorder), &shutdown);
+    let admin = AdminServer::spawn(
+        admin,
+        MetricsEndpoint::new(recorder),
+        pacto_runtime::build_info!(),
+        &shutdown,
+    );
     tracing::info!(?api_addr, ?admin_addr, "serving the evidence API");
     admin.readiness().set(true);
     let served = api::serve(listener, Arc::new(api), header_timeout, shutdown.clone()).await;

@@ -86,6 +86,7 @@ pub async fn run(args: Args) -> Result<(), AgentError> {
     let admin = AdminServer::spawn(
         process.bind_admin().await?,
         MetricsEndpoint::new(recorder),
+        pacto_runtime::build_info!(),
         &process.shutdown,
     );
     let config = args.config();

@@ -290,7 +290,12 @@ async fn observation_lists_only_own_node_pods_with_their_sockets_and_reports_rea
         .unwrap();
     let admin_addr = admin_listener.local_addr().unwrap();
     let shutdown = CancellationToken::new();
-    let admin = AdminServer::spawn(admin_listener, MetricsEndpoint::new(metrics), &shutdown);
+    let admin = AdminServer::spawn(
+        admin_listener,
+        MetricsEndpoint::new(metrics),
+        pacto_runtime::build_info!(),
+        &shutdown,
+    );
     let readiness: Readiness = admin.readiness().clone();
     let source: SourceFactory = {
         let script = script.clone();

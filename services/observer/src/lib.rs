@@ -296,6 +296,7 @@ pub async fn serve(
         grpc: "Observer",
         process: "observer",
         describe_metrics: metrics::describe,
+        build: pacto_runtime::build_info!(),
     };
     pacto_runtime::service::serve(config, router, ready, names, shutdown).await?;
     Ok(())

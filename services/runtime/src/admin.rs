@@ -1,5 +1,6 @@
-//! The admin HTTP server: `/metrics` (Prometheus text), `/healthz` (process alive) and `/readyz`
-//! (ready to serve, flipped by the service and cleared on shutdown).
+//! The admin HTTP server: `/metrics` (Prometheus text), `/healthz` (process alive), `/readyz`
+//! (ready to serve, flipped by the service and cleared on shutdown) and `/version` (the binary's
+//! [`BuildInfo`] as JSON).
 //!
 //! `/metrics` renders the process-wide recorder, then an optional [`ExtraMetrics`] hook: series
 //! that must disappear with the object they describe (the global recorder cannot forget a
@@ -22,6 +23,8 @@ use hyper_util::rt::TokioIo;
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::{net::TcpListener, task::JoinHandle};
 use tokio_util::sync::CancellationToken;
+
+use crate::build_info::BuildInfo;
 
 /// Content type of the Prometheus text exposition format.
 const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -122,16 +125,18 @@ pub struct AdminServer {
 
 impl AdminServer {
     /// Serves the admin endpoints on `listener` in a task until `shutdown` is cancelled (or
-    /// [`AdminServer::stop`]). `/readyz` starts not ready.
+    /// [`AdminServer::stop`]). `/readyz` starts not ready; `/version` answers `build`.
     pub fn spawn(
         listener: TcpListener,
         metrics: MetricsEndpoint,
+        build: BuildInfo,
         shutdown: &CancellationToken,
     ) -> Self {
         let readiness = Readiness::new();
         let task = tokio::spawn(serve(
             listener,
             metrics,
+            build,
             readiness.clone(),
             shutdown.clone(),
         ));
@@ -169,6 +174,7 @@ pub async fn bind(addr: SocketAddr) -> Result<TcpListener, AdminError> {
 async fn serve(
     listener: TcpListener,
     metrics: MetricsEndpoint,
+    build: BuildInfo,
     readiness: Readiness,
     shutdown: CancellationToken,
 ) -> Result<(), AdminError> {
@@ -202,7 +208,7 @@ async fn serve(
         let shutdown = shutdown.clone();
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |request| {
-                let response = route(&request, &metrics, &readiness);
+                let response = route(&request, &metrics, &build, &readiness);
                 async move { Ok::<_, Infallible>(response) }
             });
             let connection = hyper::server::conn::http1::Builder::new()
@@ -240,6 +246,7 @@ fn is_transient_accept_error(error: &std::io::Error) -> bool {
 fn route(
     request: &Request<Incoming>,
     metrics: &MetricsEndpoint,
+    build: &BuildInfo,
     readiness: &Readiness,
 ) -> Response<Full<Bytes>> {
     if request.method() != Method::GET && request.method() != Method::HEAD {
@@ -255,6 +262,14 @@ fn route(
             response
         }
         "/healthz" => text(StatusCode::OK, "ok\n"),
+        "/version" => {
+            let mut response = Response::new(Full::new(Bytes::from(build.to_json())));
+            response.headers_mut().insert(
+                header::CONTENT_TYPE,
+                header::HeaderValue::from_static("application/json"),
+            );
+            response
+        }
         "/readyz" if readiness.is_ready() => text(StatusCode::OK, "ready\n"),
         "/readyz" => text(StatusCode::SERVICE_UNAVAILABLE, "not ready\n"),
         _ => text(StatusCode::NOT_FOUND, "not found\n"),
@@ -283,12 +298,19 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         let shutdown = CancellationToken::new();
         let metrics = MetricsEndpoint::new(recorder).with_extra(|| "extra_series 1\n".to_owned());
-        let admin = AdminServer::spawn(listener, metrics, &shutdown);
+        let build = BuildInfo {
+            name: "pacto-test",
+            version: "9.8.7",
+            commit: "0123abc",
+            build_time: "2026-12-04T15:30:45Z",
+        };
+        let admin = AdminServer::spawn(listener, metrics, build, &shutdown);
 
         let (status, body) = admin_get(addr, "/metrics").await;
         assert_eq!(status, 200);
         assert!(body.ends_with("extra_series 1\n"), "{body}");
         assert_eq!(admin_get(addr, "/healthz").await.0, 200);
+        assert_eq!(admin_get(addr, "/version").await, (200, build.to_json()));
         assert_eq!(admin_get(addr, "/readyz").await.0, 503);
         admin.readiness().set(true);
         assert_eq!(admin_get(addr, "/readyz").await.0, 200);

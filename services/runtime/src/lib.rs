@@ -8,7 +8,8 @@
 //! - [`args`]: clap argument groups (flattened into each service's `Args`) with an env var per flag;
 //! - `tracing` initialisation (JSON logs by default, [`TelemetryError`]);
 //! - [`metrics`]: the process-wide Prometheus recorder and the shared RPC metrics;
-//! - [`admin`]: the admin HTTP server (`/metrics`, `/healthz`, `/readyz`);
+//! - [`admin`]: the admin HTTP server (`/metrics`, `/healthz`, `/readyz`, `/version`);
+//! - [`build_info`]: a binary's version, commit and build time ([`build_info!`]);
 //! - [`tls`]: rustls mTLS server and client configuration from PEM files, reloaded on change;
 //! - the peer identity of a client certificate ([`PeerIdentity`], its SANs) and per-service
 //!   allow-lists ([`AllowList`], [`Authorizer`]);
@@ -22,6 +23,7 @@
 
 pub mod admin;
 pub mod args;
+pub mod build_info;
 mod duration;
 mod error;
 pub mod grpc;

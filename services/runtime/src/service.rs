@@ -48,6 +48,8 @@ pub struct ServiceNames {
     pub process: &'static str,
     /// Describes the service's own metrics (called once the recorder is installed).
     pub describe_metrics: fn(),
+    /// What `/version` reports: `pacto_runtime::build_info!()` in the service crate.
+    pub build: crate::build_info::BuildInfo,
 }
 
 /// Serves `router` on `config.grpc` and the admin endpoints on `config.admin` until `shutdown`
@@ -70,7 +72,12 @@ where
     let metrics = crate::metrics::install_recorder()?;
     (names.describe_metrics)();
     let admin_addr = config.admin.local_addr().ok();
-    let admin = AdminServer::spawn(config.admin, MetricsEndpoint::new(metrics), &shutdown);
+    let admin = AdminServer::spawn(
+        config.admin,
+        MetricsEndpoint::new(metrics),
+        names.build,
+        &shutdown,
+    );
     tracing::info!(
         grpc_addr = ?config.grpc.local_addr().ok(),
         admin_addr = ?admin_addr,

@@ -419,7 +419,12 @@ pub async fn serve_elected(
     crate::metrics::describe();
     let gauges = ctx.gauges.clone();
     let metrics = MetricsEndpoint::new(metrics).with_extra(move || gauges.render());
-    let admin = AdminServer::spawn(admin_listener, metrics, &shutdown);
+    let admin = AdminServer::spawn(
+        admin_listener,
+        metrics,
+        pacto_runtime::build_info!(),
+        &shutdown,
+    );
     admin.readiness().set(true);
     // Every replica follows the scope, leader or not, so a new leader starts with it.
     tokio::spawn(ctx.scope.clone().run(ctx.client.clone(), shutdown.clone()));

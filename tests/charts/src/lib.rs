@@ -47,6 +47,20 @@ pub const SERVICE_CHARTS: &[&str] = &[
     "pacto-status-writer",
 ];
 
+/// The `service` components of `release/components` (a crate, an image and a chart each), in
+/// file order: what `scripts/node-images.sh` and `scripts/release.sh` build images for.
+pub fn released_services() -> Result<Vec<String>, std::io::Error> {
+    let text = std::fs::read_to_string(repo_root().join("release").join("components"))?;
+    Ok(text
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .filter_map(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            (cols.len() == 5 && cols[1] == "service").then(|| cols[0].to_owned())
+        })
+        .collect())
+}
+
 /// The library chart holding the templates the service charts share (`charts/pacto-lib`).
 pub const LIBRARY_CHART: &str = "pacto-lib";
 

@@ -22,17 +22,12 @@ pub fn helmfile_template(tools: &Tools, env: &str) -> Result<String> {
     )?)
 }
 
-/// Whether `scripts/node-images.sh` builds the node agent's image (`COMPONENTS=(... node-agent ...)`).
+/// Whether the node agent's image is built and released (a `service` line in `release/components`,
+/// which `scripts/node-images.sh` and `scripts/release.sh` read).
 fn node_agent_image_is_built() -> Result<bool> {
-    let script = std::fs::read_to_string(repo_root().join("scripts/node-images.sh"))
-        .context("read scripts/node-images.sh")?;
-    let components = script
-        .lines()
-        .find_map(|line| line.trim().strip_prefix("COMPONENTS=("))
-        .context("scripts/node-images.sh has no COMPONENTS=(...) line")?;
-    Ok(components
-        .trim_end_matches(')')
-        .split_whitespace()
+    Ok(pacto_chart_tests::released_services()
+        .context("read release/components")?
+        .iter()
         .any(|c| c == "node-agent"))
 }
 

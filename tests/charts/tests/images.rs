@@ -4,8 +4,8 @@
 //! - each service `Containerfile` builds `FROM scratch`, starts the crate's own binary from
 //!   `/usr/local/bin`, and runs as the non-root user the chart's `podSecurityContext` names (the
 //!   node agent as root, in its chart's privileged container: [`ROOT_IMAGES`]);
-//! - `scripts/node-images.sh` builds exactly those services under the repository the charts
-//!   default to.
+//! - `release/components` releases (and `scripts/node-images.sh` builds) exactly those services
+//!   under the repository the charts default to.
 
 use std::{collections::BTreeSet, path::Path};
 
@@ -228,15 +228,17 @@ fn node_images_builds_every_service_under_the_charts_repository() -> Result<()> 
         script.contains(&format!("IMAGE_REPOSITORY=\"{IMAGE_REPOSITORY}\"")),
         "scripts/node-images.sh does not tag the services under {IMAGE_REPOSITORY}"
     );
-    let line = script
-        .lines()
-        .find_map(|l| l.strip_prefix("COMPONENTS=("))
-        .context("scripts/node-images.sh has no COMPONENTS=(...) line")?;
-    let built: BTreeSet<&str> = line.trim_end_matches(')').split_whitespace().collect();
+    ensure!(
+        script.contains("release/components"),
+        "scripts/node-images.sh does not take its services from release/components"
+    );
+    let services = pacto_chart_tests::released_services().context("read release/components")?;
+    let built: BTreeSet<&str> = services.iter().map(String::as_str).collect();
     let charts: BTreeSet<&str> = image_components().into_iter().collect();
     ensure!(
         built == charts,
-        "scripts/node-images.sh builds {built:?}, the service charts are {charts:?}"
+        "release/components releases (and scripts/node-images.sh builds) {built:?}, the service \
+         charts are {charts:?}"
     );
     Ok(())
 }

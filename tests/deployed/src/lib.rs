@@ -5,8 +5,13 @@
 //! the test prints one line and passes; without root under CI (`CI` set and not `0`/`false`) it
 //! fails, since CI must run every tier.
 //!
-//! Images come from `scripts/node-images.sh`: the archives listed (whitespace separated) in
-//! `$PACTO_NODE_IMAGES`, else the script is run here and its output used.
+//! The released components come from a registry, as users get them: [`Deployed::start`] starts a
+//! local docker-registry, runs `scripts/release.sh` for every component of `release/components`
+//! against it (the release rehearsal, docs/upgrade.md), points the node's containerd at it as the
+//! mirror of `ghcr.io` (the charts' default image host) and makes every `helmfile` run install the
+//! charts from it as OCI charts (`chartRepository`). Only the node's own images (pause, CoreDNS,
+//! busybox, the sample workload) are imported, from `scripts/node-images.sh --node-only`: the
+//! archives listed (whitespace separated) in `$PACTO_NODE_IMAGES`, else the script is run here.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -16,6 +21,13 @@ use anyhow::{Context as _, Result, bail, ensure};
 use pacto_chart_tests::{Tools, repo_root};
 use pacto_testenv::node::{self, RealNode, RealNodeOptions};
 use pacto_testenv::process::wait_for;
+use pacto_testenv::registry::Registry;
+
+/// The registry the charts' images default to (`pacto.image` in the library chart), mirrored to
+/// the rehearsal registry on the node.
+pub const IMAGE_HOST: &str = "ghcr.io";
+/// The repository path scripts/release.sh pushes under (its default `PACTO_RELEASE_PREFIX`).
+pub const RELEASE_PREFIX: &str = "trianalab/pacto-operator-rs";
 
 /// The namespace the `local` helmfile environment installs the services into.
 pub const OPERATOR_NAMESPACE: &str = "pacto-system";
@@ -37,13 +49,15 @@ pub fn may_run() -> bool {
     )
 }
 
-/// The image archives: `$PACTO_NODE_IMAGES`, else the output of `scripts/node-images.sh`.
+/// The node's image archives: `$PACTO_NODE_IMAGES`, else the output of
+/// `scripts/node-images.sh --node-only`.
 pub fn image_archives() -> Result<Vec<PathBuf>> {
     let listed = match std::env::var("PACTO_NODE_IMAGES") {
         Ok(v) if !v.trim().is_empty() => v,
         _ => {
             let script = repo_root().join("scripts").join("node-images.sh");
             let out = Command::new(&script)
+                .arg("--node-only")
                 .current_dir(repo_root())
                 .stderr(std::process::Stdio::inherit())
                 .output()
@@ -77,12 +91,83 @@ pub async fn step<T>(
     result
 }
 
-/// A real node with the helm tools pointed at it.
+/// One component of `release/components` as the rehearsal released it.
+#[derive(Debug, Clone)]
+pub struct Released {
+    /// The component's name (`observer`, `crds`, …).
+    pub name: String,
+    /// Its kind (`service`, `chart`, `cli`).
+    pub kind: String,
+    /// The version released (the one its files carry).
+    pub version: String,
+    /// The directory of its artifacts (`scripts/release.sh --out`).
+    pub out: PathBuf,
+}
+
+/// The release rehearsal: every component of `release/components` released to `registry` by
+/// `scripts/release.sh` (debug binaries, reusing the test build), its summary on stderr.
+pub fn rehearse(registry: &Registry, out: &Path) -> Result<Vec<Released>> {
+    let script = repo_root().join("scripts").join("release.sh");
+    let list = std::fs::read_to_string(repo_root().join("release").join("components"))
+        .context("reading release/components")?;
+    let mut released = Vec::new();
+    for line in list.lines().filter(|l| !l.trim_start().starts_with('#')) {
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        let [name, kind, ..] = cols[..] else {
+            continue;
+        };
+        let version = Command::new(&script)
+            .args(["--version-of", name])
+            .output()
+            .with_context(|| format!("running {}", script.display()))?;
+        ensure!(
+            version.status.success(),
+            "release.sh --version-of {name}: {}",
+            String::from_utf8_lossy(&version.stderr)
+        );
+        let version = String::from_utf8_lossy(&version.stdout).trim().to_owned();
+        let dir = out.join(name);
+        let status = Command::new(&script)
+            .args([
+                name,
+                &version,
+                "--registry",
+                &registry.host(),
+                "--plain-http",
+            ])
+            .args(["--profile", "debug", "--out"])
+            .arg(&dir)
+            .current_dir(repo_root())
+            .stdout(std::process::Stdio::inherit())
+            .stderr(std::process::Stdio::inherit())
+            .status()
+            .with_context(|| format!("running {}", script.display()))?;
+        ensure!(
+            status.success(),
+            "scripts/release.sh {name} {version} failed ({status})"
+        );
+        released.push(Released {
+            name: name.to_owned(),
+            kind: kind.to_owned(),
+            version,
+            out: dir,
+        });
+    }
+    Ok(released)
+}
+
+/// A real node with the helm tools pointed at it, the charts and service images coming from the
+/// rehearsal registry.
 pub struct Deployed {
     node: Option<RealNode>,
     tools: Tools,
     kubeconfig: PathBuf,
     archives: Vec<PathBuf>,
+    released: Vec<Released>,
+    chart_repository: String,
+    _artifacts: tempfile::TempDir,
+    // Dropped after the node (fields drop in order): containerd pulls from it until the end.
+    _registry: Registry,
 }
 
 impl std::fmt::Debug for Deployed {
@@ -94,12 +179,29 @@ impl std::fmt::Debug for Deployed {
 }
 
 impl Deployed {
-    /// Starts the node (Node Ready, CoreDNS Ready) with the images imported.
+    /// Releases every component to a local registry ([`rehearse`]), then starts the node (Node
+    /// Ready, CoreDNS Ready) with the node images imported and `ghcr.io` mirrored to the registry.
     pub async fn start() -> Result<Self> {
         let tools = Tools::new()?;
         let archives = image_archives()?;
+        let registry = Registry::start().context("starting the rehearsal registry")?;
+        let artifacts = tempfile::Builder::new()
+            .prefix("pacto-rehearsal-")
+            .tempdir()
+            .context("creating the rehearsal's artifact directory")?;
+        let started = Instant::now();
+        let released = rehearse(&registry, artifacts.path())?;
+        timed(
+            &format!(
+                "release rehearsal: {} components to {}",
+                released.len(),
+                registry.host()
+            ),
+            started,
+        );
         let node = RealNode::start(RealNodeOptions {
             image_archives: archives.clone(),
+            registry_mirrors: vec![(IMAGE_HOST.to_owned(), format!("http://{}", registry.host()))],
             ..RealNodeOptions::default()
         })
         .await?;
@@ -109,7 +211,31 @@ impl Deployed {
             tools,
             kubeconfig,
             archives,
+            released,
+            chart_repository: format!("{}/{RELEASE_PREFIX}/charts", registry.host()),
+            _artifacts: artifacts,
+            _registry: registry,
         })
+    }
+
+    /// What the rehearsal released.
+    pub fn released(&self) -> &[Released] {
+        &self.released
+    }
+
+    /// The OCI chart repository every `helmfile` run installs from.
+    pub fn chart_repository(&self) -> &str {
+        &self.chart_repository
+    }
+
+    /// `helmfile` with the rehearsal's chart repository set (before `args`).
+    fn helmfile_command<S: AsRef<std::ffi::OsStr>>(&self, args: &[S]) -> Command {
+        let mut cmd = self.tools.command("helmfile");
+        cmd.env("KUBECONFIG", &self.kubeconfig)
+            .arg("--state-values-set")
+            .arg(format!("chartRepository={}", self.chart_repository))
+            .args(args);
+        cmd
     }
 
     /// The node.
@@ -117,7 +243,7 @@ impl Deployed {
         self.node.as_ref().expect("the node runs until down")
     }
 
-    /// The image archives imported into the node.
+    /// The node image archives imported into the node.
     pub fn image_archives(&self) -> &[PathBuf] {
         &self.archives
     }
@@ -129,8 +255,7 @@ impl Deployed {
 
     /// `helmfile args…` from the repository root against the node; returns stdout.
     pub fn helmfile<S: AsRef<std::ffi::OsStr>>(&self, args: &[S]) -> Result<String> {
-        let mut cmd = self.tools.command("helmfile");
-        cmd.env("KUBECONFIG", &self.kubeconfig).args(args);
+        let mut cmd = self.helmfile_command(args);
         let out = pacto_chart_tests::run(&mut cmd)?;
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
@@ -141,9 +266,9 @@ impl Deployed {
         &self,
         args: &[S],
     ) -> Result<std::process::Output> {
-        let mut cmd = self.tools.command("helmfile");
-        cmd.env("KUBECONFIG", &self.kubeconfig).args(args);
-        cmd.output().context("starting helmfile")
+        self.helmfile_command(args)
+            .output()
+            .context("starting helmfile")
     }
 
     /// `helm args…` against the node; returns stdout.

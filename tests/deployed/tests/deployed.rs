@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, ensure};
 use pacto_deployed::{
-    Deployed, OPERATOR_NAMESPACE, SAMPLE_HTTP_IMAGE, SERVICES, may_run, step, timed,
+    Deployed, IMAGE_HOST, OPERATOR_NAMESPACE, RELEASE_PREFIX, SAMPLE_HTTP_IMAGE, SERVICES, may_run,
+    step, timed,
 };
 
 const SERVICES_READY: Duration = Duration::from_mins(3);
@@ -231,6 +232,51 @@ async fn helmfile_sync_brings_every_service_up(d: &Deployed) -> Result<()> {
             "{name}: no pod IP from the node's CNI: {:#}",
             pod["status"]
         );
+        let image = container["image"].as_str().unwrap_or_default();
+        ensure!(
+            image.starts_with(&format!("{IMAGE_HOST}/{RELEASE_PREFIX}/")),
+            "{name} runs {image}, not a released image"
+        );
+    }
+    installed_services_report_the_rehearsed_release(d)
+}
+
+/// The rehearsal's promise (docs/upgrade.md): what runs is what was released. Every service's
+/// `/version` (admin port, through its metrics Service and the API server's proxy) names the
+/// version the rehearsal released and the commit it was built from.
+fn installed_services_report_the_rehearsed_release(d: &Deployed) -> Result<()> {
+    let head = std::process::Command::new("git")
+        .current_dir(pacto_chart_tests::repo_root())
+        .args(["rev-parse", "HEAD"])
+        .output()
+        .context("git rev-parse HEAD")?;
+    let head = String::from_utf8_lossy(&head.stdout).trim().to_owned();
+    for service in SERVICES {
+        let component = service.trim_start_matches("pacto-");
+        let released = d
+            .released()
+            .iter()
+            .find(|r| r.name == component)
+            .with_context(|| format!("{component} was not released by the rehearsal"))?;
+        let raw = d.kubectl(&[
+            "get",
+            "--raw",
+            &format!(
+                "/api/v1/namespaces/{OPERATOR_NAMESPACE}/services/{service}-metrics:admin/proxy/version"
+            ),
+        ])?;
+        let v: serde_json::Value =
+            serde_json::from_str(&raw).with_context(|| format!("{service} /version: {raw}"))?;
+        ensure!(
+            v["name"] == *service && v["version"] == *released.version && v["commit"] == *head,
+            "{service} /version is {raw}; the rehearsal released {} at {head}",
+            released.version
+        );
+        ensure!(
+            v["buildTime"].as_str().is_some_and(|t| t.ends_with('Z')),
+            "{service} /version has no build time: {raw}"
+        );
+        eprintln!("deployed: {service} /version: {}", raw.trim());
     }
     Ok(())
 }
