@@ -20,7 +20,7 @@ use pacto_runtime::grpc::RetryPolicy;
 use pacto_runtime::testing::TestCa;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
-pub use pacto_evidence_server::testing::{RESOLVER, Server, evidence_identity, start_resolver};
+pub use pacto_evidence_server::testing::{Server, start_resolver};
 
 /// One HTTP/1.1 exchange on a fresh connection: (status, headers in lower case, body).
 pub async fn http(
