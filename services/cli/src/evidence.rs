@@ -327,7 +327,10 @@ fn envelopes_url(base: &str) -> Result<String, EvidenceError> {
         }
         _ => Err(EvidenceError::Usage {
             flag: "--url",
-            message: format!("{base:?} is not an http:// or https:// base URL"),
+            message: format!(
+                "{:?} is not an http:// or https:// base URL",
+                pacto_evidence::redact_url(base)
+            ),
         }),
     }
 }
@@ -375,11 +378,14 @@ async fn push_command(
     output: crate::OutputFormat,
 ) -> Result<(), EvidenceError> {
     let url = envelopes_url(base)?;
+    // Errors name the URL without its userinfo: `--url https://user:pass@host` sends the
+    // credentials (as basic auth) but never prints them.
+    let shown = pacto_evidence::redact_url(&url);
     let bytes = read_input(path)?;
     // A malformed envelope is refused here, naming the field, before anything is sent.
     Envelope::decode(&bytes).map_err(|e| envelope_refused(path, &e))?;
     let unreachable = |reason: String| EvidenceError::Unreachable {
-        url: url.clone(),
+        url: shown.clone(),
         reason,
     };
     let client = reqwest::Client::builder()
@@ -429,7 +435,7 @@ async fn push_command(
         println!("{}", text.trim_end());
     }
     Err(EvidenceError::Server {
-        url,
+        url: shown,
         status,
         code,
         message,
@@ -616,5 +622,11 @@ mod tests {
             let err = envelopes_url(bad).unwrap_err();
             assert!(err.to_string().starts_with("--url: "), "{bad}: {err}");
         }
+        // Credentials in the userinfo are sent, never printed.
+        let err = envelopes_url("ftp://ci:s3cret@x").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "--url: \"ftp://***@x\" is not an http:// or https:// base URL"
+        );
     }
 }

@@ -546,6 +546,24 @@ fn push_refusals_before_and_without_a_server() {
     );
     assert!(stderr(&out).contains("bogus"), "{}", stderr(&out));
 
+    // Credentials in the URL's userinfo are never printed.
+    let out = run(pacto(dir).args([
+        "evidence",
+        "push",
+        "envelope.json",
+        "--url",
+        &format!("http://ci:s3cret@{closed}"),
+    ]));
+    assert_eq!(code(&out), 2);
+    assert!(
+        stderr(&out).starts_with(&format!(
+            "error: http://***@{closed}/api/evidence/v1/envelopes: cannot connect"
+        )),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!stderr(&out).contains("s3cret"), "{}", stderr(&out));
+
     let out = run(pacto(dir).args([
         "evidence",
         "push",
@@ -815,5 +833,186 @@ mod list {
             &format!("oci://{host}/acme/orders:1.0.0"),
         ]));
         assert_eq!(code(&out), 2, "{}", stderr(&out));
+    }
+}
+
+// ---- pacto evidence push to the real Evidence Server, then list what it stored ----
+
+mod real_server {
+    use pacto_evidence::TrustStore;
+    use pacto_evidence_server::testing::{ServerOptions, push_bundle, start};
+    use pacto_runtime::CancellationToken;
+
+    use super::{code, pacto, run, stderr, stdout};
+
+    /// Runs `pacto` off the runtime's threads (the server in process keeps serving).
+    async fn pacto_async(dir: &std::path::Path, args: Vec<String>) -> std::process::Output {
+        let mut cmd = pacto(dir);
+        cmd.args(args);
+        tokio::task::spawn_blocking(move || run(&mut cmd))
+            .await
+            .expect("pacto ran")
+    }
+
+    fn args(list: &[&str]) -> Vec<String> {
+        list.iter().map(|&a| a.to_owned()).collect()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn push_to_the_real_server_then_replay_then_list_the_verified_record() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let registry = pacto_testenv::registry::Registry::start().expect("docker-registry");
+        let host = registry.host();
+        let home = tempfile::tempdir().expect("tempdir");
+        let dir = home.path();
+        let stop = CancellationToken::new();
+        let _stop = stop.clone().drop_guard();
+
+        let digest = push_bundle(
+            &host,
+            "acme/orders",
+            "1.0.0",
+            "pactoVersion: \"2.0\"\nservice:\n  name: orders\n  version: 1.0.0\nworkload: service\n",
+        )
+        .await;
+        let subject = format!("oci://{host}/acme/orders@{digest}");
+        let out = pacto_async(
+            dir,
+            args(&[
+                "evidence",
+                "keygen",
+                "--out",
+                "keys",
+                "--producer",
+                "edge-1",
+                "--key-id",
+                "k1",
+            ]),
+        )
+        .await;
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        std::fs::write(
+            dir.join("set.json"),
+            format!(
+                r#"{{"Subject":{{"kind":"service","name":"shop/orders"}},"ContractRef":"{subject}","Source":"edge","ObservedAt":"2026-12-04T09:59:30Z","Observations":[{{"kind":"WorkloadObserved","subject":{{"kind":"service","name":"orders"}},"outcome":"Observed","value":{{"type":"service"}},"provenance":{{"collector":"edge","detectedAt":"2026-12-04T09:59:00Z"}}}}]}}"#
+            ),
+        )
+        .expect("write");
+        let out = pacto_async(
+            dir,
+            args(&[
+                "evidence",
+                "sign",
+                "set.json",
+                "--key",
+                "keys/k1.key",
+                "--key-id",
+                "k1",
+                "--producer",
+                "edge-1",
+                "--id",
+                "edge-rec-1",
+                "--sequence",
+                "1",
+                "--ttl",
+                "1h",
+            ]),
+        )
+        .await;
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        std::fs::write(dir.join("envelope.json"), stdout(&out)).expect("write");
+
+        // The server trusts the same public key file `pacto evidence list --trust` reads.
+        let trust = TrustStore::load(&dir.join("keys")).expect("trust");
+        let server = start(
+            dir,
+            ServerOptions::new(
+                &host,
+                vec![subject.clone()],
+                trust,
+                vec!["edge-1".to_owned()],
+            ),
+            &stop,
+        )
+        .await;
+        let url = server.url();
+        let push = |extra: &[&str]| {
+            let mut all = args(&["evidence", "push", "envelope.json", "--url", &url]);
+            all.extend(args(extra));
+            pacto_async(dir, all)
+        };
+
+        let out = push(&[]).await;
+        assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+        let text = stdout(&out);
+        let accepted = text
+            .strip_prefix("accepted: envelope \"")
+            .unwrap_or_else(|| panic!("{text}"));
+        let (id, rest) = accepted.split_once('"').expect("the id");
+        assert_eq!(id, "edge-rec-1", "the envelope's id: {text}");
+        assert!(
+            rest.ends_with(": compliance Compliant, 0 findings\n"),
+            "{text}"
+        );
+
+        // The same file again: the server refuses the replay (exit 1, a 4xx).
+        let out = push(&[]).await;
+        assert_eq!(code(&out), 1, "{}{}", stdout(&out), stderr(&out));
+        assert!(
+            stderr(&out).starts_with(&format!(
+                "error: [replay] {url}/api/evidence/v1/envelopes answered 409: "
+            )),
+            "{}",
+            stderr(&out)
+        );
+
+        // What the server stored, read from the registry and verified with the CLI's trust.
+        let out = pacto_async(
+            dir,
+            args(&[
+                "evidence",
+                "list",
+                &subject,
+                "--insecure-registry",
+                &host,
+                "--trust",
+                "keys",
+            ]),
+        )
+        .await;
+        assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+        let text = stdout(&out);
+        assert!(
+            text.starts_with(&format!(
+                "{subject}: 1 record, 0 malformed, 0 with a bad signature (complete)\n"
+            )),
+            "{text}"
+        );
+        let line = text
+            .lines()
+            .find(|l| l.contains("producer edge-1 (key k1) sequence 1"))
+            .unwrap_or_else(|| panic!("the record listed: {text}"));
+        assert!(line.contains("Compliant, 0 finding(s)"), "{line}");
+        assert!(line.trim_end().ends_with("verified"), "{line}");
+        let out = pacto_async(
+            dir,
+            args(&[
+                "evidence",
+                "list",
+                &subject,
+                "--insecure-registry",
+                &host,
+                "--trust",
+                "keys",
+                "-o",
+                "json",
+            ]),
+        )
+        .await;
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        let json: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("json");
+        assert_eq!(json["records"][0]["id"], "edge-rec-1");
+        assert_eq!(json["records"][0]["signature"], "verified");
+        assert_eq!(json["records"][0]["compliance"], "Compliant");
     }
 }

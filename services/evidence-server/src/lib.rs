@@ -10,6 +10,7 @@
 //! - [`storage`]: what the server needs from the store, implemented by the OCI store of
 //!   `pacto-evidence` (`oci`);
 //! - `metrics`: accepted/refused envelopes, commit latency, referrers mode;
+//! - `testing` (feature `testing`): the server in process for tests;
 //! - this module: flags, `run` and `serve` (the public HTTP port next to the shared admin
 //!   server).
 
@@ -19,6 +20,8 @@ mod metrics;
 mod oci;
 pub mod resolve;
 pub mod storage;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -20,6 +20,7 @@
 //!   repository scopes.
 //! - [`ReplayIndex`]: id uniqueness and per-producer sequences.
 //! - [`glob`]: `path.Match` globs for subject scopes.
+//! - [`redact_url`]: a server URL as logs and errors show it (no userinfo credentials).
 //! - [`store`]: [`Store`], [`Record`], [`Subject`]: evidence stored in the registry.
 
 mod codes;
@@ -27,6 +28,7 @@ mod envelope;
 pub mod glob;
 mod gojson;
 pub mod keys;
+mod redact;
 mod replay;
 pub mod store;
 mod trust;
@@ -37,6 +39,7 @@ pub use envelope::{
     ALGORITHM, API_VERSION, Envelope, EnvelopeError, KIND, MAX_ENVELOPE_BYTES,
     MAX_ENVELOPE_OBSERVATIONS, Producer, Signature, SignedEvidenceSet, SignedObservation,
 };
+pub use redact::redact_url;
 pub use replay::{ReplayError, ReplayIndex};
 pub use store::{
     CommitError, Committed, Readiness, Record, ReferrersMode, Scan, Store, StoreError,

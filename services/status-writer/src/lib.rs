@@ -463,7 +463,7 @@ pub async fn run(args: Args) -> Result<(), StatusWriterError> {
         args.evidence_queue_size,
     )?
     .map(|config| {
-        tracing::info!(url = %config.url, producer = %config.producer_id, key_id = %config.key_id, "producer mode: posting a signed record of each verdict change");
+        tracing::info!(url = %config.shown_url(), producer = %config.producer_id, key_id = %config.key_id, "producer mode: posting a signed record of each verdict change");
         producer::Producer::start(config, process.shutdown.clone())
     })
     .transpose()?;

@@ -52,7 +52,7 @@ pub enum ProducerError {
     /// `--evidence-url` is not an http(s) URL.
     #[error("--evidence-url: {url:?} is not an http:// or https:// URL")]
     Url {
-        /// The value given.
+        /// The value given, without its userinfo ([`pacto_evidence::redact_url`]).
         url: String,
     },
     /// `--evidence-url` without `--evidence-key`, or the reverse.
@@ -105,8 +105,8 @@ impl Key {
     }
 }
 
-/// How the producer mode is configured.
-#[derive(Debug)]
+/// How the producer mode is configured. Its `Debug` shows the URL without its userinfo
+/// ([`ProducerConfig::shown_url`]) and nothing of the key.
 pub struct ProducerConfig {
     /// The Evidence Server's base URL (the ingestion path is appended).
     pub url: String,
@@ -128,7 +128,29 @@ pub struct ProducerConfig {
     pub request_timeout: Duration,
 }
 
+impl std::fmt::Debug for ProducerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProducerConfig")
+            .field("url", &self.shown_url())
+            .field("key", &self.key)
+            .field("key_id", &self.key_id)
+            .field("producer_id", &self.producer_id)
+            .field("producer_version", &self.producer_version)
+            .field("queue_size", &self.queue_size)
+            .field("min_backoff", &self.min_backoff)
+            .field("max_backoff", &self.max_backoff)
+            .field("request_timeout", &self.request_timeout)
+            .finish()
+    }
+}
+
 impl ProducerConfig {
+    /// The URL as logs and errors show it: credentials in its userinfo
+    /// (`https://user:pass@host`) replaced by `***`. They are still sent (as basic auth).
+    pub fn shown_url(&self) -> String {
+        pacto_evidence::redact_url(&self.url)
+    }
+
     /// A configuration with the default queue size, backoff and timeout.
     pub fn new(url: impl Into<String>, key: Key, key_id: impl Into<String>) -> Self {
         Self {
@@ -158,7 +180,7 @@ impl ProducerConfig {
             Ok(parsed) if matches!(parsed.scheme(), "http" | "https") => {}
             _ => {
                 return Err(ProducerError::Url {
-                    url: self.url.clone(),
+                    url: pacto_evidence::redact_url(&self.url),
                 });
             }
         }
@@ -874,5 +896,59 @@ mod tests {
         );
         let err = config_from_flags(Some("http://x"), Some(&key), None, "sw", 0).unwrap_err();
         assert_eq!(err.to_string(), "--evidence-queue-size must be at least 1");
+    }
+
+    #[tokio::test]
+    async fn credentials_in_the_evidence_url_are_never_shown() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = dir.path().join("sw-2026.key");
+        let signing = SigningKey::from_bytes(&[7; 32]);
+        std::fs::write(&key, pacto_evidence::keys::signing_key_text(&signing)).unwrap();
+        let secret = "s3cret-Pa55";
+        let config = config_from_flags(
+            Some(&format!("https://ci:{secret}@evidence.example:8686/")),
+            Some(&key),
+            None,
+            "sw",
+            10,
+        )
+        .unwrap()
+        .unwrap();
+        // Sent as given (reqwest turns the userinfo into basic auth), shown without it.
+        assert!(config.url.contains(secret));
+        assert_eq!(config.shown_url(), "https://***@evidence.example:8686/");
+        let debug = format!("{config:?}");
+        assert!(!debug.contains(secret), "{debug}");
+        assert!(
+            debug.contains("https://***@evidence.example:8686/"),
+            "{debug}"
+        );
+
+        let err = config_from_flags(
+            Some(&format!("ftp://ci:{secret}@x")),
+            Some(&key),
+            None,
+            "sw",
+            10,
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "--evidence-url: \"ftp://***@x\" is not an http:// or https:// URL"
+        );
+
+        // A transport failure's reason (logged on each retry) does not carry them either.
+        let closed = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let error = reqwest::Client::new()
+            .post(format!("http://ci:{secret}@{closed}{ENVELOPES_PATH}"))
+            .send()
+            .await
+            .unwrap_err();
+        let reason = transport_reason(&error);
+        assert!(reason.starts_with("connect"), "{reason}");
+        assert!(!reason.contains(secret), "{reason}");
     }
 }

@@ -466,66 +466,16 @@ async fn evidence_server(
     dir: &std::path::Path,
     stop: &CancellationToken,
 ) -> String {
-    use pacto_evidence::store::{Store, StoreOptions, Subjects};
-    use pacto_runtime::testing::{TestCa, TestEndpoint};
-    const RESOLVER: &str = "contract-resolver.pacto.svc";
-    let identity = pacto_runtime::spiffe_id("pacto", "pacto-system", "pacto-evidence-server");
-    let ca = TestCa::new("evidence server test CA").unwrap();
-    let (endpoint, serve) = TestEndpoint::bind(&ca, dir, RESOLVER, &[identity.as_str()]).await;
-    let mut config = pacto_contract_resolver::ResolverConfig::default();
-    config.registry.client.insecure_registries = vec![registry.host()];
-    let resolver = pacto_contract_resolver::Resolver::new(config, None).unwrap();
-    tokio::spawn(pacto_contract_resolver::serve(
-        serve,
-        pacto_contract_resolver::ResolverService::new(Arc::new(resolver)),
-        stop.clone(),
-    ));
-    let storage = Store::new(
-        Subjects::parse(&[subject]).unwrap(),
-        StoreOptions {
-            client: pacto_oci::ClientOptions {
-                insecure_registries: vec![registry.host()],
-                ..pacto_oci::ClientOptions::default()
-            },
-            ..StoreOptions::default()
-        },
-        &pacto_oci::Keychain::new(),
-    )
-    .unwrap();
+    use pacto_evidence_server::testing::{ServerOptions, start};
     let mut trust = TrustStore::new();
     trust.insert(KEY_ID, TrustEntry::new(key().verifying_key(), PRODUCER));
-    let api = pacto_evidence_server::Api {
+    let options = ServerOptions::new(
+        &registry.host(),
+        vec![subject.to_owned()],
         trust,
-        producers: vec![PRODUCER.to_owned()],
-        storage,
-        resolver: pacto_evidence_server::ContractResolver::new(
-            ca.channel(
-                dir,
-                "evidence-server",
-                &[&identity],
-                endpoint.grpc,
-                RESOLVER,
-            ),
-            pacto_runtime::grpc::RetryPolicy {
-                max_retries: 1,
-                min_delay: Duration::from_millis(10),
-                max_delay: Duration::from_millis(50),
-            },
-            "pacto-system",
-        ),
-        ready_timeout: Duration::from_secs(3),
-    };
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let admin = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(pacto_evidence_server::serve(
-        api,
-        listener,
-        admin,
-        Duration::from_secs(10),
-        stop.clone(),
-    ));
-    url
+        vec![PRODUCER.to_owned()],
+    );
+    start(dir, options, stop).await.url()
 }
 
 /// The records stored in the registry for `subject`, read back with the evidence store.

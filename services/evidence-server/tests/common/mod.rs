@@ -10,29 +10,17 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
-use pacto_contract::bundle::{BundleFiles, CONTRACT_FILE};
 use pacto_engine::Timestamp;
-use pacto_evidence::store::{Store, StoreOptions, Subjects};
 use pacto_evidence::{Envelope, TrustStore, keys, sign};
-use pacto_evidence_server::{Api, ContractResolver};
-use pacto_oci::{
-    ArtifactClient, BundleConfig, BundleMeta, ClientOptions, Credentials, ImageManifest, Keychain,
-    OCI_MANIFEST_MEDIA_TYPE, Repository, sha256_digest,
-};
+use pacto_evidence_server::testing::ServerOptions;
+use pacto_runtime::CancellationToken;
 use pacto_runtime::grpc::RetryPolicy;
-use pacto_runtime::testing::{TestCa, TestEndpoint};
-use pacto_runtime::{CancellationToken, spiffe_id};
+use pacto_runtime::testing::TestCa;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-use tokio::net::TcpListener;
 
-pub const RESOLVER: &str = "contract-resolver.pacto.svc";
-
-pub fn evidence_identity() -> String {
-    spiffe_id("pacto", "pacto-system", "pacto-evidence-server")
-}
+pub use pacto_evidence_server::testing::{Server, start_resolver};
 
 /// One HTTP/1.1 exchange on a fresh connection: (status, headers in lower case, body).
 pub async fn http(
@@ -65,40 +53,9 @@ pub fn error_body(code: &str, message: &str) -> String {
     format!("{{\"code\":\"{code}\",\"message\":\"{message}\"}}\n")
 }
 
-/// Pushes `yaml` as the only file of a Pacto bundle `<host>/<repo>:<tag>` (the manifest
-/// `pacto push` writes, through the artifact client, which both registries accept); the
-/// manifest digest.
+/// Pushes `yaml` as the only file of a Pacto bundle `<host>/<repo>:<tag>`; the manifest digest.
 pub async fn push(host: &str, repo: &str, tag: &str, yaml: &str) -> String {
-    let mut files = BundleFiles::new();
-    files.insert(CONTRACT_FILE, yaml.as_bytes().to_vec());
-    let tar = files.to_tar().unwrap();
-    let layer = pacto_contract::bundle::gzip(&tar).unwrap();
-    let meta = BundleMeta {
-        name: repo.to_owned(),
-        version: tag.to_owned(),
-        pacto_version: "2.0".to_owned(),
-    };
-    let config = BundleConfig::new(&meta, &sha256_digest(&tar)).to_json();
-    let manifest = ImageManifest::bundle(
-        (&sha256_digest(&config), config.len() as u64),
-        (&sha256_digest(&layer), layer.len() as u64),
-    )
-    .to_json();
-    let client = ArtifactClient::new(
-        ClientOptions {
-            insecure_registries: vec![host.to_owned()],
-            ..ClientOptions::default()
-        },
-        &Credentials::Anonymous,
-    )
-    .unwrap();
-    let repository = Repository::new(host, repo);
-    client.push_blob(&repository, &config, true).await.unwrap();
-    client.push_blob(&repository, &layer, true).await.unwrap();
-    client
-        .put_manifest(&repository, tag, OCI_MANIFEST_MEDIA_TYPE, &manifest)
-        .await
-        .unwrap()
+    pacto_evidence_server::testing::push_bundle(host, repo, tag, yaml).await
 }
 
 /// The evidence set JSON of `subject` against `contract_ref`.
@@ -156,15 +113,11 @@ pub fn trust(dir: &Path, key: &ed25519_dalek::SigningKey) -> TrustStore {
     TrustStore::load(&path).unwrap()
 }
 
-pub struct Server {
-    pub api: SocketAddr,
-    pub admin: SocketAddr,
-}
-
-/// Starts the evidence API for `subjects` on `registry_host` with the resolver at `resolver`.
 /// The servers' `--read-header-timeout` in the tests.
 pub const HEADER_TIMEOUT: Duration = Duration::from_millis(500);
 
+/// Starts the evidence API for `subjects` on `registry_host` with the resolver at `resolver`:
+/// producers `ci` and `another`, no resolver retries, a 1 s registry connect timeout.
 pub async fn start_server(
     ca: &TestCa,
     dir: &Path,
@@ -174,71 +127,18 @@ pub async fn start_server(
     trust: TrustStore,
     stop: &CancellationToken,
 ) -> Server {
-    let subjects = Subjects::parse(subjects).unwrap();
-    let options = StoreOptions {
-        client: ClientOptions {
-            insecure_registries: vec![registry_host.to_owned()],
-            connect_timeout: Duration::from_secs(1),
-            ..ClientOptions::default()
-        },
-        ..StoreOptions::default()
-    };
-    let storage = Store::new(subjects, options, &Keychain::new()).unwrap();
-    let client = ca.channel(
-        dir,
-        "evidence-server",
-        &[&evidence_identity()],
-        resolver,
-        RESOLVER,
-    );
-    let api = Api {
+    let mut options = ServerOptions::new(
+        registry_host,
+        subjects.to_vec(),
         trust,
-        producers: vec!["ci".to_owned(), "another".to_owned()],
-        storage,
-        resolver: ContractResolver::new(
-            client,
-            RetryPolicy {
-                max_retries: 0,
-                min_delay: Duration::from_millis(10),
-                max_delay: Duration::from_millis(10),
-            },
-            "pacto-system",
-        ),
-        ready_timeout: Duration::from_secs(3),
+        vec!["ci".to_owned(), "another".to_owned()],
+    );
+    options.header_timeout = HEADER_TIMEOUT;
+    options.retry = RetryPolicy {
+        max_retries: 0,
+        min_delay: Duration::from_millis(10),
+        max_delay: Duration::from_millis(10),
     };
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let admin = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let server = Server {
-        api: listener.local_addr().unwrap(),
-        admin: admin.local_addr().unwrap(),
-    };
-    tokio::spawn(pacto_evidence_server::serve(
-        api,
-        listener,
-        admin,
-        HEADER_TIMEOUT,
-        stop.clone(),
-    ));
-    server
-}
-
-/// The real contract-resolver over mTLS, admitting only the evidence-server's identity.
-pub async fn start_resolver(
-    ca: &TestCa,
-    dir: &Path,
-    registry_host: &str,
-    stop: &CancellationToken,
-) -> SocketAddr {
-    let identity = evidence_identity();
-    let (endpoint, config) = TestEndpoint::bind(ca, dir, RESOLVER, &[identity.as_str()]).await;
-    let mut resolver_config = pacto_contract_resolver::ResolverConfig::default();
-    resolver_config.registry.client.insecure_registries = vec![registry_host.to_owned()];
-    resolver_config.registry.max_retries = 0;
-    let resolver = pacto_contract_resolver::Resolver::new(resolver_config, None).unwrap();
-    tokio::spawn(pacto_contract_resolver::serve(
-        config,
-        pacto_contract_resolver::ResolverService::new(Arc::new(resolver)),
-        stop.clone(),
-    ));
-    endpoint.grpc
+    options.registry_connect_timeout = Some(Duration::from_secs(1));
+    pacto_evidence_server::testing::start_server(ca, dir, resolver, options, stop).await
 }
