@@ -141,7 +141,8 @@ impl<S: Storage> Api<S> {
         }
     }
 
-    /// The §6.2 pipeline; a refusal is its code and the detail for the log.
+    /// The ingestion pipeline (docs/design/evidence-server.md#pipeline); a refusal is its code and
+    /// the detail for the log.
     async fn pipeline(&self, request: Request<Incoming>) -> Result<Reply, (ErrorCode, String)> {
         // 1. readiness gate, before the body is read
         self.preflight()

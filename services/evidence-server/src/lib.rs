@@ -4,7 +4,8 @@
 //! and stored as one OCI referrer of the contract manifest per accepted record. The registry
 //! is the only durable store; the process keeps no state that a restart would lose.
 //!
-//! - [`api`]: routing and the ingestion pipeline (§6.2 order, every stable error code);
+//! - [`api`]: routing and the ingestion pipeline (its order and every stable error code:
+//!   docs/design/evidence-server.md#pipeline);
 //! - `body`: the byte-exact JSON bodies (Go `json.Encoder` forms);
 //! - [`resolve`]: the contract-resolver client;
 //! - [`storage`]: what the server needs from the store, implemented by the OCI store of

@@ -39,7 +39,8 @@ pub struct SubjectMode {
     pub mode: ReferrersMode,
 }
 
-/// An accepted record, ready to commit (the payload's `record` fields, spec §8.2).
+/// An accepted record, ready to commit (the payload's `record` fields,
+/// docs/design/evidence-store.md#records).
 #[derive(Debug, Clone)]
 pub struct AcceptedRecord {
     /// The signed envelope, signature included.
@@ -60,7 +61,8 @@ pub struct AcceptedRecord {
     pub digest: String,
 }
 
-/// Why a commit failed, one variant per §6.2 code of the commit step.
+/// Why a commit failed, one variant per error code of the pipeline's commit step
+/// (docs/design/evidence-server.md#pipeline).
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum CommitFailure {
     /// The id or sequence was accepted before (`replay`).

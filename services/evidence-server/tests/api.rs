@@ -1,8 +1,9 @@
 //! The Evidence Server's ingestion API end to end (docs/design/evidence-server.md#api): the real
 //! server in process, the real contract-resolver over mTLS (it admits the evidence-server's
 //! identity only), a real docker-registry 2.8 (no Referrers API: the tag-schema mode) holding
-//! the contracts and the stored records. Every §6.2 code with its exact status and body, the
-//! GET endpoints, 405/404/HEAD, the metrics, and the ingest throughput (printed, not asserted).
+//! the contracts and the stored records. Every pipeline code
+//! (docs/design/evidence-server.md#pipeline) with its exact status and body, the GET endpoints,
+//! 405/404/HEAD, the metrics, and the ingest throughput (printed, not asserted).
 
 #![allow(
     clippy::unwrap_used,
