@@ -133,7 +133,7 @@ fn main() {
         0,
     );
     println!(
-        "  (leader of shard {lost} lost: {waiting} Pactos ({:.2}%) wait for another replica to take its Lease, at most one lease duration; none changes shard)",
+        "  (leader of shard {lost} lost: {waiting} Pactos ({:.2}%) wait until another replica takes its Lease, one lease duration after the last renewal plus one retry period at most; none changes shard)",
         100.0 * waiting as f64 / n as f64
     );
 
@@ -152,6 +152,6 @@ fn main() {
     println!(
         "columns: moved = Pactos whose shard changes; ideal = |S - S'| / max(S, S'); max load = Pactos on the fullest shard after the step; \
          rebalance = assignment under the new count + moves + plan; plan = handoff steps (claims, recounts, retirements, adoptions / takeover); \
-         held back = Pactos no holder writes while every new-count Lease is recorded and no old one is"
+         held back = Pactos nobody writes at the worst moment of the handoff (the shards they go to recorded the new count, the shards they leave not yet)"
     );
 }
