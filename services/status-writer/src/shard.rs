@@ -18,8 +18,8 @@ use std::collections::BTreeMap;
 use sha2::{Digest, Sha256};
 
 /// The most shards a deployment may have. Each holder lists every shard Lease once per retry
-/// period, so the count bounds that list; 64 leaders at the rate one leader reaches today hold
-/// far more Pactos than any cluster we know of (docs/design/scaling.md#sharding-status-writer-leaders).
+/// period, so the count bounds that list; 64 leaders at one leader's measured rate would hold
+/// hundreds of thousands of Pactos (docs/design/scaling.md#shards-and-leases).
 pub const MAX_SHARDS: u32 = 64;
 
 /// What joins the leader-election id and the shard index in a shard Lease's name.
@@ -99,7 +99,7 @@ impl ShardCount {
 /// every trigger (the watch, owner references, WatchTargets notifications, the deletion watch)
 /// names it so. A Pacto deleted and created again under the same name therefore stays on its
 /// shard, where the one holder sees the deletion and the creation in order
-/// (docs/design/scaling.md#sharding-status-writer-leaders).
+/// (docs/design/scaling.md#the-assignment).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct PactoKey(u64);
 
@@ -223,7 +223,7 @@ pub fn loads(keys: &[PactoKey], count: ShardCount) -> Vec<usize> {
     loads
 }
 
-/// One step of a handoff (docs/design/scaling.md#sharding-status-writer-leaders).
+/// One step of a handoff (docs/design/scaling.md#the-handoff-on-a-count-change).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HandoffStep {
     /// A shard the new count adds: a replica creates and takes its Lease, recording the new count.
@@ -355,7 +355,7 @@ impl LeaseView {
     }
 }
 
-/// Who may write a Pacto, by the rule of docs/design/scaling.md#sharding-status-writer-leaders.
+/// Who may write a Pacto, by the rule of docs/design/scaling.md#the-write-rule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ownership {
     /// Exactly one live Lease claims it: its holder writes.
