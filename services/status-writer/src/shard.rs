@@ -641,4 +641,48 @@ mod tests {
             }
         }
     }
+
+    /// Every change of the bench's sequence, growing and shrinking, at the worst moment of its
+    /// handoff (the shards Pactos go to recorded the new count, the shards they leave not yet):
+    /// exactly the moving Pactos are held back, every other one keeps its one owner; once all
+    /// records agree, each Pacto is owned by its shard under the new count.
+    #[test]
+    fn only_moving_pactos_are_held_back_and_all_are_owned_after() {
+        let keys = keys(20_000);
+        for (a, b) in [(1, 2), (2, 3), (3, 4), (4, 8), (8, 7), (7, 8)] {
+            let (old, new) = (count(a), count(b));
+            let worst: Vec<LeaseView> = (0..a.max(b))
+                .map(|shard| {
+                    let kept = shard < a && shard < b;
+                    let recorded = if shard >= a || (kept && b < a) {
+                        new
+                    } else {
+                        old
+                    };
+                    LeaseView {
+                        shard,
+                        count: recorded,
+                        live: true,
+                    }
+                })
+                .collect();
+            let settled: Vec<LeaseView> = (0..b)
+                .map(|shard| LeaseView {
+                    shard,
+                    count: new,
+                    live: true,
+                })
+                .collect();
+            for key in &keys {
+                let (from, to) = (shard_of(*key, old), shard_of(*key, new));
+                let expected = if from == to {
+                    Ownership::Owned(from)
+                } else {
+                    Ownership::HeldBack
+                };
+                assert_eq!(owner(*key, &worst), expected, "{a} -> {b}: {from} -> {to}");
+                assert_eq!(owner(*key, &settled), Ownership::Owned(to), "{a} -> {b}");
+            }
+        }
+    }
 }
