@@ -19,6 +19,8 @@
 //! - [`node_agent`]: the node agent namespace's Pod Security labels;
 //! - [`producer`]: the producer mode, a signed evidence record of each verdict change posted
 //!   to the Evidence Server;
+//! - [`shard`]: the assignment of Pactos to several leaders' shards, a pure module for the
+//!   design in docs/design/scaling.md (not wired into the service);
 //! - this module: flags, `run`, and the admin server, whose `/metrics` appends the contract
 //!   gauges to the process metrics.
 //!
@@ -39,6 +41,7 @@ pub mod node_agent;
 pub mod producer;
 mod reconcile;
 mod revision;
+pub mod shard;
 mod trigger;
 mod triggers;
 
