@@ -14,9 +14,9 @@ use std::time::Duration;
 use pacto_contract::bundle::{BundleFiles, CONTRACT_FILE};
 use pacto_contract::reference::Reference;
 use pacto_contract_resolver::RegistryOptions;
-use pacto_contract_resolver::SecretSource;
 use pacto_contract_resolver::{ContractSource, Outcome, ResolveInput, ResolvedContract};
 use pacto_contract_resolver::{Resolver, ResolverConfig};
+use pacto_contract_resolver::{SecretData, SecretReadError, SecretSource};
 use pacto_oci::{BundleMeta, ClientOptions, Credentials, RegistryClient};
 use pacto_runtime::testing::eventually;
 use pacto_testenv::registry::Registry;
@@ -131,6 +131,7 @@ pub fn oci_input(reference: &str, pull_secret: Option<&str>) -> ResolveInput {
         pull_secret: pull_secret.map(str::to_owned),
         overrides: Vec::new(),
         constraint: None,
+        max_age: std::time::Duration::ZERO,
     }
 }
 
@@ -219,10 +220,20 @@ pub async fn registry_requests_settled(registry: &Registry) -> Vec<String> {
     let mut stream = tokio::net::TcpStream::connect(registry.addr())
         .await
         .unwrap();
+    // Authenticated on a registry with basic authentication, whose log names only requests
+    // that got past it.
+    let authorization = registry
+        .basic_auth()
+        .map_or_else(String::new, |(user, password)| {
+            use base64::Engine as _;
+            let token =
+                base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+            format!("Authorization: Basic {token}\r\n")
+        });
     stream
         .write_all(
             format!(
-                "GET /v2/{marker}/tags/list HTTP/1.0\r\nHost: {}\r\n\r\n",
+                "GET /v2/{marker}/tags/list HTTP/1.0\r\nHost: {}\r\n{authorization}\r\n",
                 registry.host()
             )
             .as_bytes(),
@@ -252,4 +263,37 @@ pub async fn registry_requests_settled(registry: &Registry) -> Vec<String> {
 pub fn closed_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.local_addr().unwrap().port()
+}
+
+/// One Secret held in memory: name, type, data.
+pub type FakeSecret = (&'static str, &'static str, Vec<(&'static str, String)>);
+
+/// Secrets held in memory.
+pub struct Secrets(pub Vec<FakeSecret>);
+
+impl SecretSource for Secrets {
+    fn get<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+    ) -> std::pin::Pin<Box<dyn Future<Output = Result<SecretData, SecretReadError>> + Send + 'a>>
+    {
+        let found = self
+            .0
+            .iter()
+            .find(|(n, _, _)| *n == name)
+            .map(|(_, kind, data)| SecretData {
+                kind: (*kind).to_owned(),
+                data: data
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), v.as_bytes().to_vec()))
+                    .collect(),
+            });
+        Box::pin(async move {
+            found.ok_or_else(|| SecretReadError::NotFound {
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+            })
+        })
+    }
 }
