@@ -42,11 +42,20 @@ async fn resolve_concurrently(
     outcomes
 }
 
-/// The registry requests logged since `before` (a settled snapshot).
-async fn new_requests(registry: &Registry, before: &[String]) -> Vec<String> {
-    registry_requests_settled(registry).await[before.len()..].to_vec()
+/// A settled snapshot of the registry's access log.
+async fn snapshot(registry: &Registry) -> usize {
+    access_log_settled(registry).await.len()
 }
 
+/// The requests the registry answered since `before` (a [`snapshot`]), as `METHOD path status`.
+async fn new_requests(registry: &Registry, before: usize) -> Vec<String> {
+    access_log_settled(registry).await[before..]
+        .iter()
+        .map(|e| format!("{} {} {}", e.method, e.path, e.status))
+        .collect()
+}
+
+/// Manifest HEADs among `requests`.
 fn heads(requests: &[String]) -> usize {
     requests
         .iter()
@@ -89,12 +98,12 @@ async fn a_thousand_resolves_of_one_tag_cost_one_manifest_request() {
     let reference = format!("{host}/acme/svc:1.0.0");
 
     // 1,000 Pactos requeued at once: one HEAD and one pull serve them all.
-    let before = registry_requests_settled(&registry).await;
+    let before = snapshot(&registry).await;
     let outcomes = resolve_concurrently(&resolver, 1000, &reference, None, INTERVAL).await;
     for outcome in outcomes {
         assert_eq!(expect_resolved(outcome).digest, digest);
     }
-    let first = new_requests(&registry, &before).await;
+    let first = new_requests(&registry, before).await;
     println!(
         "1000 concurrent resolves of one tag (max age {}s): {} registry requests, {} manifest \
          HEAD: {first:?}",
@@ -106,12 +115,12 @@ async fn a_thousand_resolves_of_one_tag_cost_one_manifest_request() {
     assert_at_most_one_pull(&first);
 
     // Again within the max age: the shared answer, no request at all.
-    let before = registry_requests_settled(&registry).await;
+    let before = snapshot(&registry).await;
     let outcomes = resolve_concurrently(&resolver, 1000, &reference, None, INTERVAL).await;
     for outcome in outcomes {
         assert_eq!(expect_resolved(outcome).digest, digest);
     }
-    let again = new_requests(&registry, &before).await;
+    let again = new_requests(&registry, before).await;
     println!(
         "1000 more within the max age: {} registry requests",
         again.len()
@@ -120,17 +129,17 @@ async fn a_thousand_resolves_of_one_tag_cost_one_manifest_request() {
 
     // A fresh resolve (a changed Pacto, max age 0) asks the registry: one HEAD, the bundle is
     // cached.
-    let before = registry_requests_settled(&registry).await;
+    let before = snapshot(&registry).await;
     let fresh = resolve_concurrently(&resolver, 1, &reference, None, Duration::ZERO).await;
     assert_eq!(
         expect_resolved(fresh.into_iter().next().unwrap()).digest,
         digest
     );
-    let fresh = new_requests(&registry, &before).await;
+    let fresh = new_requests(&registry, before).await;
     println!("1 fresh resolve: {} registry requests", fresh.len());
     assert_eq!(
         fresh,
-        ["HEAD /v2/acme/svc/manifests/1.0.0".to_owned()],
+        ["HEAD /v2/acme/svc/manifests/1.0.0 200".to_owned()],
         "a fresh resolve asks again"
     );
 
@@ -157,17 +166,17 @@ async fn a_failure_is_shared_with_its_error_until_the_failure_ttl() {
     let resolver = resolver_with(&registry, Duration::from_secs(600), None);
     let missing = format!("{host}/acme/svc:9.9.9");
 
-    let before = registry_requests_settled(&registry).await;
+    let before = snapshot(&registry).await;
     let outcomes = resolve_concurrently(&resolver, 100, &missing, None, INTERVAL).await;
     let reasons: BTreeSet<String> = outcomes.into_iter().map(expect_unavailable).collect();
-    let first = new_requests(&registry, &before).await;
+    let first = new_requests(&registry, before).await;
     println!(
         "100 concurrent resolves of a missing tag: {} registry requests {first:?}, {} distinct \
          answers",
         first.len(),
         reasons.len()
     );
-    assert_eq!(first, ["HEAD /v2/acme/svc/manifests/9.9.9".to_owned()]);
+    assert_eq!(first, ["HEAD /v2/acme/svc/manifests/9.9.9 404".to_owned()]);
     assert_eq!(
         reasons.len(),
         1,
@@ -181,22 +190,22 @@ async fn a_failure_is_shared_with_its_error_until_the_failure_ttl() {
 
     // Within the TTL: the same error again, from memory, even once the tag exists.
     push_contract(&registry, "acme/svc", "9.9.9", "9.9.9", "late").await;
-    let before = registry_requests_settled(&registry).await;
+    let before = snapshot(&registry).await;
     let outcomes = resolve_concurrently(&resolver, 100, &missing, None, INTERVAL).await;
     for outcome in outcomes {
         assert_eq!(expect_unavailable(outcome), reason);
     }
-    let remembered = new_requests(&registry, &before).await;
+    let remembered = new_requests(&registry, before).await;
     println!(
         "100 more within the failure TTL: {} registry requests",
         remembered.len()
     );
     assert_eq!(remembered, Vec::<String>::new());
     // A request with a max age below the failure's age does not take it: 0 asks again.
-    let before = registry_requests_settled(&registry).await;
+    let before = snapshot(&registry).await;
     let fresh = resolve_concurrently(&resolver, 1, &missing, None, Duration::ZERO).await;
     expect_resolved(fresh.into_iter().next().unwrap());
-    assert_eq!(heads(&new_requests(&registry, &before).await), 1);
+    assert_eq!(heads(&new_requests(&registry, before).await), 1);
 
     // Once the failure is older than the TTL, the next request asks the registry again.
     let failure_ttl = Duration::from_secs(1);
@@ -210,7 +219,7 @@ async fn a_failure_is_shared_with_its_error_until_the_failure_ttl() {
             .unwrap(),
     );
     let (digest, _) = push_contract(&registry, "acme/svc", "7.7.7", "7.7.7", "later").await;
-    let before = registry_requests_settled(&registry).await;
+    let before = snapshot(&registry).await;
     let resolved = eventually(
         "a resolve that asks the registry after the failure TTL",
         Duration::from_secs(30),
@@ -235,7 +244,7 @@ async fn a_failure_is_shared_with_its_error_until_the_failure_ttl() {
     .await;
     assert!(met.elapsed() >= failure_ttl, "remembered for the whole TTL");
     assert_eq!(resolved.digest, digest);
-    let after = new_requests(&registry, &before).await;
+    let after = new_requests(&registry, before).await;
     println!(
         "after the failure TTL: {} registry requests {after:?}",
         after.len()
@@ -246,7 +255,7 @@ async fn a_failure_is_shared_with_its_error_until_the_failure_ttl() {
     // A failure TTL of zero remembers nothing.
     let off = resolver_with(&registry, Duration::ZERO, None);
     let other = format!("{host}/acme/svc:8.8.8");
-    let before = registry_requests_settled(&registry).await;
+    let before = snapshot(&registry).await;
     for _ in 0..3 {
         expect_unavailable(
             resolve_concurrently(&off, 1, &other, None, INTERVAL)
@@ -255,7 +264,7 @@ async fn a_failure_is_shared_with_its_error_until_the_failure_ttl() {
                 .unwrap(),
         );
     }
-    assert_eq!(heads(&new_requests(&registry, &before).await), 3);
+    assert_eq!(heads(&new_requests(&registry, before).await), 3);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -279,7 +288,7 @@ async fn requests_with_other_credentials_are_not_merged() {
     let resolver = resolver_with(&registry, Duration::from_secs(10), Some(secrets));
     let reference = format!("{host}/acme/svc:1.0.0");
 
-    let before = registry_requests_settled(&registry).await;
+    let before = snapshot(&registry).await;
     let (a, b, wrong) = tokio::join!(
         resolve_concurrently(&resolver, 50, &reference, Some("pull-a"), INTERVAL),
         resolve_concurrently(&resolver, 50, &reference, Some("pull-b"), INTERVAL),
@@ -296,7 +305,7 @@ async fn requests_with_other_credentials_are_not_merged() {
             .all(|r| r.contains("rejected the credentials of pull secret \"pull-wrong\"")),
         "{rejected:?}"
     );
-    let requests = new_requests(&registry, &before).await;
+    let requests = new_requests(&registry, before).await;
     println!(
         "3 pull Secrets x 50 concurrent resolves: {} registry requests, {} manifest HEADs",
         requests.len(),
@@ -307,4 +316,17 @@ async fn requests_with_other_credentials_are_not_merged() {
         3,
         "one HEAD per Secret, none shared between them: {requests:?}"
     );
+    let mut statuses: Vec<&str> = requests
+        .iter()
+        .filter(|r| r.starts_with("HEAD "))
+        .filter_map(|r| r.rsplit(' ').next())
+        .collect();
+    statuses.sort_unstable();
+    assert_eq!(statuses, ["200", "200", "401"], "{requests:?}");
+    // The bundle is not shared either: each Secret pulled it with its own credentials.
+    let manifest_gets = requests
+        .iter()
+        .filter(|r| r.starts_with("GET ") && r.contains("/manifests/sha256:"))
+        .count();
+    assert_eq!(manifest_gets, 2, "{requests:?}");
 }

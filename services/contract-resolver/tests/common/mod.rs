@@ -19,7 +19,7 @@ use pacto_contract_resolver::{Resolver, ResolverConfig};
 use pacto_contract_resolver::{SecretData, SecretReadError, SecretSource};
 use pacto_oci::{BundleMeta, ClientOptions, Credentials, RegistryClient};
 use pacto_runtime::testing::eventually;
-use pacto_testenv::registry::Registry;
+use pacto_testenv::registry::{AccessEntry, Registry};
 
 /// A valid 2.0 contract for `name` at `version`, with an extra description to vary content.
 pub fn contract_yaml(name: &str, version: &str, note: &str) -> String {
@@ -209,6 +209,49 @@ pub fn registry_requests(registry: &Registry) -> Vec<String> {
 /// a unique repository) shows up in the log: every request answered before the marker was sent
 /// is then logged too. Waits with a deadline.
 pub async fn registry_requests_settled(registry: &Registry) -> Vec<String> {
+    let marker = send_marker(registry).await;
+    eventually(
+        "the marker request in the registry log",
+        Duration::from_secs(10),
+        || {
+            let requests = registry_requests(registry);
+            let logged = requests.iter().any(|r| r.contains(&marker));
+            std::future::ready(logged.then(|| {
+                requests
+                    .into_iter()
+                    .filter(|r| !r.contains("/v2/marker"))
+                    .collect()
+            }))
+        },
+    )
+    .await
+}
+
+/// The registry's access log (every request it answered, refused ones included), excluding
+/// markers and readiness probes, once a fresh marker request shows up in it. Waits with a
+/// deadline.
+pub async fn access_log_settled(registry: &Registry) -> Vec<AccessEntry> {
+    let marker = send_marker(registry).await;
+    eventually(
+        "the marker request in the registry's access log",
+        Duration::from_secs(10),
+        || {
+            let entries = registry.access_log();
+            let logged = entries.iter().any(|e| e.path.contains(&marker));
+            std::future::ready(logged.then(|| {
+                entries
+                    .into_iter()
+                    .filter(|e| !e.path.starts_with("/v2/marker") && e.path != "/v2/")
+                    .collect()
+            }))
+        },
+    )
+    .await
+}
+
+/// Sends a request for a unique repository (answered 404, or 401 on a registry with
+/// authentication) and returns its marker.
+async fn send_marker(registry: &Registry) -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     static MARKER: AtomicU64 = AtomicU64::new(0);
@@ -220,8 +263,8 @@ pub async fn registry_requests_settled(registry: &Registry) -> Vec<String> {
     let mut stream = tokio::net::TcpStream::connect(registry.addr())
         .await
         .unwrap();
-    // Authenticated on a registry with basic authentication, whose log names only requests
-    // that got past it.
+    // Authenticated on a registry with basic authentication, whose application log names only
+    // requests that got past it.
     let authorization = registry
         .basic_auth()
         .map_or_else(String::new, |(user, password)| {
@@ -242,21 +285,7 @@ pub async fn registry_requests_settled(registry: &Registry) -> Vec<String> {
         .unwrap();
     let mut sink = Vec::new();
     stream.read_to_end(&mut sink).await.unwrap();
-    eventually(
-        "the marker request in the registry log",
-        Duration::from_secs(10),
-        || {
-            let requests = registry_requests(registry);
-            let logged = requests.iter().any(|r| r.contains(&marker));
-            std::future::ready(logged.then(|| {
-                requests
-                    .into_iter()
-                    .filter(|r| !r.contains("/v2/marker"))
-                    .collect()
-            }))
-        },
-    )
-    .await
+    marker
 }
 
 /// A loopback port with nothing listening.
