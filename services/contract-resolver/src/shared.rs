@@ -289,9 +289,7 @@ mod tests {
         // Everyone gone before an answer: the flight is removed too.
         let lonely = {
             let shared = Arc::clone(&shared);
-            tokio::spawn(
-                async move { shared.get(&"other", FRESH, || std::future::pending()).await },
-            )
+            tokio::spawn(async move { shared.get(&"other", FRESH, std::future::pending).await })
         };
         while shared.in_flight() == 0 {
             tokio::task::yield_now().await;

@@ -18,7 +18,7 @@ use pacto_runtime::testing::eventually;
 use pacto_testenv::registry::Registry;
 
 /// The max age status-writer sends for a requeue with the default check interval.
-const INTERVAL: Duration = Duration::from_secs(300);
+const INTERVAL: Duration = Duration::from_mins(5);
 
 /// Resolves `reference` `n` times at once (each in its own task) with `max_age`.
 async fn resolve_concurrently(
@@ -163,7 +163,7 @@ async fn a_failure_is_shared_with_its_error_until_the_failure_ttl() {
     let host = registry.host();
     push_contract(&registry, "acme/svc", "1.0.0", "1.0.0", "x").await;
     // A TTL longer than the test, so that "within the TTL" holds however slow the machine.
-    let resolver = resolver_with(&registry, Duration::from_secs(600), None);
+    let resolver = resolver_with(&registry, Duration::from_mins(10), None);
     let missing = format!("{host}/acme/svc:9.9.9");
 
     let before = snapshot(&registry).await;
@@ -236,7 +236,7 @@ async fn a_failure_is_shared_with_its_error_until_the_failure_ttl() {
                         assert_eq!(&r, reason, "the remembered error");
                         None
                     }
-                    other => panic!("{other:?}"),
+                    other @ Outcome::Invalid { .. } => panic!("{other:?}"),
                 }
             }
         },

@@ -145,7 +145,7 @@ mod tests {
 
     #[test]
     fn only_a_change_of_the_pacto_asks_the_registry_again() {
-        let interval = Duration::from_secs(300);
+        let interval = Duration::from_mins(5);
         let ages: Vec<_> = Trigger::ALL
             .iter()
             .map(|t| (t.label(), t.resolve_max_age(interval).as_secs()))
