@@ -23,6 +23,7 @@
 - --tags-cache-ttl={{ .Values.cache.tagsTtl }}
 - --bundle-cache-ttl={{ .Values.cache.bundleTtl }}
 - --bundle-cache-size={{ .Values.cache.bundleSize }}
+- --failure-cache-ttl={{ .Values.cache.failureTtl }}
 - --max-bundle-bytes={{ int64 .Values.limits.maxBundleBytes }}
 - --max-inline-bytes={{ int64 .Values.limits.maxInlineBytes }}
 {{- end }}

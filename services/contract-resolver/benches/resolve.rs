@@ -44,6 +44,7 @@ fn input(reference: &str) -> ResolveInput {
         pull_secret: None,
         overrides: Vec::new(),
         constraint: None,
+        max_age: std::time::Duration::ZERO,
     }
 }
 

@@ -97,6 +97,18 @@ pub struct BundleKey {
     pub digest: String,
 }
 
+/// Key of a tag's shared digest answer: scope + repository + tag
+/// (docs/design/resolution.md#shared-resolves).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct DigestKey {
+    /// Whose access asked.
+    pub scope: CredentialScope,
+    /// `registry/repository`.
+    pub repository: String,
+    /// The tag.
+    pub tag: String,
+}
+
 /// Key of a cached tag list: scope + repository.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct TagsKey {
@@ -150,11 +162,17 @@ impl<K: Hash + Eq + Clone, V: Clone> TtlCache<K, V> {
     }
 
     /// The live value for `key` at `now`.
+    #[cfg(test)]
     pub fn get(&self, key: &K, now: Instant) -> Option<V> {
+        self.get_aged(key, now).map(|(value, _)| value)
+    }
+
+    /// The live value for `key` at `now` and its age (time since it was stored).
+    pub fn get_aged(&self, key: &K, now: Instant) -> Option<(V, Duration)> {
         let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
         match entries.map.get(key) {
             Some((value, at, _)) if now.saturating_duration_since(*at) < self.ttl => {
-                Some(value.clone())
+                Some((value.clone(), now.saturating_duration_since(*at)))
             }
             Some(_) => {
                 if let Some((_, _, weight)) = entries.map.remove(key) {

@@ -14,6 +14,7 @@ mod registry;
 mod resolve;
 mod secrets;
 mod service;
+mod shared;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -144,6 +145,18 @@ pub struct Args {
         default_value_t = 256 * 1024 * 1024
     )]
     pub bundle_cache_bytes: u64,
+    /// How long a registry failure (not found, authentication rejected, unreachable, …) is
+    /// remembered and given, with its original message, to the requests of the same reference
+    /// and credentials that accept an answer that old (status-writer's requeues); 0 disables.
+    /// Fresh requests (a changed Pacto) always ask the registry.
+    #[arg(
+        long = "failure-cache-ttl",
+        env = "PACTO_RESOLVER_FAILURE_CACHE_TTL",
+        value_name = "DURATION",
+        default_value = "10s",
+        value_parser = parse_duration
+    )]
+    pub failure_cache_ttl: Duration,
     /// Most bundle pulls in flight at once (further pulls wait for a slot).
     #[arg(
         long = "max-concurrent-pulls",
@@ -210,6 +223,7 @@ impl Args {
             bundle_capacity: self.bundle_cache_size,
             bundle_cache_bytes: self.bundle_cache_bytes,
             tags_ttl: self.tags_cache_ttl,
+            failure_ttl: self.failure_cache_ttl,
             max_inline_bytes: self.max_inline_bytes,
             ..defaults
         }
@@ -296,6 +310,9 @@ mod tests {
             ["127.0.0.1:5000", "r.local"]
         );
         assert_eq!(config.tags_ttl, Duration::from_mins(5));
+        assert_eq!(config.failure_ttl, Duration::from_secs(10));
+        let off = Args::try_parse_from(["x", "--failure-cache-ttl=0"]).expect("parses");
+        assert_eq!(off.resolver_config().failure_ttl, Duration::ZERO);
         assert_eq!(config.registry.max_retries, 2);
         assert_eq!(
             args.server.allowed_identities,

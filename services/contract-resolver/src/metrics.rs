@@ -10,8 +10,13 @@ pub const RESOLVE_SECONDS: &str = "pacto_resolver_resolve_duration_seconds";
 /// Registry operations issued, by kind (`manifest_head`, `tags_list`, `bundle_pull`; a pull is
 /// one operation of several HTTP requests: manifest, layer and config blobs).
 pub const REGISTRY_REQUESTS_TOTAL: &str = "pacto_resolver_registry_requests_total";
-/// Cache lookups, by cache (`bundle`, `tags`) and result (`hit`, `miss`).
+/// Cache lookups, by cache (`bundle`, `tags`, `digest`) and result (`hit`, `miss`).
 pub const CACHE_LOOKUPS_TOTAL: &str = "pacto_resolver_cache_lookups_total";
+/// Registry operations a request did not issue because it joined an identical one in flight,
+/// by kind (`manifest_head`, `tags_list`, `bundle_pull`; docs/design/resolution.md#shared-resolves).
+pub const MERGED_REQUESTS_TOTAL: &str = "pacto_resolver_merged_requests_total";
+/// Requests answered with a remembered registry failure instead of a registry request, by kind.
+pub const FAILURE_CACHE_HITS_TOTAL: &str = "pacto_resolver_failure_cache_hits_total";
 /// Pull-secret reads, by result (`ok`, `error`).
 pub const SECRET_READS_TOTAL: &str = "pacto_resolver_secret_reads_total";
 
@@ -35,7 +40,17 @@ pub fn describe() {
     describe_counter!(
         CACHE_LOOKUPS_TOTAL,
         Unit::Count,
-        "Cache lookups, by cache (bundle, tags) and result (hit, miss)."
+        "Cache lookups, by cache (bundle, tags, digest) and result (hit, miss)."
+    );
+    describe_counter!(
+        MERGED_REQUESTS_TOTAL,
+        Unit::Count,
+        "Registry operations not issued because an identical one was in flight and its answer was shared, by kind (manifest_head, tags_list, bundle_pull)."
+    );
+    describe_counter!(
+        FAILURE_CACHE_HITS_TOTAL,
+        Unit::Count,
+        "Requests answered with a remembered registry failure (within --failure-cache-ttl) instead of a registry request, by kind (manifest_head, tags_list, bundle_pull)."
     );
     describe_counter!(
         SECRET_READS_TOTAL,

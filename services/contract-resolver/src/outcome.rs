@@ -3,6 +3,8 @@
 //! right now: `ContractValid=Unknown`), docs/design/resolution.md#invalid-or-unavailable. Pure: no I/O.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
 
 use pacto_contract::bundle::{BundleError, CONTRACT_FILE};
 use pacto_contract::codes;
@@ -75,6 +77,10 @@ pub struct ResolveInput {
     /// Optional version constraint for unversioned references (a dependency's `compatibility`);
     /// `None` for the operator's `Latest` policy, where pre-releases compete normally.
     pub constraint: Option<Constraint>,
+    /// The oldest shared registry answer this request accepts (a tag's digest, a remembered
+    /// failure); zero asks the registry again, joining an identical request in flight
+    /// (docs/design/resolution.md#shared-resolves).
+    pub max_age: Duration,
 }
 
 /// One ListRevisions request, validated.
@@ -231,9 +237,10 @@ pub enum ResolveError {
         message: String,
         /// Its class.
         class: ErrorClass,
-        /// The failure.
+        /// The failure (shared: one registry answer may serve many requests,
+        /// docs/design/resolution.md#shared-resolves).
         #[source]
-        source: Box<RegistryError>,
+        source: Arc<RegistryError>,
     },
     /// An unversioned reference names a repository without any semver tag: nothing to track,
     /// like a missing tag (Unavailable, troubleshooting "Contract not resolving").
@@ -387,10 +394,11 @@ impl ResolveError {
 
     /// Wraps a registry failure with a message a user can act on.
     pub fn registry(
-        source: RegistryError,
+        source: impl Into<Arc<RegistryError>>,
         reference: &Reference,
         pull_secret: Option<&str>,
     ) -> Self {
+        let source = source.into();
         let class = source.class();
         let host = reference.registry();
         let message = match class {
@@ -424,7 +432,7 @@ impl ResolveError {
         ResolveError::Registry {
             message,
             class,
-            source: Box::new(source),
+            source,
         }
     }
 

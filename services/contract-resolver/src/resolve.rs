@@ -10,6 +10,10 @@
 //!
 //! Bundles are always pulled as `<repository>@<digest>`, so content and identity come from one
 //! observation.
+//!
+//! Every registry operation goes through [`Shared`] (docs/design/resolution.md#shared-resolves):
+//! a request with a max age reuses a tag's digest answer younger than that, identical concurrent
+//! operations share one round trip, and failures are remembered for `--failure-cache-ttl`.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
@@ -27,14 +31,18 @@ use pacto_contract::{MAX_POLICY_DEPTH, PolicyResolveError, PolicyResolver};
 use pacto_oci::{Credentials, ErrorClass};
 use sha2::{Digest as _, Sha256};
 
-use crate::cache::{BundleKey, CredentialScope, Salt, TagsKey, TtlCache};
-use crate::metrics::{CACHE_LOOKUPS_TOTAL, RESOLVE_SECONDS, RESOLVES_TOTAL, SECRET_READS_TOTAL};
+use crate::cache::{BundleKey, CredentialScope, DigestKey, Salt, TagsKey, TtlCache};
+use crate::metrics::{RESOLVE_SECONDS, RESOLVES_TOTAL, SECRET_READS_TOTAL};
 use crate::outcome::{
     Class, ContractSource, ListInput, Outcome, ResolutionPolicy, ResolveError, ResolveInput,
     ResolvedContract,
 };
 use crate::registry::{RegistryAccess, RegistryError, RegistryOptions};
 use crate::secrets::{SecretData, SecretReadError, SecretSource, credentials_from_secret};
+use crate::shared::{Answer, Freshness, Shared};
+
+/// Most tag → digest answers kept (each a few hundred bytes); they live `--bundle-cache-ttl`.
+const DIGEST_ANSWERS: usize = 16 * 1024;
 
 /// Tunables of the resolver.
 #[derive(Debug, Clone)]
@@ -57,6 +65,9 @@ pub struct ResolverConfig {
     pub max_inline_bytes: usize,
     /// Most policy bundles fetched for one contract (over all nesting levels).
     pub max_policy_fetches: usize,
+    /// How long a registry failure is remembered and shared with requests whose max age allows
+    /// it; zero disables (docs/design/resolution.md#shared-resolves).
+    pub failure_ttl: Duration,
 }
 
 impl Default for ResolverConfig {
@@ -71,6 +82,7 @@ impl Default for ResolverConfig {
             tags_cache_bytes: 64 * 1024 * 1024,
             max_inline_bytes: 1024 * 1024,
             max_policy_fetches: 16,
+            failure_ttl: Duration::from_secs(10),
         }
     }
 }
@@ -287,17 +299,26 @@ fn sort_revisions(revisions: &mut [TagRevision]) {
     );
 }
 
+/// What a remembered failure weighs.
+const FAILURE_WEIGHT: u64 = 512;
+
 /// What a cached bundle weighs: its files' contents and names, plus a per-file overhead.
-fn bundle_weight(files: &Arc<BundleFiles>) -> u64 {
-    files
-        .iter()
-        .map(|(name, bytes)| (name.len() + bytes.len() + 64) as u64)
-        .sum()
+fn bundle_weight(answer: &Answer<Arc<BundleFiles>>) -> u64 {
+    match answer {
+        Ok(files) => files
+            .iter()
+            .map(|(name, bytes)| (name.len() + bytes.len() + 64) as u64)
+            .sum(),
+        Err(_) => FAILURE_WEIGHT,
+    }
 }
 
 /// What a cached tag list weighs: its tags plus a per-tag overhead.
-fn tags_weight(tags: &Arc<Vec<String>>) -> u64 {
-    tags.iter().map(|t| (t.len() + 24) as u64).sum()
+fn tags_weight(answer: &Answer<Arc<Vec<String>>>) -> u64 {
+    match answer {
+        Ok(tags) => tags.iter().map(|t| (t.len() + 24) as u64).sum(),
+        Err(_) => FAILURE_WEIGHT,
+    }
 }
 
 /// The contract resolver: holds the registry edge, the Secret source and the caches.
@@ -305,8 +326,9 @@ pub struct Resolver {
     config: ResolverConfig,
     registry: RegistryAccess,
     secrets: Option<Arc<dyn SecretSource>>,
-    bundles: TtlCache<BundleKey, Arc<BundleFiles>>,
-    tags: TtlCache<TagsKey, Arc<Vec<String>>>,
+    bundles: Shared<BundleKey, Arc<BundleFiles>>,
+    tags: Shared<TagsKey, Arc<Vec<String>>>,
+    digests: Shared<DigestKey, String>,
     salt: Salt,
 }
 
@@ -328,14 +350,36 @@ impl Resolver {
     ) -> Result<Self, RegistryError> {
         Ok(Self {
             registry: RegistryAccess::new(config.registry.clone())?,
-            bundles: TtlCache::new(config.bundle_ttl, config.bundle_capacity)
-                .with_max_bytes(config.bundle_cache_bytes, bundle_weight),
-            tags: TtlCache::new(config.tags_ttl, config.tags_capacity)
-                .with_max_bytes(config.tags_cache_bytes, tags_weight),
+            bundles: Shared::new(
+                "bundle",
+                "bundle_pull",
+                TtlCache::new(config.bundle_ttl, config.bundle_capacity)
+                    .with_max_bytes(config.bundle_cache_bytes, bundle_weight),
+            ),
+            tags: Shared::new(
+                "tags",
+                "tags_list",
+                TtlCache::new(config.tags_ttl, config.tags_capacity)
+                    .with_max_bytes(config.tags_cache_bytes, tags_weight),
+            ),
+            digests: Shared::new(
+                "digest",
+                "manifest_head",
+                TtlCache::new(config.bundle_ttl, DIGEST_ANSWERS),
+            ),
             secrets,
             salt: Salt::random(),
             config,
         })
+    }
+
+    /// What a request with `max_age` accepts of a shared answer whose successes stay valid for
+    /// `ok` (docs/design/resolution.md#shared-resolves): failures at most `--failure-cache-ttl`.
+    fn freshness(&self, ok: Duration, max_age: Duration) -> Freshness {
+        Freshness {
+            ok,
+            failure: max_age.min(self.config.failure_ttl),
+        }
     }
 
     async fn access<'a>(
@@ -451,7 +495,7 @@ impl Resolver {
             .access(&input.namespace, input.pull_secret.as_deref())
             .await?;
         let fetched = self
-            .fetch(&access, reference, input.constraint.as_ref())
+            .fetch(&access, reference, input.constraint.as_ref(), input.max_age)
             .await?;
         let raw = fetched
             .files
@@ -461,7 +505,10 @@ impl Resolver {
             })?
             .to_vec();
         let policies = match pacto_contract::parse_contract(&raw) {
-            Ok((_, contract)) => self.prefetch_policies(&access, &contract).await,
+            Ok((_, contract)) => {
+                self.prefetch_policies(&access, &contract, input.max_age)
+                    .await
+            }
             // Validation reports the parse error.
             Err(_) => PolicyBundles::default(),
         };
@@ -479,27 +526,30 @@ impl Resolver {
         })
     }
 
-    /// Resolves a reference to a digest and its bundle, using the caches.
+    /// Resolves a reference to a digest and its bundle, using the shared answers no older than
+    /// `max_age`.
     async fn fetch(
         &self,
         access: &Access<'_>,
         reference: &Reference,
         constraint: Option<&Constraint>,
+        max_age: Duration,
     ) -> Result<Fetched, ResolveError> {
         let (scope, credentials) = access.for_registry(reference.registry())?;
         let secret = access.secret_name();
-        let wrap = |e: RegistryError, r: &Reference| ResolveError::registry(e, r, secret);
+        let wrap = |e: Arc<RegistryError>, r: &Reference| ResolveError::registry(e, r, secret);
         let (resolved, digest) = if let Some(digest) = reference.digest() {
             (reference.clone(), digest.to_owned())
         } else if reference.tag().is_some() {
             let digest = self
-                .registry
-                .head_digest(&scope, &credentials, reference)
+                .digest(&scope, &credentials, reference, max_age)
                 .await
                 .map_err(|e| wrap(e, reference))?;
             (reference.clone(), digest)
         } else {
-            let tags = self.tags(&scope, &credentials, reference, secret).await?;
+            let tags = self
+                .tags(&scope, &credentials, reference, secret, max_age)
+                .await?;
             let tag =
                 select_highest_tag(tags.iter().map(String::as_str), constraint).map_err(|e| {
                     let repository = reference.repository_url();
@@ -527,14 +577,13 @@ impl Resolver {
                     source,
                 })?;
             let digest = self
-                .registry
-                .head_digest(&scope, &credentials, &tagged)
+                .digest(&scope, &credentials, &tagged, max_age)
                 .await
                 .map_err(|e| wrap(e, &tagged))?;
             (tagged, digest)
         };
         let files = self
-            .bundle(&scope, &credentials, reference, &digest)
+            .bundle(&scope, &credentials, reference, &digest, max_age)
             .await
             .map_err(|e| wrap(e, &resolved))?;
         Ok(Fetched {
@@ -544,60 +593,88 @@ impl Resolver {
         })
     }
 
+    /// The repository's tags: a tag list lives `--tags-cache-ttl` whatever the request's max age.
     async fn tags(
         &self,
         scope: &CredentialScope,
         credentials: &Credentials,
         reference: &Reference,
         secret: Option<&str>,
+        max_age: Duration,
     ) -> Result<Arc<Vec<String>>, ResolveError> {
         let key = TagsKey {
             scope: scope.clone(),
             repository: reference.repository_url(),
         };
-        if let Some(tags) = self.tags.get(&key, Instant::now()) {
-            counter!(CACHE_LOOKUPS_TOTAL, "cache" => "tags", "result" => "hit").increment(1);
-            return Ok(tags);
-        }
-        counter!(CACHE_LOOKUPS_TOTAL, "cache" => "tags", "result" => "miss").increment(1);
-        let tags = Arc::new(
-            self.registry
-                .list_tags(scope, credentials, reference)
-                .await
-                .map_err(|e| ResolveError::registry(e, &reference.without_version(), secret))?,
-        );
-        self.tags.insert(key, Arc::clone(&tags), Instant::now());
-        Ok(tags)
+        let accept = self.freshness(Duration::MAX, max_age);
+        self.tags
+            .get(&key, accept, || async {
+                Ok(Arc::new(
+                    self.registry
+                        .list_tags(scope, credentials, reference)
+                        .await?,
+                ))
+            })
+            .await
+            .map_err(|e| ResolveError::registry(e, &reference.without_version(), secret))
     }
 
+    /// The digest a tag points at: a shared answer younger than `max_age`, else one HEAD (shared
+    /// with identical requests in flight).
+    async fn digest(
+        &self,
+        scope: &CredentialScope,
+        credentials: &Credentials,
+        tagged: &Reference,
+        max_age: Duration,
+    ) -> Answer<String> {
+        let key = DigestKey {
+            scope: scope.clone(),
+            repository: tagged.repository_url(),
+            tag: tagged.tag().unwrap_or_default().to_owned(),
+        };
+        let accept = self.freshness(max_age, max_age);
+        self.digests
+            .get(&key, accept, || {
+                self.registry.head_digest(scope, credentials, tagged)
+            })
+            .await
+    }
+
+    /// The bundle at a digest: cached while it lives (content-addressed), else one pull shared
+    /// with identical requests in flight.
     async fn bundle(
         &self,
         scope: &CredentialScope,
         credentials: &Credentials,
         reference: &Reference,
         digest: &str,
-    ) -> Result<Arc<BundleFiles>, RegistryError> {
+        max_age: Duration,
+    ) -> Answer<Arc<BundleFiles>> {
         let key = BundleKey {
             scope: scope.clone(),
             repository: reference.repository_url(),
             digest: digest.to_owned(),
         };
-        if let Some(files) = self.bundles.get(&key, Instant::now()) {
-            counter!(CACHE_LOOKUPS_TOTAL, "cache" => "bundle", "result" => "hit").increment(1);
-            return Ok(files);
-        }
-        counter!(CACHE_LOOKUPS_TOTAL, "cache" => "bundle", "result" => "miss").increment(1);
-        let pinned = reference
-            .with_digest(digest)
-            .map_err(|e| RegistryError::Oci(e.into()))?;
-        let pulled = self.registry.pull(scope, credentials, &pinned).await?;
-        let files = Arc::new(pulled.files);
-        self.bundles.insert(key, Arc::clone(&files), Instant::now());
-        Ok(files)
+        let accept = self.freshness(Duration::MAX, max_age);
+        self.bundles
+            .get(&key, accept, || async {
+                let pinned = reference
+                    .with_digest(digest)
+                    .map_err(|e| RegistryError::Oci(e.into()))?;
+                let pulled = self.registry.pull(scope, credentials, &pinned).await?;
+                Ok(Arc::new(pulled.files))
+            })
+            .await
     }
 
     /// Fetches the bundles of `ref` policies (recursively, bounded) with the Pacto's credentials.
-    async fn prefetch_policies(&self, access: &Access<'_>, contract: &Contract) -> PolicyBundles {
+    async fn prefetch_policies(
+        &self,
+        access: &Access<'_>,
+        contract: &Contract,
+        max_age: Duration,
+    ) -> PolicyBundles {
         let mut bundles = PolicyBundles::default();
         let mut queue: VecDeque<(usize, String, usize)> = contract
             .policies
@@ -638,7 +715,7 @@ impl Resolver {
                 match Reference::parse_oci(&reference) {
                     Err(e) => Err((Class::Invalid, e.to_string())),
                     Ok(r) => self
-                        .fetch(access, &r, None)
+                        .fetch(access, &r, None, max_age)
                         .await
                         .map_err(|e| (e.class(), e.to_string())),
                 }
@@ -687,7 +764,7 @@ impl Resolver {
         let (scope, credentials) = access.for_registry(base.registry())?;
         let secret = access.secret_name();
         let tags: Vec<String> = if input.tags.is_empty() {
-            self.tags(&scope, &credentials, &base, secret)
+            self.tags(&scope, &credentials, &base, secret, Duration::ZERO)
                 .await?
                 .iter()
                 .filter(|t| Version::parse(t).is_ok())
@@ -716,13 +793,16 @@ impl Resolver {
                     continue;
                 }
             };
+            // Always asked of the registry (max age zero), which also refreshes the shared
+            // answer the Pactos of this tag read (docs/design/resolution.md#shared-resolves).
             let result = async {
                 let digest = self
-                    .registry
-                    .head_digest(&scope, &credentials, &tagged)
+                    .digest(&scope, &credentials, &tagged, Duration::ZERO)
                     .await?;
-                let files = self.bundle(&scope, &credentials, &base, &digest).await?;
-                Ok::<_, RegistryError>((digest, files))
+                let files = self
+                    .bundle(&scope, &credentials, &base, &digest, Duration::ZERO)
+                    .await?;
+                Ok::<_, Arc<RegistryError>>((digest, files))
             }
             .await;
             match result {

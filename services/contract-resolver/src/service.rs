@@ -2,6 +2,7 @@
 //! naming them), domain outcomes → wire responses.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use pacto_contract::ConfigurationOverride;
 use pacto_contract::ValidationReport;
@@ -70,6 +71,7 @@ pub fn resolve_input(request: &ResolveRequest) -> Result<ResolveInput, FieldErro
         pull_secret: optional(&contract_ref.pull_secret_ref),
         overrides,
         constraint: None,
+        max_age: Duration::from_secs(u64::from(request.max_age_seconds)),
     })
 }
 
@@ -243,6 +245,7 @@ mod tests {
                 name: "app".into(),
                 values: [("k".to_owned(), "v".to_owned())].into(),
             }],
+            max_age_seconds: 300,
         }
     }
 
@@ -252,6 +255,15 @@ mod tests {
         assert_eq!(input.source, ContractSource::Oci("ghcr.io/acme/svc".into()));
         assert_eq!(input.pull_secret, None);
         assert_eq!(input.overrides[0].values["k"], "v");
+        assert_eq!(input.max_age, Duration::from_mins(5));
+        let fresh = ResolveRequest {
+            max_age_seconds: 0,
+            ..request()
+        };
+        assert_eq!(
+            resolve_input(&fresh).expect("valid").max_age,
+            Duration::ZERO
+        );
 
         let mut r = request();
         r.namespace.clear();

@@ -117,6 +117,7 @@ fn request(oci: &str, inline: &str) -> ResolveRequest {
             pull_secret_ref: String::new(),
         }),
         overrides: Vec::new(),
+        max_age_seconds: 0,
     }
 }
 

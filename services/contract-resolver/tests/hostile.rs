@@ -15,7 +15,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use pacto_contract_resolver::{Outcome, Resolver, SecretData, SecretReadError, SecretSource};
+use common::Secrets;
+use pacto_contract_resolver::{Outcome, Resolver, SecretSource};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpListener;
 
@@ -262,39 +263,6 @@ async fn hostile_registry_outcomes_are_bounded_clear_and_never_echo_answers() {
     let max = seen.max_in_flight.load(Ordering::SeqCst);
     println!("concurrent pulls: at most {max} in flight");
     assert!((1..=2).contains(&max), "{max} pulls in flight");
-}
-
-/// One Secret held in memory: name, type, data.
-type FakeSecret = (&'static str, &'static str, Vec<(&'static str, String)>);
-
-/// Secrets held in memory.
-struct Secrets(Vec<FakeSecret>);
-
-impl SecretSource for Secrets {
-    fn get<'a>(
-        &'a self,
-        namespace: &'a str,
-        name: &'a str,
-    ) -> std::pin::Pin<Box<dyn Future<Output = Result<SecretData, SecretReadError>> + Send + 'a>>
-    {
-        let found = self
-            .0
-            .iter()
-            .find(|(n, _, _)| *n == name)
-            .map(|(_, kind, data)| SecretData {
-                kind: (*kind).to_owned(),
-                data: data
-                    .iter()
-                    .map(|(k, v)| ((*k).to_owned(), v.as_bytes().to_vec()))
-                    .collect(),
-            });
-        Box::pin(async move {
-            found.ok_or_else(|| SecretReadError::NotFound {
-                namespace: namespace.to_owned(),
-                name: name.to_owned(),
-            })
-        })
-    }
 }
 
 const SECRET_MARKER: &str = "PULL-SECRET-CONTENT-5c3a";

@@ -135,6 +135,7 @@ async fn binary_resolves_with_a_pull_secret_and_stops_on_sigterm() {
             pull_secret_ref: "pull".into(),
         }),
         overrides: Vec::new(),
+        max_age_seconds: 0,
     };
     // RBAC grants apply asynchronously: retry Unavailable (secret unreadable) with a deadline.
     let resolved = within("the pull secret to be readable", DEADLINE, || {
@@ -280,6 +281,7 @@ fn resolve_request(host: &str) -> ResolveRequest {
             pull_secret_ref: String::new(),
         }),
         overrides: Vec::new(),
+        max_age_seconds: 0,
     }
 }
 

@@ -89,6 +89,7 @@ impl ContractResolver {
                 pull_secret_ref: String::new(),
             }),
             overrides: Vec::new(),
+            max_age_seconds: 0,
         };
         let response = call_with_retries(&self.retry, || {
             let mut client = self.client.clone();

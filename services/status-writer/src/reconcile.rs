@@ -104,8 +104,10 @@ pub async fn reconcile(pacto: Arc<Pacto>, ctx: Arc<Context>) -> Result<Action, R
     let unseen = ctx.written.unseen(&key, &pacto);
     let previous = unseen.as_ref().or(pacto.status.as_ref());
 
-    // 1. Resolve.
-    let resolution = backends::resolve(&ctx.backends, &pacto, namespace).await;
+    // 1. Resolve: a change of the Pacto asks the registry again, other causes accept a shared
+    // answer up to one check interval old (docs/design/resolution.md#shared-resolves).
+    let max_age = trigger.resolve_max_age(requeue::check_interval(&pacto));
+    let resolution = backends::resolve(&ctx.backends, &pacto, namespace, max_age).await;
     // 2. Revision, and 3. Observe + Evaluate, for a contract that resolved.
     let (revision, runtime) = match &resolution {
         Resolution::Resolved(resolved) => (

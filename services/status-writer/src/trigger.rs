@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::PoisonError;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use crate::metrics::TRIGGERS_TOTAL;
 use crate::reconcile::memo::PactoKey;
@@ -40,6 +41,18 @@ impl Trigger {
             Self::WatchTargets => "watch_targets",
             Self::Revision => "revision",
             Self::Requeue => "requeue",
+        }
+    }
+
+    /// The oldest shared registry answer the Resolve of a reconcile started by this trigger
+    /// accepts (docs/design/resolution.md#shared-resolves). A change of the Pacto itself asks
+    /// the registry again, so a `kubectl annotate` nudge re-reads a force-pushed tag at once;
+    /// every other cause accepts an answer up to one check interval old, so the Pactos that
+    /// reference one tag with the same credentials cost one registry request per interval.
+    pub fn resolve_max_age(self, check_interval: Duration) -> Duration {
+        match self {
+            Self::Pacto => Duration::ZERO,
+            Self::WatchTargets | Self::Revision | Self::Requeue => check_interval,
         }
     }
 
@@ -123,5 +136,28 @@ impl Triggers {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .retain(|key, _| keep(key));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_change_of_the_pacto_asks_the_registry_again() {
+        let interval = Duration::from_mins(5);
+        let ages: Vec<_> = Trigger::ALL
+            .iter()
+            .map(|t| (t.label(), t.resolve_max_age(interval).as_secs()))
+            .collect();
+        assert_eq!(
+            ages,
+            [
+                ("pacto", 0),
+                ("watch_targets", 300),
+                ("revision", 300),
+                ("requeue", 300)
+            ]
+        );
     }
 }

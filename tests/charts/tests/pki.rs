@@ -138,6 +138,7 @@ fn request() -> ResolveRequest {
             pull_secret_ref: String::new(),
         }),
         overrides: Vec::new(),
+        max_age_seconds: 0,
     }
 }
 

@@ -14,12 +14,12 @@ use std::time::Duration;
 use pacto_contract::bundle::{BundleFiles, CONTRACT_FILE};
 use pacto_contract::reference::Reference;
 use pacto_contract_resolver::RegistryOptions;
-use pacto_contract_resolver::SecretSource;
 use pacto_contract_resolver::{ContractSource, Outcome, ResolveInput, ResolvedContract};
 use pacto_contract_resolver::{Resolver, ResolverConfig};
+use pacto_contract_resolver::{SecretData, SecretReadError, SecretSource};
 use pacto_oci::{BundleMeta, ClientOptions, Credentials, RegistryClient};
 use pacto_runtime::testing::eventually;
-use pacto_testenv::registry::Registry;
+use pacto_testenv::registry::{AccessEntry, Registry};
 
 /// A valid 2.0 contract for `name` at `version`, with an extra description to vary content.
 pub fn contract_yaml(name: &str, version: &str, note: &str) -> String {
@@ -131,6 +131,7 @@ pub fn oci_input(reference: &str, pull_secret: Option<&str>) -> ResolveInput {
         pull_secret: pull_secret.map(str::to_owned),
         overrides: Vec::new(),
         constraint: None,
+        max_age: std::time::Duration::ZERO,
     }
 }
 
@@ -208,29 +209,7 @@ pub fn registry_requests(registry: &Registry) -> Vec<String> {
 /// a unique repository) shows up in the log: every request answered before the marker was sent
 /// is then logged too. Waits with a deadline.
 pub async fn registry_requests_settled(registry: &Registry) -> Vec<String> {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    static MARKER: AtomicU64 = AtomicU64::new(0);
-    let marker = format!(
-        "marker{}x{}",
-        std::process::id(),
-        MARKER.fetch_add(1, Ordering::Relaxed)
-    );
-    let mut stream = tokio::net::TcpStream::connect(registry.addr())
-        .await
-        .unwrap();
-    stream
-        .write_all(
-            format!(
-                "GET /v2/{marker}/tags/list HTTP/1.0\r\nHost: {}\r\n\r\n",
-                registry.host()
-            )
-            .as_bytes(),
-        )
-        .await
-        .unwrap();
-    let mut sink = Vec::new();
-    stream.read_to_end(&mut sink).await.unwrap();
+    let marker = send_marker(registry).await;
     eventually(
         "the marker request in the registry log",
         Duration::from_secs(10),
@@ -248,8 +227,102 @@ pub async fn registry_requests_settled(registry: &Registry) -> Vec<String> {
     .await
 }
 
+/// The registry's access log (every request it answered, refused ones included), excluding
+/// markers and readiness probes, once a fresh marker request shows up in it. Waits with a
+/// deadline.
+pub async fn access_log_settled(registry: &Registry) -> Vec<AccessEntry> {
+    let marker = send_marker(registry).await;
+    eventually(
+        "the marker request in the registry's access log",
+        Duration::from_secs(10),
+        || {
+            let entries = registry.access_log();
+            let logged = entries.iter().any(|e| e.path.contains(&marker));
+            std::future::ready(logged.then(|| {
+                entries
+                    .into_iter()
+                    .filter(|e| !e.path.starts_with("/v2/marker") && e.path != "/v2/")
+                    .collect()
+            }))
+        },
+    )
+    .await
+}
+
+/// Sends a request for a unique repository (answered 404, or 401 on a registry with
+/// authentication) and returns its marker.
+async fn send_marker(registry: &Registry) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    static MARKER: AtomicU64 = AtomicU64::new(0);
+    let marker = format!(
+        "marker{}x{}",
+        std::process::id(),
+        MARKER.fetch_add(1, Ordering::Relaxed)
+    );
+    let mut stream = tokio::net::TcpStream::connect(registry.addr())
+        .await
+        .unwrap();
+    // Authenticated on a registry with basic authentication, whose application log names only
+    // requests that got past it.
+    let authorization = registry
+        .basic_auth()
+        .map_or_else(String::new, |(user, password)| {
+            use base64::Engine as _;
+            let token =
+                base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+            format!("Authorization: Basic {token}\r\n")
+        });
+    stream
+        .write_all(
+            format!(
+                "GET /v2/{marker}/tags/list HTTP/1.0\r\nHost: {}\r\n{authorization}\r\n",
+                registry.host()
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    let mut sink = Vec::new();
+    stream.read_to_end(&mut sink).await.unwrap();
+    marker
+}
+
 /// A loopback port with nothing listening.
 pub fn closed_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.local_addr().unwrap().port()
+}
+
+/// One Secret held in memory: name, type, data.
+pub type FakeSecret = (&'static str, &'static str, Vec<(&'static str, String)>);
+
+/// Secrets held in memory.
+pub struct Secrets(pub Vec<FakeSecret>);
+
+impl SecretSource for Secrets {
+    fn get<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+    ) -> std::pin::Pin<Box<dyn Future<Output = Result<SecretData, SecretReadError>> + Send + 'a>>
+    {
+        let found = self
+            .0
+            .iter()
+            .find(|(n, _, _)| *n == name)
+            .map(|(_, kind, data)| SecretData {
+                kind: (*kind).to_owned(),
+                data: data
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), v.as_bytes().to_vec()))
+                    .collect(),
+            });
+        Box::pin(async move {
+            found.ok_or_else(|| SecretReadError::NotFound {
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+            })
+        })
+    }
 }

@@ -82,6 +82,8 @@ pub fn resolve_request(pacto: &Pacto, namespace: &str) -> resolver::ResolveReque
                 values: c.values.clone().into_iter().collect(),
             })
             .collect(),
+        // Fresh; the caller sets the max age it accepts (status-writer: its trigger).
+        max_age_seconds: 0,
     }
 }
 

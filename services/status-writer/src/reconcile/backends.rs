@@ -95,9 +95,16 @@ fn now_proto() -> prost_types::Timestamp {
     }
 }
 
-/// Step 1: Resolve.
-pub async fn resolve(backends: &Backends, pacto: &Pacto, namespace: &str) -> Resolution {
-    let request = crd::resolve_request(pacto, namespace);
+/// Step 1: Resolve, accepting shared registry answers up to `max_age` old
+/// (docs/design/resolution.md#shared-resolves).
+pub async fn resolve(
+    backends: &Backends,
+    pacto: &Pacto,
+    namespace: &str,
+    max_age: Duration,
+) -> Resolution {
+    let mut request = crd::resolve_request(pacto, namespace);
+    request.max_age_seconds = u32::try_from(max_age.as_secs()).unwrap_or(u32::MAX);
     let answer = backends
         .call(&backends.resolver, &request, |mut c, r| async move {
             c.resolve(r).await

@@ -50,7 +50,8 @@ impl Backoff {
     }
 }
 
-fn check_interval(pacto: &Pacto) -> Duration {
+/// The Pacto's check interval (at least the minimum).
+pub(crate) fn check_interval(pacto: &Pacto) -> Duration {
     let seconds = pacto
         .spec
         .check_interval_seconds()
