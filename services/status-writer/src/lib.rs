@@ -27,6 +27,7 @@
 //! Known gap: `status.policies[].title/description/properties` need the bundled policy schema
 //! files, which `Resolve` does not return (only configuration schemas travel).
 
+mod cached;
 mod compose;
 mod context;
 mod controller;

@@ -28,6 +28,10 @@ use crate::revision::{
     tracked_tags,
 };
 
+/// Pactos per page of the mirror's list: a pass holds one page of whole objects at a time,
+/// never the whole fleet (docs/design/status.md#what-the-caches-keep).
+const LIST_PAGE: u32 = 500;
+
 /// One mirror pass over every Pacto visible to `ctx` (all namespaces or `namespace`) whose
 /// namespace is in scope.
 pub async fn pass(ctx: &Context, namespace: Option<&str>) -> Result<(), kube::Error> {
@@ -35,12 +39,33 @@ pub async fn pass(ctx: &Context, namespace: Option<&str>) -> Result<(), kube::Er
         Some(ns) => Api::namespaced(ctx.client.clone(), ns),
         None => Api::all(ctx.client.clone()),
     };
-    for pacto in api.list(&ListParams::default()).await?.items {
-        if pacto.namespace().is_some_and(|ns| ctx.scope.admits(&ns)) {
-            mirror_one(ctx, &pacto).await;
-        }
+    for pacto in mirrored(ctx, &api).await? {
+        mirror_one(ctx, &pacto).await;
     }
     Ok(())
+}
+
+/// The Pactos in scope whose tag the mirror re-checks, listed page by page and kept trimmed
+/// (no status, no managed fields): the list completes before the first slow resolver call, so
+/// no continue token can expire during a pass.
+async fn mirrored(ctx: &Context, api: &Api<Pacto>) -> Result<Vec<Pacto>, kube::Error> {
+    let mut kept = Vec::new();
+    let mut params = ListParams::default().limit(LIST_PAGE);
+    loop {
+        let page = api.list(&params).await?;
+        kept.extend(page.items.into_iter().filter_map(|mut pacto| {
+            let wanted = mirrored_ref(&pacto).is_some()
+                && pacto.namespace().is_some_and(|ns| ctx.scope.admits(&ns));
+            wanted.then(|| {
+                crate::cached::trim_pacto_for_mirror(&mut pacto);
+                pacto
+            })
+        }));
+        match page.metadata.continue_ {
+            Some(token) if !token.is_empty() => params = params.continue_token(&token),
+            _ => return Ok(kept),
+        }
+    }
 }
 
 async fn mirror_one(ctx: &Context, pacto: &Pacto) {

@@ -27,7 +27,8 @@ const WATCH_RETRY_MAX: Duration = Duration::from_secs(30);
 
 /// The Pacto watch of the controller and its store: every update reaches the store, but only
 /// changes of spec, labels or annotations reconcile (our own status-only updates do not; the
-/// `kubectl annotate` nudge does).
+/// `kubectl annotate` nudge does). Objects enter the store trimmed of what nothing reads
+/// (managed fields, the last-applied copy; docs/design/status.md#what-the-caches-keep).
 pub fn pactos(
     api: Api<Pacto>,
     ctx: Arc<Context>,
@@ -36,20 +37,22 @@ pub fn pactos(
     impl Stream<Item = Result<Pacto, watcher::Error>> + Send,
 ) {
     let (reader, writer) = kube::runtime::reflector::store();
-    let stream =
-        kube::runtime::reflector(writer, watcher::watcher(api, watcher::Config::default()))
-            .with_retry(WatchRetry::new("Pacto").max_delay(WATCH_RETRY_MAX))
-            .applied_objects()
-            .predicate_filter(
-                spec_or_metadata,
-                kube::runtime::utils::PredicateConfig::default(),
-            )
-            .inspect_ok(move |pacto| {
-                if let Some(namespace) = pacto.namespace() {
-                    ctx.triggers
-                        .mark((namespace, pacto.name_any()), Trigger::Pacto);
-                }
-            });
+    let stream = kube::runtime::reflector(
+        writer,
+        watcher::watcher(api, watcher::Config::default()).modify(crate::cached::trim_pacto),
+    )
+    .with_retry(WatchRetry::new("Pacto").max_delay(WATCH_RETRY_MAX))
+    .applied_objects()
+    .predicate_filter(
+        spec_or_metadata,
+        kube::runtime::utils::PredicateConfig::default(),
+    )
+    .inspect_ok(move |pacto| {
+        if let Some(namespace) = pacto.namespace() {
+            ctx.triggers
+                .mark((namespace, pacto.name_any()), Trigger::Pacto);
+        }
+    });
     (reader, stream)
 }
 
