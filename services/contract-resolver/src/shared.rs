@@ -199,6 +199,18 @@ mod tests {
         failure: Duration::ZERO,
     };
 
+    /// Waits until `done` holds, failing the test after a deadline.
+    async fn until(what: &str, mut done: impl FnMut() -> bool) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while !done() {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "timed out after 10s waiting for {what}"
+            );
+            tokio::task::yield_now().await;
+        }
+    }
+
     fn not_found() -> RegistryError {
         RegistryError::Status {
             reference: "r/x:1".into(),
@@ -227,16 +239,16 @@ mod tests {
             });
         }
         // Release the leader once all 50 have joined its flight (the map holds one more).
-        while shared
-            .flights
-            .lock()
-            .expect("lock")
-            .get(&"k")
-            .map(Arc::strong_count)
-            != Some(51)
-        {
-            tokio::task::yield_now().await;
-        }
+        until("all 50 requests in one flight", || {
+            shared
+                .flights
+                .lock()
+                .expect("lock")
+                .get(&"k")
+                .map(Arc::strong_count)
+                == Some(51)
+        })
+        .await;
         gate.notify_one();
         while let Some(answer) = tasks.join_next().await {
             assert_eq!(answer.expect("task").expect("answer"), 7);
@@ -271,16 +283,16 @@ mod tests {
             tokio::spawn(async move { shared.get(&"k", FRESH, || async { Ok(5) }).await })
         };
         // The follower has joined the leader's flight.
-        while shared
-            .flights
-            .lock()
-            .expect("lock")
-            .get(&"k")
-            .map(Arc::strong_count)
-            != Some(3)
-        {
-            tokio::task::yield_now().await;
-        }
+        until("the follower to join the leader's flight", || {
+            shared
+                .flights
+                .lock()
+                .expect("lock")
+                .get(&"k")
+                .map(Arc::strong_count)
+                == Some(3)
+        })
+        .await;
         leader.abort();
         assert!(leader.await.expect_err("aborted").is_cancelled());
         assert_eq!(follower.await.expect("task").expect("answer"), 5);
@@ -291,9 +303,7 @@ mod tests {
             let shared = Arc::clone(&shared);
             tokio::spawn(async move { shared.get(&"other", FRESH, std::future::pending).await })
         };
-        while shared.in_flight() == 0 {
-            tokio::task::yield_now().await;
-        }
+        until("the flight to start", || shared.in_flight() > 0).await;
         lonely.abort();
         assert!(lonely.await.expect_err("aborted").is_cancelled());
         assert_eq!(shared.in_flight(), 0);
