@@ -111,8 +111,11 @@ async fn a_replica_of_each_backend_killed_mid_backlog_costs_no_pacto_an_unknown(
     ) {
         return;
     }
+    // No backoff retries of failed calls: only the balancer's immediate resend on the other
+    // replica stands between a killed replica and an Unknown.
     let mut stack = Stack::start_with(StackOptions {
         backend_replicas: 2,
+        status_writer_args: vec!["--grpc-max-retries=0".into()],
         ..StackOptions::default()
     })
     .await
