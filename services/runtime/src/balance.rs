@@ -230,8 +230,7 @@ async fn resolve_loop(shared: Weak<Shared>, refresh: Arc<Notify>) {
             return;
         };
         let started = Instant::now();
-        let resolved =
-            (current.config.resolver)(current.host.clone(), current.port).await;
+        let resolved = (current.config.resolver)(current.host.clone(), current.port).await;
         current.update(resolved);
         let interval = current.config.resolve_interval;
         drop(current);
@@ -312,14 +311,11 @@ impl Shared {
     async fn current(&self) -> EndpointSet {
         let mut receiver = self.set.subscribe();
         if !receiver.borrow().resolved {
-            let _ = tokio::time::timeout(
-                self.first_resolution,
-                receiver.wait_for(|set| set.resolved),
-            )
-            .await;
+            let _ =
+                tokio::time::timeout(self.first_resolution, receiver.wait_for(|set| set.resolved))
+                    .await;
         }
-        let set = receiver.borrow().clone();
-        set
+        receiver.borrow().clone()
     }
 
     /// The endpoints to try for one call, in order: the ready ones from the round-robin position,
@@ -497,7 +493,11 @@ mod tests {
     }
 
     impl Replica {
-        fn start(name: &'static str, listener: std::net::TcpListener, store: Arc<TlsStore>) -> Self {
+        fn start(
+            name: &'static str,
+            listener: std::net::TcpListener,
+            store: Arc<TlsStore>,
+        ) -> Self {
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(1)
                 .enable_all()
@@ -563,8 +563,12 @@ mod tests {
             &format!("the endpoints to be {want:?}"),
             Duration::from_secs(10),
             || {
-                let got: Vec<SocketAddr> =
-                    receiver.borrow_and_update().endpoints.iter().map(|e| e.addr()).collect();
+                let got: Vec<SocketAddr> = receiver
+                    .borrow_and_update()
+                    .endpoints
+                    .iter()
+                    .map(|e| e.addr())
+                    .collect();
                 std::future::ready(if got == want {
                     Ok(())
                 } else {
@@ -597,8 +601,8 @@ mod tests {
         let resolved = Arc::clone(&answer);
         let config = BalanceConfig {
             backend: "echo".into(),
-            resolve_interval: Duration::from_secs(3600),
-            ejection: Duration::from_secs(3600),
+            resolve_interval: Duration::from_hours(1),
+            ejection: Duration::from_hours(1),
             resolver: Arc::new(move |host: String, p: u16| {
                 assert_eq!((host.as_str(), p), ("echo-peers.test", port));
                 let addrs = resolved.lock().unwrap().clone();

@@ -106,8 +106,7 @@ mod tests {
                 connect_timeout: Duration::from_secs(1),
                 request_timeout: Duration::from_secs(1),
             };
-            grpc::balanced_channel(&spec, &Transport::Insecure, BalanceConfig::new("test"))
-                .unwrap()
+            grpc::balanced_channel(&spec, &Transport::Insecure, BalanceConfig::new("test")).unwrap()
         };
         let backends = Backends::new(
             channel(),

@@ -1375,7 +1375,11 @@ fn node_agent_has_least_privilege() -> Result<()> {
 #[test]
 fn backends_run_replicas_with_a_budget_anti_affinity_and_a_headless_service() -> Result<()> {
     let tools = Tools::new()?;
-    for chart in ["pacto-contract-resolver", "pacto-observer", "pacto-evaluator"] {
+    for chart in [
+        "pacto-contract-resolver",
+        "pacto-observer",
+        "pacto-evaluator",
+    ] {
         let docs = render(&tools, chart, None, &[])?;
         let deployment = of_kind(&docs, "Deployment")[0];
         ensure!(deployment["spec"]["replicas"] == 2, "{chart}: 2 replicas");
@@ -1383,7 +1387,8 @@ fn backends_run_replicas_with_a_budget_anti_affinity_and_a_headless_service() ->
         let pdb = of_kind(&docs, "PodDisruptionBudget");
         ensure!(pdb.len() == 1, "{chart}: one PodDisruptionBudget");
         ensure!(
-            pdb[0]["spec"]["maxUnavailable"] == 1 && pdb[0]["spec"]["selector"]["matchLabels"] == *labels,
+            pdb[0]["spec"]["maxUnavailable"] == 1
+                && pdb[0]["spec"]["selector"]["matchLabels"] == *labels,
             "{chart}: {}",
             pdb[0]
         );
@@ -1395,7 +1400,11 @@ fn backends_run_replicas_with_a_budget_anti_affinity_and_a_headless_service() ->
             "{chart}: anti-affinity {anti}"
         );
         let services = of_kind(&docs, "Service");
-        let named = |name: String| services.iter().find(|s| s["metadata"]["name"] == name.as_str());
+        let named = |name: String| {
+            services
+                .iter()
+                .find(|s| s["metadata"]["name"] == name.as_str())
+        };
         let cluster_ip = named(chart.to_owned()).context("the ClusterIP Service")?;
         ensure!(
             cluster_ip["spec"].get("clusterIP").is_none(),
@@ -1413,10 +1422,12 @@ fn backends_run_replicas_with_a_budget_anti_affinity_and_a_headless_service() ->
         // One replica: no budget (it would block every drain); required or no anti-affinity on
         // request; a user's affinity replaces the default.
         let docs = render(&tools, chart, None, &["replicaCount=1"])?;
-        ensure!(of_kind(&docs, "PodDisruptionBudget").is_empty(), "{chart}: PDB with 1 replica");
+        ensure!(
+            of_kind(&docs, "PodDisruptionBudget").is_empty(),
+            "{chart}: PDB with 1 replica"
+        );
         let docs = render(&tools, chart, None, &["podAntiAffinity=required"])?;
-        let anti = &of_kind(&docs, "Deployment")[0]["spec"]["template"]["spec"]["affinity"]
-            ["podAntiAffinity"];
+        let anti = &of_kind(&docs, "Deployment")[0]["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"];
         ensure!(
             anti["requiredDuringSchedulingIgnoredDuringExecution"][0]["topologyKey"]
                 == "kubernetes.io/hostname",
@@ -1436,14 +1447,24 @@ fn backends_run_replicas_with_a_budget_anti_affinity_and_a_headless_service() ->
             "{chart}: {affinity}"
         );
         let docs = render(&tools, chart, None, &["podDisruptionBudget.enabled=false"])?;
-        ensure!(of_kind(&docs, "PodDisruptionBudget").is_empty(), "{chart}: PDB off");
+        ensure!(
+            of_kind(&docs, "PodDisruptionBudget").is_empty(),
+            "{chart}: PDB off"
+        );
     }
 
     let docs = render(&tools, "pacto-status-writer", None, &[])?;
     let deployment = of_kind(&docs, "Deployment")[0];
-    ensure!(deployment["spec"]["replicas"] == 1, "the status-writer stays one writer");
+    ensure!(
+        deployment["spec"]["replicas"] == 1,
+        "the status-writer stays one writer"
+    );
     ensure!(of_kind(&docs, "PodDisruptionBudget").is_empty());
-    ensure!(deployment["spec"]["template"]["spec"].get("affinity").is_none());
+    ensure!(
+        deployment["spec"]["template"]["spec"]
+            .get("affinity")
+            .is_none()
+    );
     let args = args(deployment);
     for (flag, backend) in [
         ("resolver", "contract-resolver"),
@@ -1458,11 +1479,18 @@ fn backends_run_replicas_with_a_budget_anti_affinity_and_a_headless_service() ->
         }
     }
     // A set address is dialled as it is, its host being the server name.
-    let docs = render(&tools, "pacto-status-writer", None, &["backends.observer=obs.example:9000"])?;
+    let docs = render(
+        &tools,
+        "pacto-status-writer",
+        None,
+        &["backends.observer=obs.example:9000"],
+    )?;
     let args_set = args_of(&docs);
     ensure!(
         args_set.contains(&"--observer-addr=obs.example:9000".to_owned())
-            && !args_set.iter().any(|a| a.starts_with("--observer-server-name")),
+            && !args_set
+                .iter()
+                .any(|a| a.starts_with("--observer-server-name")),
         "{args_set:?}"
     );
     Ok(())

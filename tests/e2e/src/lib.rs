@@ -231,13 +231,11 @@ fn replica_addrs(count: usize) -> anyhow::Result<Vec<SocketAddr>> {
         let mut held = vec![first];
         let mut all = true;
         for i in 1..count {
-            match std::net::TcpListener::bind((ip(i)?, port)) {
-                Ok(listener) => held.push(listener),
-                Err(_) => {
-                    all = false;
-                    break;
-                }
-            }
+            let Ok(listener) = std::net::TcpListener::bind((ip(i)?, port)) else {
+                all = false;
+                break;
+            };
+            held.push(listener);
         }
         if all {
             return (0..count)
@@ -549,7 +547,8 @@ impl Stack {
                 ("evaluator", &evaluators),
             ] {
                 for addr in replicas {
-                    text.push_str(&format!("{} {}\n", addr.ip(), peers_host(service)));
+                    use std::fmt::Write as _;
+                    let _ = writeln!(text, "{} {}", addr.ip(), peers_host(service));
                 }
             }
             std::fs::write(path, text)?;

@@ -129,7 +129,11 @@ async fn a_replica_of_each_backend_killed_mid_backlog_costs_no_pacto_an_unknown(
         Duration::from_secs(30),
         || async {
             let got = endpoints(&stack).await;
-            if got == want { Ok(()) } else { Err(format!("{got:?}")) }
+            if got == want {
+                Ok(())
+            } else {
+                Err(format!("{got:?}"))
+            }
         },
     )
     .await;
@@ -150,7 +154,8 @@ async fn a_replica_of_each_backend_killed_mid_backlog_costs_no_pacto_an_unknown(
     }
     let names: Vec<String> = (0..PACTOS).map(|i| format!("p-{i}")).collect();
     for (i, name) in names.iter().enumerate() {
-        let contract = format!("pactoVersion: \"2.0\"\nservice:\n  name: {name}\n  version: 1.0.0\n");
+        let contract =
+            format!("pactoVersion: \"2.0\"\nservice:\n  name: {name}\n  version: 1.0.0\n");
         yaml.push_str(&inline_pacto(
             name,
             &contract,
@@ -167,7 +172,11 @@ async fn a_replica_of_each_backend_killed_mid_backlog_costs_no_pacto_an_unknown(
         Duration::from_secs(30),
         || async {
             let n = watched.lock().unwrap().len();
-            if n == PACTOS { Ok(()) } else { Err(format!("{n} watched")) }
+            if n == PACTOS {
+                Ok(())
+            } else {
+                Err(format!("{n} watched"))
+            }
         },
     )
     .await;
@@ -180,7 +189,11 @@ async fn a_replica_of_each_backend_killed_mid_backlog_costs_no_pacto_an_unknown(
         Duration::from_mins(2),
         || async {
             let n = with_verdict(&stack).await;
-            if n >= KILL_AFTER { Ok(n) } else { Err(format!("{n} with a verdict")) }
+            if n >= KILL_AFTER {
+                Ok(n)
+            } else {
+                Err(format!("{n} with a verdict"))
+            }
         },
     )
     .await;
@@ -228,7 +241,11 @@ async fn a_replica_of_each_backend_killed_mid_backlog_costs_no_pacto_an_unknown(
             if wrong.is_empty() {
                 Ok(())
             } else {
-                Err(format!("{} wrong, e.g. {:?}", wrong.len(), &wrong[..wrong.len().min(5)]))
+                Err(format!(
+                    "{} wrong, e.g. {:?}",
+                    wrong.len(),
+                    &wrong[..wrong.len().min(5)]
+                ))
             }
         },
     )
