@@ -95,6 +95,24 @@ async fn endpoints(stack: &Stack) -> BTreeMap<String, f64> {
         .collect()
 }
 
+/// `text` without ANSI colour sequences (`ESC [ … m`), as a terminal shows it.
+fn plain(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c == 'm' {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// Pactos with a status now.
 async fn with_verdict(stack: &Stack) -> usize {
     list(stack, "pactos")
@@ -197,6 +215,41 @@ async fn a_replica_of_each_backend_killed_mid_backlog_costs_no_pacto_an_unknown(
         },
     )
     .await;
+    // WatchTargets is subscribed on every observer replica (a notification from either one
+    // reconciles): the status-writer logs each subscription with its endpoint.
+    let observers: Vec<String> = stack
+        .services
+        .iter()
+        .filter(|s| s.name.starts_with("observer"))
+        .filter_map(|s| s.grpc.map(|a| format!("endpoint={a}")))
+        .collect();
+    assert_eq!(observers.len(), 2, "two observer replicas");
+    let log = stack.dir.path().join("status-writer.1.log");
+    let subscribed = within(
+        "a WatchTargets subscription on both observer replicas",
+        Duration::from_secs(30),
+        || async {
+            let text = plain(&std::fs::read_to_string(&log).unwrap_or_default());
+            let missing: Vec<&String> = observers
+                .iter()
+                .filter(|endpoint| {
+                    !text.lines().any(|l| {
+                        l.contains("subscribed to the observer's WatchTargets")
+                            && l.contains(endpoint.as_str())
+                    })
+                })
+                .collect();
+            if missing.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("not subscribed: {missing:?}"))
+            }
+        },
+    )
+    .await;
+    if let Err(timeout) = subscribed {
+        panic!("{timeout}\n{}", stack.logs());
+    }
     let before_kill = match reached {
         Ok(n) => n,
         Err(timeout) => panic!("{timeout}\n{}", stack.logs()),
