@@ -395,10 +395,16 @@ impl Shared {
                 }
             }
         }
-        Err(match last {
-            Some(error) => Box::new(error),
-            None => Box::new(Status::unavailable("no endpoint answered")),
-        })
+        // Every endpoint tried failed at the transport: Unavailable (retried by the caller's
+        // policy), whatever the last failure looked like (a reset mid-call reads Unknown).
+        let detail = last.map_or_else(
+            || "no endpoint answered".to_owned(),
+            |error| crate::tls::error_chain(&error),
+        );
+        Err(Box::new(Status::unavailable(format!(
+            "every endpoint of {} failed: {detail}",
+            self.config.backend
+        ))))
     }
 }
 
@@ -658,7 +664,7 @@ mod tests {
         let seen = answers(&channel, 20).await;
         assert_eq!(seen, BTreeMap::from([("a".into(), 10), ("b2".into(), 10)]));
 
-        // Both gone: the call fails with the connection error, after trying each once.
+        // Both gone: the call fails as Unavailable (retryable), after trying each once.
         replica_a.kill();
         replica_b.kill();
         let error = call(&channel).await.unwrap_err();
