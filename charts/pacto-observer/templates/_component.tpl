@@ -6,6 +6,9 @@
 
 {{- define "pacto.hasGrpcServer" -}}true{{- end }}
 
+{{/* Stateless: replicaCount replicas (2 by default), a PodDisruptionBudget, anti-affinity and the headless Service the status-writer balances over. */}}
+{{- define "pacto.replicated" -}}true{{- end }}
+
 {{- define "pacto.honorLabels" -}}false{{- end }}
 
 {{- define "pacto.needsKubernetes" -}}true{{- end }}

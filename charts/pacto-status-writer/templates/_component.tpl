@@ -6,18 +6,32 @@
 
 {{- define "pacto.hasGrpcServer" -}}false{{- end }}
 
+{{/* The single writer under its Lease: no PodDisruptionBudget, anti-affinity or headless Service. */}}
+{{- define "pacto.replicated" -}}false{{- end }}
+
 {{- define "pacto.needsKubernetes" -}}true{{- end }}
 
-{{- define "pacto.backend" -}}
-{{- $ctx := index . 0 }}{{- $name := index . 1 }}{{- $value := index . 2 }}
-{{- default (printf "pacto-%s.%s.svc:%v" $name $ctx.Release.Namespace $ctx.Values.backends.port) $value }}
+{{/*
+A backend's flags: by default the headless Service pacto-<name>-peers (one address per ready
+replica, balanced client-side) with the server name of the ClusterIP Service the certificate
+carries (docs/design/scaling.md#replicas-and-client-side-balancing); a set address is used as it
+is, its host being the server name.
+*/}}
+{{- define "pacto.backendArgs" -}}
+{{- $ctx := index . 0 }}{{- $flag := index . 1 }}{{- $name := index . 2 }}{{- $value := index . 3 }}
+{{- if $value }}
+- --{{ $flag }}-addr={{ $value }}
+{{- else }}
+- --{{ $flag }}-addr={{ printf "pacto-%s-peers.%s.svc:%v" $name $ctx.Release.Namespace $ctx.Values.backends.port }}
+- --{{ $flag }}-server-name={{ printf "pacto-%s.%s.svc" $name $ctx.Release.Namespace }}
+{{- end }}
 {{- end }}
 
 {{/* Flags of services/status-writer (Args). */}}
 {{- define "pacto.serviceArgs" -}}
-- --resolver-addr={{ include "pacto.backend" (list . "contract-resolver" .Values.backends.resolver) }}
-- --observer-addr={{ include "pacto.backend" (list . "observer" .Values.backends.observer) }}
-- --evaluator-addr={{ include "pacto.backend" (list . "evaluator" .Values.backends.evaluator) }}
+{{- include "pacto.backendArgs" (list . "resolver" "contract-resolver" .Values.backends.resolver) }}
+{{- include "pacto.backendArgs" (list . "observer" "observer" .Values.backends.observer) }}
+{{- include "pacto.backendArgs" (list . "evaluator" "evaluator" .Values.backends.evaluator) }}
 {{- with .Values.controller.watchNamespace }}
 - --watch-namespace={{ . }}
 {{- end }}
@@ -28,6 +42,8 @@
 - --grpc-connect-timeout={{ .Values.grpcClient.connectTimeout }}
 - --grpc-request-timeout={{ .Values.grpcClient.requestTimeout }}
 - --grpc-max-retries={{ .Values.grpcClient.maxRetries }}
+- --backend-resolve-interval={{ .Values.grpcClient.resolveInterval }}
+- --backend-ejection={{ .Values.grpcClient.ejection }}
 {{- with .Values.controller.revisionMirrorInterval }}
 - --revision-mirror-interval={{ . }}
 {{- end }}

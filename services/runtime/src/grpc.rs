@@ -405,6 +405,59 @@ where
         })))
 }
 
+/// Builds a [`BalancedChannel`](crate::balance::BalancedChannel) to every address the host of
+/// `spec.address` resolves to: one lazily-connecting channel per address, each presenting the
+/// store's current client material (mTLS) and checking `spec.server_name` (default: the host),
+/// whichever address it dials (docs/design/scaling.md#replicas-and-client-side-balancing).
+pub fn balanced_channel(
+    spec: &ChannelSpec,
+    transport: &Transport,
+    config: crate::balance::BalanceConfig,
+) -> Result<crate::balance::BalancedChannel, GrpcError> {
+    let first_resolution = spec.connect_timeout;
+    let (host, port, dial) = match transport {
+        Transport::Insecure => {
+            let target = Target::parse(spec, false)?;
+            let (host, port) = (target.host, target.port);
+            let dial = crate::balance::dial_with(target.endpoint, |addr: SocketAddr| async move {
+                let tcp = TcpStream::connect(addr).await?;
+                tcp.set_nodelay(true)?;
+                Ok::<_, io::Error>(TokioIo::new(tcp))
+            });
+            (host, port, dial)
+        }
+        Transport::Mtls(store) => {
+            let target = Target::parse(spec, true)?;
+            let name = spec
+                .server_name
+                .clone()
+                .unwrap_or_else(|| target.host.clone());
+            let server_name =
+                ServerName::try_from(name.clone()).map_err(|_| GrpcError::ServerName { name })?;
+            let store = Arc::clone(store);
+            let (host, port) = (target.host, target.port);
+            let dial = crate::balance::dial_with(target.endpoint, move |addr: SocketAddr| {
+                let server_name = server_name.clone();
+                let connector = TlsConnector::from(Arc::clone(&store.current().client));
+                async move {
+                    let tcp = TcpStream::connect(addr).await?;
+                    tcp.set_nodelay(true)?;
+                    let tls = connector.connect(server_name, tcp).await?;
+                    Ok::<_, io::Error>(TokioIo::new(tls))
+                }
+            });
+            (host, port, dial)
+        }
+    };
+    Ok(crate::balance::BalancedChannel::start(
+        host,
+        port,
+        config,
+        first_resolution,
+        dial,
+    ))
+}
+
 /// A parsed client address.
 struct Target {
     endpoint: Endpoint,

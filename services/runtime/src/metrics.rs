@@ -5,7 +5,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use metrics::{Unit, counter, describe_counter, describe_histogram, histogram};
+use metrics::{Unit, counter, describe_counter, describe_gauge, describe_histogram, histogram};
 use metrics_exporter_prometheus::{BuildError, PrometheusBuilder, PrometheusHandle};
 
 /// Histogram buckets (seconds) used for every `*_seconds` histogram.
@@ -26,6 +26,11 @@ pub const TLS_HANDSHAKE_FAILURES_TOTAL: &str = "pacto_tls_handshake_failures_tot
 pub const TLS_RELOADS_TOTAL: &str = "pacto_tls_reloads_total";
 /// gRPC requests refused by the identity allow-list, by service.
 pub const GRPC_UNAUTHORIZED_TOTAL: &str = "pacto_grpc_server_unauthorized_total";
+
+/// Resolved endpoints of a balanced client channel, by backend.
+pub const GRPC_CLIENT_ENDPOINTS: &str = "pacto_grpc_client_endpoints";
+/// Endpoints of a balanced client channel ejected after a connection failure, by backend.
+pub const GRPC_CLIENT_EJECTIONS_TOTAL: &str = "pacto_grpc_client_ejections_total";
 
 static HANDLE: Mutex<Option<PrometheusHandle>> = Mutex::new(None);
 
@@ -69,6 +74,16 @@ fn describe_runtime_metrics() {
         GRPC_HANDLING_SECONDS,
         Unit::Seconds,
         "Time spent handling a gRPC request, by service and method."
+    );
+    describe_gauge!(
+        GRPC_CLIENT_ENDPOINTS,
+        Unit::Count,
+        "Addresses a balanced gRPC client spreads its calls over (the backend's ready replicas), by backend."
+    );
+    describe_counter!(
+        GRPC_CLIENT_EJECTIONS_TOTAL,
+        Unit::Count,
+        "Backend endpoints ejected for a cooldown after their connection failed (the call went to another endpoint), by backend."
     );
     describe_counter!(
         TLS_HANDSHAKE_FAILURES_TOTAL,

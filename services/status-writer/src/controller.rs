@@ -84,11 +84,8 @@ mod tests {
 
     use std::time::Duration;
 
-    use pacto_proto::evaluator::evaluator_client::EvaluatorClient;
-    use pacto_proto::observer::observer_client::ObserverClient;
-    use pacto_proto::resolver::contract_resolver_client::ContractResolverClient;
-    use pacto_runtime::grpc::RetryPolicy;
-    use tonic::transport::Channel;
+    use pacto_runtime::balance::BalanceConfig;
+    use pacto_runtime::grpc::{self, ChannelSpec, RetryPolicy, Transport};
 
     use super::*;
     use crate::gauges::Gauges;
@@ -102,17 +99,25 @@ mod tests {
         let url = format!("http://{addr}");
         let client =
             kube::Client::try_from(kube::Config::new(url.parse().unwrap())).expect("client");
-        let channel = || Channel::from_shared(url.clone()).unwrap().connect_lazy();
-        let backends = Backends {
-            resolver: ContractResolverClient::new(channel()),
-            observer: ObserverClient::new(channel()),
-            evaluator: EvaluatorClient::new(channel()),
-            retry: RetryPolicy {
+        let channel = || {
+            let spec = ChannelSpec {
+                address: url.clone(),
+                server_name: None,
+                connect_timeout: Duration::from_secs(1),
+                request_timeout: Duration::from_secs(1),
+            };
+            grpc::balanced_channel(&spec, &Transport::Insecure, BalanceConfig::new("test")).unwrap()
+        };
+        let backends = Backends::new(
+            channel(),
+            channel(),
+            channel(),
+            RetryPolicy {
                 max_retries: 0,
                 min_delay: Duration::from_millis(1),
                 max_delay: Duration::from_millis(1),
             },
-        };
+        );
         Arc::new(Context::new(client, backends, Gauges::new(), None, None))
     }
 

@@ -60,11 +60,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use pacto_proto::evaluator::evaluator_client::EvaluatorClient;
-use pacto_proto::observer::observer_client::ObserverClient;
-use pacto_proto::resolver::contract_resolver_client::ContractResolverClient;
 use pacto_runtime::admin::{AdminServer, MetricsEndpoint};
 use pacto_runtime::args::{GrpcClientArgs, RuntimeArgs};
+use pacto_runtime::balance::BalanceConfig;
 use pacto_runtime::grpc::{self, ChannelSpec, GrpcError, RetryPolicy, Transport};
 use pacto_runtime::parse_duration;
 use pacto_runtime::{CancellationToken, RuntimeError};
@@ -120,6 +118,27 @@ pub struct Args {
         env = "PACTO_STATUS_WRITER_EVALUATOR_SERVER_NAME"
     )]
     pub evaluator_server_name: Option<String>,
+    /// How often the backends' host names are resolved again: each address is one replica
+    /// (a headless Service), and calls are spread over all of them. Also resolved at once after
+    /// a connection failure. Go duration syntax.
+    #[arg(
+        long = "backend-resolve-interval",
+        env = "PACTO_STATUS_WRITER_BACKEND_RESOLVE_INTERVAL",
+        value_name = "DURATION",
+        default_value = "5s",
+        value_parser = parse_duration
+    )]
+    pub backend_resolve_interval: Duration,
+    /// How long a backend replica whose connection failed gets no calls (its calls go to the
+    /// other replicas at once). Go duration syntax.
+    #[arg(
+        long = "backend-ejection",
+        env = "PACTO_STATUS_WRITER_BACKEND_EJECTION",
+        value_name = "DURATION",
+        default_value = "5s",
+        value_parser = parse_duration
+    )]
+    pub backend_ejection: Duration,
     /// Reconcile only Pactos of this namespace (default: all namespaces).
     #[arg(
         long = "watch-namespace",
@@ -326,41 +345,34 @@ fn spec(address: &str, server_name: Option<&String>, args: &GrpcClientArgs) -> C
     spec
 }
 
-/// The backend clients of `args` over `transport`.
+/// The backend clients of `args` over `transport`: each balanced over every address its host
+/// resolves to (a headless Service: one per ready replica), re-resolved every
+/// `--backend-resolve-interval` (docs/design/scaling.md#replicas-and-client-side-balancing).
 pub fn backends(args: &Args, transport: &Transport) -> Result<controller::Backends, GrpcError> {
-    Ok(controller::Backends {
-        resolver: ContractResolverClient::new(grpc::channel(
-            &spec(
-                &args.resolver_addr,
-                args.resolver_server_name.as_ref(),
-                &args.client,
-            ),
-            transport,
-        )?)
-        .max_decoding_message_size(grpc::GRPC_MAX_MESSAGE_BYTES)
-        .max_encoding_message_size(grpc::GRPC_MAX_MESSAGE_BYTES),
-        observer: ObserverClient::new(grpc::channel(
-            &spec(
-                &args.observer_addr,
-                args.observer_server_name.as_ref(),
-                &args.client,
-            ),
-            transport,
-        )?)
-        .max_decoding_message_size(grpc::GRPC_MAX_MESSAGE_BYTES)
-        .max_encoding_message_size(grpc::GRPC_MAX_MESSAGE_BYTES),
-        evaluator: EvaluatorClient::new(grpc::channel(
-            &spec(
-                &args.evaluator_addr,
-                args.evaluator_server_name.as_ref(),
-                &args.client,
-            ),
-            transport,
-        )?)
-        .max_decoding_message_size(grpc::GRPC_MAX_MESSAGE_BYTES)
-        .max_encoding_message_size(grpc::GRPC_MAX_MESSAGE_BYTES),
-        retry: RetryPolicy::from_args(&args.client),
-    })
+    let balanced = |backend: &str, address: &str, server_name: Option<&String>| {
+        let mut config = BalanceConfig::new(backend);
+        config.resolve_interval = args.backend_resolve_interval;
+        config.ejection = args.backend_ejection;
+        grpc::balanced_channel(&spec(address, server_name, &args.client), transport, config)
+    };
+    Ok(controller::Backends::new(
+        balanced(
+            "contract-resolver",
+            &args.resolver_addr,
+            args.resolver_server_name.as_ref(),
+        )?,
+        balanced(
+            "observer",
+            &args.observer_addr,
+            args.observer_server_name.as_ref(),
+        )?,
+        balanced(
+            "evaluator",
+            &args.evaluator_addr,
+            args.evaluator_server_name.as_ref(),
+        )?,
+        RetryPolicy::from_args(&args.client),
+    ))
 }
 
 /// Runs the controller and the admin server until `shutdown`.

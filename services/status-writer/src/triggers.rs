@@ -2,8 +2,10 @@
 //! and annotations; not our own status writes), the watch of the PactoRevisions it owns, the
 //! observer's WatchTargets notifications, the namespaces entering the scope, and a metadata watch that drops the gauges and the last-write memo of deleted Pactos.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures::{Stream, StreamExt, TryStreamExt};
@@ -14,8 +16,12 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use pacto_api::{Pacto, PactoRevision};
 use pacto_proto::observer::WatchTargetsRequest;
+use pacto_proto::observer::observer_client::ObserverClient;
 use pacto_runtime::CancellationToken;
+use pacto_runtime::grpc::GRPC_MAX_MESSAGE_BYTES;
 use pacto_runtime::watch::{WatchRetry, WatchRetryExt};
+
+use tonic::transport::Channel;
 
 use crate::context::Context;
 use crate::trigger::Trigger;
@@ -82,36 +88,125 @@ pub fn revisions(
 /// status-writer hears of no target change, so it tries again soon (a cheap gRPC call).
 const WATCH_TARGETS_RETRY_MAX: Duration = Duration::from_secs(5);
 
-/// Streams the observer's WatchTargets notifications as reconcile triggers, reconnecting with
-/// backoff until `shutdown`. Every successful subscription is followed by a resync: each Pacto
-/// in `pactos` is reconciled once (marked [`Trigger::WatchTargets`]), since the changes made
-/// while no stream was open (observer not Ready yet, restarted, stream broken) were announced to
-/// nobody (docs/design/status.md#triggers).
+/// Streams the observer's WatchTargets notifications as reconcile triggers, from EVERY observer
+/// replica (each sees the whole cluster; a notification from any of them reconciles the Pacto,
+/// and a reconcile is idempotent): one subscription per endpoint of the observer's balanced
+/// channel, started and stopped as endpoints come and go, each reconnecting with backoff until
+/// `shutdown`. A subscription that opens while no other one is open is followed by a resync:
+/// each Pacto in `pactos` is reconciled once (marked [`Trigger::WatchTargets`]), since the changes
+/// made while no stream was open (observer not Ready yet, restarted, streams broken) were
+/// announced to nobody; while another replica's stream stayed open, nothing was missed
+/// (docs/design/status.md#triggers).
 pub fn watch_targets(
     ctx: &Arc<Context>,
     pactos: Store<Pacto>,
     shutdown: CancellationToken,
 ) -> tokio::sync::mpsc::Receiver<ObjectRef<Pacto>> {
     let (tx, rx) = tokio::sync::mpsc::channel(256);
-    let mut client = ctx.backends.observer.clone();
+    let mut endpoints = ctx.backends.observer_endpoints.endpoints();
     let ctx = Arc::clone(ctx);
     tokio::spawn(async move {
-        let mut delay = Duration::from_millis(500);
+        // Stops every subscription when this task ends, for whatever reason.
+        let stop = shutdown.child_token();
+        let _stop = stop.clone().drop_guard();
+        let open = Arc::new(AtomicUsize::new(0));
+        let mut subscriptions: BTreeMap<SocketAddr, CancellationToken> = BTreeMap::new();
         loop {
-            let stream = tokio::select! {
+            let current: Vec<(SocketAddr, Channel)> = endpoints
+                .borrow_and_update()
+                .endpoints
+                .iter()
+                .map(|e| (e.addr(), e.channel()))
+                .collect();
+            subscriptions.retain(|addr, token| {
+                let keep = current.iter().any(|(a, _)| a == addr);
+                if !keep {
+                    tracing::info!(endpoint = %addr, "observer endpoint gone; its WatchTargets subscription ends");
+                    token.cancel();
+                }
+                keep
+            });
+            for (addr, channel) in current {
+                if subscriptions.contains_key(&addr) {
+                    continue;
+                }
+                let token = stop.child_token();
+                subscriptions.insert(addr, token.clone());
+                tokio::spawn(subscribe(Subscription {
+                    ctx: Arc::clone(&ctx),
+                    pactos: pactos.clone(),
+                    addr,
+                    channel,
+                    tx: tx.clone(),
+                    open: Arc::clone(&open),
+                    token,
+                }));
+            }
+            tokio::select! {
                 () = shutdown.cancelled() => return,
-                s = client.watch_targets(WatchTargetsRequest::default()) => s,
-            };
-            match stream {
-                Ok(stream) => {
-                    delay = Duration::from_millis(500);
-                    let mut stream = stream.into_inner();
+                changed = endpoints.changed() => if changed.is_err() { return },
+            }
+        }
+    });
+    rx
+}
+
+/// One observer endpoint's WatchTargets subscription.
+struct Subscription {
+    ctx: Arc<Context>,
+    pactos: Store<Pacto>,
+    addr: SocketAddr,
+    channel: Channel,
+    tx: tokio::sync::mpsc::Sender<ObjectRef<Pacto>>,
+    /// Subscriptions open now, over all endpoints.
+    open: Arc<AtomicUsize>,
+    token: CancellationToken,
+}
+
+/// Decrements the open-subscription count when a stream ends.
+struct Open(Arc<AtomicUsize>);
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Subscribes to WatchTargets on one observer endpoint, reconnecting with backoff, until its
+/// token is cancelled or the controller stops listening.
+async fn subscribe(sub: Subscription) {
+    let Subscription {
+        ctx,
+        pactos,
+        addr,
+        channel,
+        tx,
+        open,
+        token,
+    } = sub;
+    let mut client = ObserverClient::new(channel)
+        .max_decoding_message_size(GRPC_MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(GRPC_MAX_MESSAGE_BYTES);
+    let mut delay = Duration::from_millis(500);
+    loop {
+        let stream = tokio::select! {
+            () = token.cancelled() => return,
+            s = client.watch_targets(WatchTargetsRequest::default()) => s,
+        };
+        match stream {
+            Ok(stream) => {
+                delay = Duration::from_millis(500);
+                let mut stream = stream.into_inner();
+                let others = open.fetch_add(1, Ordering::SeqCst);
+                let _open = Open(Arc::clone(&open));
+                if others == 0 {
                     let missed: Vec<ObjectRef<Pacto>> = pactos
                         .state()
                         .iter()
                         .map(|p| ObjectRef::from_obj(&**p))
                         .collect();
                     tracing::info!(
+                        endpoint = %addr,
                         pactos = missed.len(),
                         "subscribed to the observer's WatchTargets; reconciling every Pacto once for the changes made while unsubscribed"
                     );
@@ -124,44 +219,48 @@ pub fn watch_targets(
                             return;
                         }
                     }
-                    loop {
-                        let next = tokio::select! {
-                            () = shutdown.cancelled() => return,
-                            n = stream.message() => n,
-                        };
-                        match next {
-                            Ok(Some(change)) => {
-                                tracing::debug!(namespace = %change.namespace, pacto = %change.pacto_name, reason = %change.reason, "target changed");
-                                ctx.triggers.mark(
-                                    (change.namespace.clone(), change.pacto_name.clone()),
-                                    Trigger::WatchTargets,
-                                );
-                                let obj =
-                                    ObjectRef::new(&change.pacto_name).within(&change.namespace);
-                                if tx.send(obj).await.is_err() {
-                                    return;
-                                }
+                } else {
+                    tracing::info!(
+                        endpoint = %addr,
+                        open = others + 1,
+                        "subscribed to the observer's WatchTargets; another replica's stream stayed open, so nothing was missed"
+                    );
+                }
+                loop {
+                    let next = tokio::select! {
+                        () = token.cancelled() => return,
+                        n = stream.message() => n,
+                    };
+                    match next {
+                        Ok(Some(change)) => {
+                            tracing::debug!(endpoint = %addr, namespace = %change.namespace, pacto = %change.pacto_name, reason = %change.reason, "target changed");
+                            ctx.triggers.mark(
+                                (change.namespace.clone(), change.pacto_name.clone()),
+                                Trigger::WatchTargets,
+                            );
+                            let obj = ObjectRef::new(&change.pacto_name).within(&change.namespace);
+                            if tx.send(obj).await.is_err() {
+                                return;
                             }
-                            Ok(None) => break,
-                            Err(status) => {
-                                tracing::debug!(code = ?status.code(), "WatchTargets stream ended");
-                                break;
-                            }
+                        }
+                        Ok(None) => break,
+                        Err(status) => {
+                            tracing::debug!(endpoint = %addr, code = ?status.code(), "WatchTargets stream ended");
+                            break;
                         }
                     }
                 }
-                Err(status) => {
-                    tracing::debug!(code = ?status.code(), message = status.message(), "WatchTargets unavailable");
-                }
             }
-            tokio::select! {
-                () = shutdown.cancelled() => return,
-                () = tokio::time::sleep(delay) => {}
+            Err(status) => {
+                tracing::debug!(endpoint = %addr, code = ?status.code(), message = status.message(), "WatchTargets unavailable");
             }
-            delay = (delay * 2).min(WATCH_TARGETS_RETRY_MAX);
         }
-    });
-    rx
+        tokio::select! {
+            () = token.cancelled() => return,
+            () = tokio::time::sleep(delay) => {}
+        }
+        delay = (delay * 2).min(WATCH_TARGETS_RETRY_MAX);
+    }
 }
 
 /// The Pactos of each namespace that enters the scope (docs/design/architecture.md#namespace-scope),

@@ -1367,3 +1367,135 @@ fn node_agent_has_least_privilege() -> Result<()> {
     );
     Ok(())
 }
+
+/// Issue 19, "Replicas and load" (docs/design/scaling.md#replicas-and-client-side-balancing): the
+/// three stateless backends run 2 replicas with a PodDisruptionBudget, a default anti-affinity and
+/// a headless `<fullname>-peers` Service beside the ClusterIP one; the status-writer stays one
+/// replica without them and dials the headless names with the ClusterIP Services' server names.
+#[test]
+fn backends_run_replicas_with_a_budget_anti_affinity_and_a_headless_service() -> Result<()> {
+    let tools = Tools::new()?;
+    for chart in [
+        "pacto-contract-resolver",
+        "pacto-observer",
+        "pacto-evaluator",
+    ] {
+        let docs = render(&tools, chart, None, &[])?;
+        let deployment = of_kind(&docs, "Deployment")[0];
+        ensure!(deployment["spec"]["replicas"] == 2, "{chart}: 2 replicas");
+        let labels = &deployment["spec"]["selector"]["matchLabels"];
+        let pdb = of_kind(&docs, "PodDisruptionBudget");
+        ensure!(pdb.len() == 1, "{chart}: one PodDisruptionBudget");
+        ensure!(
+            pdb[0]["spec"]["maxUnavailable"] == 1
+                && pdb[0]["spec"]["selector"]["matchLabels"] == *labels,
+            "{chart}: {}",
+            pdb[0]
+        );
+        let anti = &deployment["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"];
+        let term = &anti["preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"];
+        ensure!(
+            term["topologyKey"] == "kubernetes.io/hostname"
+                && term["labelSelector"]["matchLabels"] == *labels,
+            "{chart}: anti-affinity {anti}"
+        );
+        let services = of_kind(&docs, "Service");
+        let named = |name: String| {
+            services
+                .iter()
+                .find(|s| s["metadata"]["name"] == name.as_str())
+        };
+        let cluster_ip = named(chart.to_owned()).context("the ClusterIP Service")?;
+        ensure!(
+            cluster_ip["spec"].get("clusterIP").is_none(),
+            "{chart}: the existing Service keeps its cluster IP (immutable on upgrade)"
+        );
+        let peers = named(format!("{chart}-peers")).context("the headless Service")?;
+        ensure!(
+            peers["spec"]["clusterIP"] == "None"
+                && peers["spec"]["publishNotReadyAddresses"] == false
+                && peers["spec"]["selector"] == *labels
+                && peers["spec"]["ports"] == cluster_ip["spec"]["ports"],
+            "{chart}: {peers}"
+        );
+
+        // One replica: no budget (it would block every drain); required or no anti-affinity on
+        // request; a user's affinity replaces the default.
+        let docs = render(&tools, chart, None, &["replicaCount=1"])?;
+        ensure!(
+            of_kind(&docs, "PodDisruptionBudget").is_empty(),
+            "{chart}: PDB with 1 replica"
+        );
+        let docs = render(&tools, chart, None, &["podAntiAffinity=required"])?;
+        let anti = &of_kind(&docs, "Deployment")[0]["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"];
+        ensure!(
+            anti["requiredDuringSchedulingIgnoredDuringExecution"][0]["topologyKey"]
+                == "kubernetes.io/hostname",
+            "{chart}: {anti}"
+        );
+        let docs = render(&tools, chart, None, &["podAntiAffinity=off"])?;
+        ensure!(
+            of_kind(&docs, "Deployment")[0]["spec"]["template"]["spec"]
+                .get("affinity")
+                .is_none(),
+            "{chart}: podAntiAffinity=off"
+        );
+        let docs = render(&tools, chart, None, &["affinity.nodeAffinity.x=y"])?;
+        let affinity = &of_kind(&docs, "Deployment")[0]["spec"]["template"]["spec"]["affinity"];
+        ensure!(
+            affinity.get("podAntiAffinity").is_none() && affinity["nodeAffinity"]["x"] == "y",
+            "{chart}: {affinity}"
+        );
+        let docs = render(&tools, chart, None, &["podDisruptionBudget.enabled=false"])?;
+        ensure!(
+            of_kind(&docs, "PodDisruptionBudget").is_empty(),
+            "{chart}: PDB off"
+        );
+    }
+
+    let docs = render(&tools, "pacto-status-writer", None, &[])?;
+    let deployment = of_kind(&docs, "Deployment")[0];
+    ensure!(
+        deployment["spec"]["replicas"] == 1,
+        "the status-writer stays one writer"
+    );
+    ensure!(of_kind(&docs, "PodDisruptionBudget").is_empty());
+    ensure!(
+        deployment["spec"]["template"]["spec"]
+            .get("affinity")
+            .is_none()
+    );
+    let args = args(deployment);
+    for (flag, backend) in [
+        ("resolver", "contract-resolver"),
+        ("observer", "observer"),
+        ("evaluator", "evaluator"),
+    ] {
+        for want in [
+            format!("--{flag}-addr=pacto-{backend}-peers.{NAMESPACE}.svc:8443"),
+            format!("--{flag}-server-name=pacto-{backend}.{NAMESPACE}.svc"),
+        ] {
+            ensure!(args.contains(&want), "{want} missing from {args:?}");
+        }
+    }
+    // A set address is dialled as it is, its host being the server name.
+    let docs = render(
+        &tools,
+        "pacto-status-writer",
+        None,
+        &["backends.observer=obs.example:9000"],
+    )?;
+    let args_set = args_of(&docs);
+    ensure!(
+        args_set.contains(&"--observer-addr=obs.example:9000".to_owned())
+            && !args_set
+                .iter()
+                .any(|a| a.starts_with("--observer-server-name")),
+        "{args_set:?}"
+    );
+    Ok(())
+}
+
+fn args_of(docs: &[Value]) -> Vec<String> {
+    args(of_kind(docs, "Deployment")[0])
+}

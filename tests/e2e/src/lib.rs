@@ -193,6 +193,57 @@ pub struct StackOptions {
     pub status_writer_args: Vec<String>,
     /// Extra contract-resolver flags (e.g. a shorter `--tags-cache-ttl`).
     pub resolver_args: Vec<String>,
+    /// Processes of each of the contract-resolver, the observer and the evaluator (0 or 1: one
+    /// each, on 127.0.0.1). With 2 or more, replica `i` listens on `127.0.0.<2+i>`, all on the same
+    /// port, as pods behind a headless Service; the first keeps the service's name, the others are
+    /// named `<service>-<i+1>` (e.g. `observer-2`). The status-writer then dials each backend by a
+    /// name that resolves to all of them ([`peers_host`]): it runs in a private mount namespace
+    /// (`unshare --mount`, needs root) whose `/etc/hosts` maps that name to every replica's address.
+    pub backend_replicas: usize,
+}
+
+/// The name the status-writer dials a replicated backend by (see
+/// [`StackOptions::backend_replicas`]): its private `/etc/hosts` maps it to every replica, as
+/// cluster DNS maps a headless Service's name to every ready pod.
+pub fn peers_host(service: &str) -> String {
+    format!("{service}-peers.e2e.test")
+}
+
+/// The process name of replica `index` (0-based) of `service` (see
+/// [`StackOptions::backend_replicas`]).
+pub fn replica_name(service: &'static str, index: usize) -> &'static str {
+    if index == 0 {
+        service
+    } else {
+        // A handful per test binary; service names are `&'static str` throughout the harness.
+        Box::leak(format!("{service}-{}", index + 1).into_boxed_str())
+    }
+}
+
+/// `count` addresses `127.0.0.2`, `127.0.0.3`, … sharing one free port.
+fn replica_addrs(count: usize) -> anyhow::Result<Vec<SocketAddr>> {
+    let ip = |i: usize| -> anyhow::Result<std::net::Ipv4Addr> {
+        Ok(std::net::Ipv4Addr::new(127, 0, 0, u8::try_from(2 + i)?))
+    };
+    for _ in 0..20 {
+        let first = std::net::TcpListener::bind((ip(0)?, 0)).context("binding a free port")?;
+        let port = first.local_addr()?.port();
+        let mut held = vec![first];
+        let mut all = true;
+        for i in 1..count {
+            let Ok(listener) = std::net::TcpListener::bind((ip(i)?, port)) else {
+                all = false;
+                break;
+            };
+            held.push(listener);
+        }
+        if all {
+            return (0..count)
+                .map(|i| Ok(SocketAddr::from((ip(i)?, port))))
+                .collect();
+        }
+    }
+    bail!("no port free on all of 127.0.0.2..127.0.0.{}", 1 + count)
 }
 
 /// Everything one end-to-end test runs against.
@@ -387,8 +438,8 @@ impl Stack {
         let ca = TestCa::new("pacto e2e CA")?;
         // Each certificate as the charts issue it: the DNS identity (the server name the
         // status-writer checks) and the URI SAN the default allow-lists admit.
-        let tls = |name: &str, identity: &str| -> anyhow::Result<Vec<String>> {
-            let uri = service_spiffe_id(name);
+        let tls = |service: &str, name: &str, identity: &str| -> anyhow::Result<Vec<String>> {
+            let uri = service_spiffe_id(service);
             let cert = ca.issue(&[identity, uri.as_str()])?;
             let files = write_tls_files(dir.path(), name, &ca.pem(), &cert)?;
             Ok(vec![
@@ -418,32 +469,49 @@ impl Stack {
             Some(path)
         };
 
+        let replicas = options.backend_replicas.max(1);
+        // With replicas, the status-writer resolves each backend's peers name to all of them.
+        let writer_hosts = if replicas > 1 {
+            ensure!(
+                pacto_testenv::privilege::is_root(),
+                "backend_replicas needs root (the status-writer runs under `unshare --mount`); run \
+                 as root, or guard the test with pacto_e2e::privileged"
+            );
+            Some(dir.path().join("status-writer.hosts"))
+        } else {
+            None
+        };
+
         let mut services = Vec::new();
-        let mut spawn = |name: &'static str,
+        let mut spawn = |service: &'static str,
+                         name: &'static str,
                          identity: &str,
                          grpc: Option<SocketAddr>,
                          extra: Vec<String>|
          -> anyhow::Result<()> {
             let admin = free_addr()?;
             let mut argv = vec![
-                bins.join(format!("pacto-{name}")).display().to_string(),
+                bins.join(format!("pacto-{service}")).display().to_string(),
                 format!("--admin-addr={admin}"),
                 "--log-format=text".into(),
                 "--log-level=info".into(),
             ];
-            argv.extend(tls(name, identity)?);
+            argv.extend(tls(service, name, identity)?);
             argv.extend(extra);
             if let Some(grpc) = grpc {
                 argv.push(format!("--listen-addr={grpc}"));
             }
-            if let (Some(hosts), "observer") = (&hosts, name) {
+            if let (Some(hosts), "observer") = (&hosts, service) {
+                argv = with_private_hosts(hosts, argv);
+            }
+            if let (Some(hosts), "status-writer") = (&writer_hosts, service) {
                 argv = with_private_hosts(hosts, argv);
             }
             let launch = Launch {
                 argv,
                 kubeconfig: identities
                     .iter()
-                    .find(|(service, _)| *service == name)
+                    .find(|(s, _)| *s == service)
                     .map(|(_, path)| path.clone()),
             };
             let process = spawn_service(name, &launch, dir.path(), 0)?;
@@ -457,24 +525,68 @@ impl Stack {
             });
             Ok(())
         };
-        let resolver = free_addr()?;
-        let observer = free_addr()?;
-        let evaluator = free_addr()?;
-        spawn(
-            "contract-resolver",
-            RESOLVER,
-            Some(resolver),
-            std::iter::once(format!("--insecure-registries={insecure}"))
-                .chain(options.resolver_args.iter().cloned())
-                .collect(),
-        )?;
+        // Each backend's replicas' addresses, and the address the status-writer dials.
+        let addrs = |service: &str| -> anyhow::Result<(Vec<SocketAddr>, String)> {
+            if replicas > 1 {
+                let addrs = replica_addrs(replicas)?;
+                let port = addrs[0].port();
+                Ok((addrs, format!("{}:{port}", peers_host(service))))
+            } else {
+                let addr = free_addr()?;
+                Ok((vec![addr], addr.to_string()))
+            }
+        };
+        let (resolvers, resolver) = addrs("contract-resolver")?;
+        let (observers, observer) = addrs("observer")?;
+        let (evaluators, evaluator) = addrs("evaluator")?;
+        if let Some(path) = &writer_hosts {
+            let mut text = std::fs::read_to_string("/etc/hosts").unwrap_or_default();
+            for (service, replicas) in [
+                ("contract-resolver", &resolvers),
+                ("observer", &observers),
+                ("evaluator", &evaluators),
+            ] {
+                for addr in replicas {
+                    use std::fmt::Write as _;
+                    let _ = writeln!(text, "{} {}", addr.ip(), peers_host(service));
+                }
+            }
+            std::fs::write(path, text)?;
+        }
+        for (i, addr) in resolvers.iter().enumerate() {
+            spawn(
+                "contract-resolver",
+                replica_name("contract-resolver", i),
+                RESOLVER,
+                Some(*addr),
+                std::iter::once(format!("--insecure-registries={insecure}"))
+                    .chain(options.resolver_args.iter().cloned())
+                    .collect(),
+            )?;
+        }
         let mut observer_args = vec![
             format!("--watch-namespace={namespace}"),
             "--stabilization-window=5s".into(),
         ];
         observer_args.extend(options.observer_args.iter().cloned());
-        spawn("observer", OBSERVER, Some(observer), observer_args)?;
-        spawn("evaluator", EVALUATOR, Some(evaluator), Vec::new())?;
+        for (i, addr) in observers.iter().enumerate() {
+            spawn(
+                "observer",
+                replica_name("observer", i),
+                OBSERVER,
+                Some(*addr),
+                observer_args.clone(),
+            )?;
+        }
+        for (i, addr) in evaluators.iter().enumerate() {
+            spawn(
+                "evaluator",
+                replica_name("evaluator", i),
+                EVALUATOR,
+                Some(*addr),
+                Vec::new(),
+            )?;
+        }
         let mut writer_args = vec![
             format!("--resolver-addr={resolver}"),
             format!("--resolver-server-name={RESOLVER}"),
@@ -497,7 +609,13 @@ impl Stack {
             writer_args.push("--revision-mirror-interval=1s".into());
         }
         writer_args.extend(options.status_writer_args.iter().cloned());
-        spawn("status-writer", STATUS_WRITER, None, writer_args)?;
+        spawn(
+            "status-writer",
+            "status-writer",
+            STATUS_WRITER,
+            None,
+            writer_args,
+        )?;
 
         let admins: Vec<String> = services.iter().map(|s| s.admin.to_string()).collect();
         let targets: Vec<ScrapeTarget> = services

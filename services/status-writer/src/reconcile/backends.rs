@@ -20,29 +20,55 @@ use pacto_proto::observer::{self, ObserveRequest};
 use pacto_proto::resolver;
 use pacto_proto::resolver::contract_resolver_client::ContractResolverClient;
 use pacto_proto::{common, prost_types};
-use pacto_runtime::grpc::{RetryPolicy, call_with_retries};
+use pacto_runtime::balance::BalancedChannel;
+use pacto_runtime::grpc::{GRPC_MAX_MESSAGE_BYTES, RetryPolicy, call_with_retries};
 use sha2::{Digest, Sha256};
-use tonic::transport::Channel;
 
 use crate::metrics::BACKEND_FAILURES_TOTAL;
 use crate::model::{
     Backend, BackendFailure, Evaluated, Observed, Resolution, ResolvedContract, Runtime,
 };
 
-/// The gRPC clients of the three backends.
+/// The gRPC clients of the three backends, each balanced over every replica its address
+/// resolves to (docs/design/scaling.md#replicas-and-client-side-balancing).
 #[derive(Debug, Clone)]
 pub struct Backends {
     /// contract-resolver.
-    pub resolver: ContractResolverClient<Channel>,
+    pub resolver: ContractResolverClient<BalancedChannel>,
     /// observer.
-    pub observer: ObserverClient<Channel>,
+    pub observer: ObserverClient<BalancedChannel>,
     /// evaluator.
-    pub evaluator: EvaluatorClient<Channel>,
+    pub evaluator: EvaluatorClient<BalancedChannel>,
+    /// The observer's endpoints: WatchTargets is subscribed on each of them.
+    pub observer_endpoints: BalancedChannel,
     /// Retries of transient failures within one call.
     pub retry: RetryPolicy,
 }
 
 impl Backends {
+    /// The clients over the three channels, with the message size bound of every Pacto call
+    /// (docs/design/status.md#size-limits).
+    pub fn new(
+        resolver: BalancedChannel,
+        observer: BalancedChannel,
+        evaluator: BalancedChannel,
+        retry: RetryPolicy,
+    ) -> Self {
+        Self {
+            resolver: ContractResolverClient::new(resolver)
+                .max_decoding_message_size(GRPC_MAX_MESSAGE_BYTES)
+                .max_encoding_message_size(GRPC_MAX_MESSAGE_BYTES),
+            observer: ObserverClient::new(observer.clone())
+                .max_decoding_message_size(GRPC_MAX_MESSAGE_BYTES)
+                .max_encoding_message_size(GRPC_MAX_MESSAGE_BYTES),
+            evaluator: EvaluatorClient::new(evaluator)
+                .max_decoding_message_size(GRPC_MAX_MESSAGE_BYTES)
+                .max_encoding_message_size(GRPC_MAX_MESSAGE_BYTES),
+            observer_endpoints: observer,
+            retry,
+        }
+    }
+
     /// `method` on a clone of `client` with a clone of `request`, retried on transient failures
     /// per [`Backends::retry`].
     pub(crate) async fn call<C, Req, Resp, F, Fut>(

@@ -24,11 +24,9 @@ use pacto_api::conditions::{
 use pacto_api::labels::{LABEL_PACTO, LABEL_VERSION};
 use pacto_api::testing::PactoBuilder;
 use pacto_api::{ContractRef, ContractStatus, Pacto, PactoSpec, PactoStatus, TargetRef};
-use pacto_proto::evaluator::evaluator_client::EvaluatorClient;
-use pacto_proto::observer::observer_client::ObserverClient;
-use pacto_proto::resolver::contract_resolver_client::ContractResolverClient;
 use pacto_runtime::AllowList;
 use pacto_runtime::CancellationToken;
+use pacto_runtime::balance::BalanceConfig;
 use pacto_runtime::grpc::{self, ChannelSpec, RetryPolicy, Transport};
 use pacto_runtime::testing::{TestCa, TestEndpoint, write_tls_files};
 use pacto_runtime::tls::TlsStore;
@@ -314,18 +312,18 @@ async fn start_harness(
             connect_timeout: Duration::from_secs(2),
             request_timeout: Duration::from_secs(5),
         };
-        grpc::channel(&spec, &transport).unwrap()
+        grpc::balanced_channel(&spec, &transport, BalanceConfig::new(name)).unwrap()
     };
-    let backends = Backends {
-        resolver: ContractResolverClient::new(channel(resolver_addr, RESOLVER)),
-        observer: ObserverClient::new(channel(observer_addr, OBSERVER)),
-        evaluator: EvaluatorClient::new(channel(evaluator_addr, EVALUATOR)),
-        retry: RetryPolicy {
+    let backends = Backends::new(
+        channel(resolver_addr, RESOLVER),
+        channel(observer_addr, OBSERVER),
+        channel(evaluator_addr, EVALUATOR),
+        RetryPolicy {
             max_retries: 1,
             min_delay: Duration::from_millis(10),
             max_delay: Duration::from_millis(50),
         },
-    };
+    );
     let gauges = Gauges::new();
     let ctx = Context::new(
         client.clone(),
