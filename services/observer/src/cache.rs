@@ -532,6 +532,21 @@ mod tests {
         assert_eq!(deployment.metadata.name.as_deref(), Some("web"));
     }
 
+    /// The names of objects cached with managed fields or the last-applied copy.
+    fn untrimmed<K: Resource>(objects: &[std::sync::Arc<K>]) -> Vec<String> {
+        objects
+            .iter()
+            .filter(|o| {
+                o.meta().managed_fields.is_some()
+                    || o.meta()
+                        .annotations
+                        .as_ref()
+                        .is_some_and(|a| a.contains_key(LAST_APPLIED))
+            })
+            .map(|o| o.meta().name.clone().unwrap_or_default())
+            .collect()
+    }
+
     /// Every store, filled by the real watches of a real kube-apiserver ([`crate::watch::spawn`]),
     /// holds objects without managed fields or the last-applied copy, and Pactos with only
     /// `status.contract` of their status. The API server's own copies are checked to carry
@@ -668,19 +683,6 @@ mod tests {
             .await
             .expect("every initial list within the deadline");
         let caches = &watchers.caches;
-        fn untrimmed<K: Resource>(objects: &[std::sync::Arc<K>]) -> Vec<String> {
-            objects
-                .iter()
-                .filter(|o| {
-                    o.meta().managed_fields.is_some()
-                        || o.meta()
-                            .annotations
-                            .as_ref()
-                            .is_some_and(|a| a.contains_key(LAST_APPLIED))
-                })
-                .map(|o| o.meta().name.clone().unwrap_or_default())
-                .collect()
-        }
         let counts = [
             (
                 "Service",
