@@ -21,7 +21,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
 use kube::{Resource, ResourceExt};
-use pacto_api::{Pacto, WorkloadKind};
+use pacto_api::{ContractRef, Pacto, PactoStatus, WorkloadKind};
 
 use crate::k8s::{SERVICE_NAME_LABEL, watch_error_is_forbidden, watch_error_text};
 use crate::verdict::ApiFailure;
@@ -81,17 +81,38 @@ impl std::fmt::Debug for Caches {
     }
 }
 
-/// Drops what Observe never reads: managed fields and the last-applied copy.
+/// Drops what Observe never reads: managed fields and the last-applied copy
+/// (docs/design/observation.md#what-the-caches-keep).
 fn trim_metadata<K: Resource>(object: &mut K) {
-    object.managed_fields_mut().clear();
-    object.annotations_mut().remove(LAST_APPLIED);
+    let meta = object.meta_mut();
+    meta.managed_fields = None;
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations.remove(LAST_APPLIED);
+    }
 }
 
 /// As [`trim_metadata`], and every annotation (only Service annotations are read, for
 /// Prometheus discovery).
 fn trim_annotations<K: Resource>(object: &mut K) {
-    object.managed_fields_mut().clear();
-    object.annotations_mut().clear();
+    let meta = object.meta_mut();
+    meta.managed_fields = None;
+    meta.annotations = None;
+}
+
+/// As [`trim_annotations`], and of the spec only what the WatchTargets index and sibling
+/// matching read (the target, the check interval), of the status only `status.contract`
+/// (docs/design/observation.md#what-the-caches-keep): findings, conditions and windows are
+/// most of a Pacto and the observer reads none of them.
+fn trim_pacto(pacto: &mut Pacto) {
+    trim_annotations(pacto);
+    pacto.spec.contract_ref = ContractRef::default();
+    pacto.spec.overrides = None;
+    if let Some(status) = pacto.status.take() {
+        pacto.status = Some(PactoStatus {
+            contract: status.contract,
+            ..PactoStatus::default()
+        });
+    }
 }
 
 /// The writing side of one cache: fed the items of its kind's watch stream ([`crate::watch`]),
@@ -270,7 +291,7 @@ impl Caches {
         let (jobs, jobs_feed) = CacheFeed::new("Job", query("jobs"), trim_annotations);
         let (cron_jobs, cron_jobs_feed) =
             CacheFeed::new("CronJob", query("cronjobs"), trim_annotations);
-        let (pactos, pactos_feed) = CacheFeed::new("Pacto", query("pactos"), trim_metadata);
+        let (pactos, pactos_feed) = CacheFeed::new("Pacto", query("pactos"), trim_pacto);
         let caches = Self {
             namespace: namespace.map(str::to_owned),
             services,
@@ -492,13 +513,7 @@ mod tests {
             ..Service::default()
         };
         trim_metadata(&mut service);
-        assert!(
-            service
-                .metadata
-                .managed_fields
-                .unwrap_or_default()
-                .is_empty()
-        );
+        assert_eq!(service.metadata.managed_fields, None);
         assert_eq!(
             service.metadata.annotations,
             Some(BTreeMap::from([(
@@ -512,20 +527,229 @@ mod tests {
             ..Deployment::default()
         };
         trim_annotations(&mut deployment);
+        assert_eq!(deployment.metadata.managed_fields, None);
+        assert_eq!(deployment.metadata.annotations, None);
+        assert_eq!(deployment.metadata.name.as_deref(), Some("web"));
+    }
+
+    /// The names of objects cached with managed fields or the last-applied copy.
+    fn untrimmed<K: Resource>(objects: &[std::sync::Arc<K>]) -> Vec<String> {
+        objects
+            .iter()
+            .filter(|o| {
+                o.meta().managed_fields.is_some()
+                    || o.meta()
+                        .annotations
+                        .as_ref()
+                        .is_some_and(|a| a.contains_key(LAST_APPLIED))
+            })
+            .map(|o| o.meta().name.clone().unwrap_or_default())
+            .collect()
+    }
+
+    /// Every store, filled by the real watches of a real kube-apiserver ([`crate::watch::spawn`]),
+    /// holds objects without managed fields or the last-applied copy, and Pactos with only
+    /// `status.contract` of their status. The API server's own copies are checked to carry
+    /// managed fields, so the test cannot pass on objects that never had them.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_caches_hold_objects_without_managed_fields() {
+        use kube::api::{Api, Patch, PatchParams};
+        use serde_json::json;
+
+        const DEADLINE: Duration = Duration::from_secs(30);
+        pacto_testenv::controlplane::ensure_crypto_provider();
+        let cp = pacto_testenv::shared(|| {
+            let dir = pacto_api::crdgen::default_output_dir();
+            let mut options = pacto_testenv::ControlPlaneOptions::default();
+            for (file, _) in pacto_api::crdgen::render().unwrap() {
+                options = options.with_crd(dir.join(file));
+            }
+            options
+        })
+        .await
+        .expect("start etcd + kube-apiserver (scripts/k8s-binaries.sh)");
+        let client = cp.client().unwrap();
+        let ns = cp.create_namespace("cached").await.unwrap();
+        let apply = PatchParams::apply("kubectl").force();
+        let annotations = json!({
+            LAST_APPLIED: "{}",
+            "prometheus.io/scrape": "true",
+        });
+        let labels = json!({ "app": "web" });
+        let template = json!({
+            "metadata": { "labels": labels },
+            "spec": { "containers": [{ "name": "web", "image": "web:1" }] },
+        });
+        let objects = [
+            (
+                "v1",
+                "Service",
+                "services",
+                json!({ "spec": { "ports": [{ "port": 80 }] } }),
+            ),
+            (
+                "discovery.k8s.io/v1",
+                "EndpointSlice",
+                "endpointslices",
+                json!({ "addressType": "IPv4", "endpoints": [] }),
+            ),
+            (
+                "apps/v1",
+                "Deployment",
+                "deployments",
+                json!({ "spec": { "selector": { "matchLabels": labels }, "template": template } }),
+            ),
+        ];
+        for (api_version, kind, plural, body) in objects {
+            let mut object = json!({
+                "apiVersion": api_version,
+                "kind": kind,
+                "metadata": {
+                    "name": "web",
+                    "annotations": annotations,
+                    "labels": { SERVICE_NAME_LABEL: "web" },
+                },
+            });
+            object
+                .as_object_mut()
+                .unwrap()
+                .extend(body.as_object().unwrap().clone());
+            let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+            let resource = kube::api::ApiResource {
+                group: group.to_owned(),
+                version: version.to_owned(),
+                api_version: api_version.to_owned(),
+                kind: kind.to_owned(),
+                plural: plural.to_owned(),
+            };
+            let api: Api<kube::api::DynamicObject> =
+                Api::namespaced_with(client.clone(), &ns, &resource);
+            api.patch("web", &apply, &Patch::Apply(&object))
+                .await
+                .unwrap();
+        }
+        let pactos: Api<Pacto> = Api::namespaced(client.clone(), &ns);
+        let pacto = pacto_api::testing::PactoBuilder::inline("web", "x")
+            .namespace(&ns)
+            .service("web")
+            .build();
+        pactos
+            .patch("web", &apply, &Patch::Apply(&pacto))
+            .await
+            .unwrap();
+        let contract = json!({
+            "serviceName": "web",
+            "version": "1.0.0",
+            "resolvedRef": "oci://registry.example/web:1.0.0@sha256:0000000000000000000000000000000000000000000000000000000000000000",
+        });
+        pactos
+            .patch_status(
+                "web",
+                &PatchParams::apply("pacto-status-writer").force(),
+                &Patch::Apply(json!({
+                    "apiVersion": "pacto.trianalab.io/v1alpha1",
+                    "kind": "Pacto",
+                    "status": { "contractVersion": "1.0.0", "contract": contract },
+                })),
+            )
+            .await
+            .unwrap();
+        let served = pactos.get("web").await.unwrap();
         assert!(
-            deployment
+            served
                 .metadata
                 .managed_fields
-                .unwrap_or_default()
-                .is_empty()
+                .as_ref()
+                .is_some_and(|m| m.len() >= 2),
+            "the API server keeps a managed-fields entry per writer: {:?}",
+            served.metadata.managed_fields
         );
-        assert!(
-            deployment
-                .metadata
-                .annotations
-                .unwrap_or_default()
-                .is_empty()
+        let served_service: Service = Api::namespaced(client.clone(), &ns)
+            .get("web")
+            .await
+            .unwrap();
+        assert!(served_service.metadata.managed_fields.is_some());
+        assert!(served_service.annotations().contains_key(LAST_APPLIED));
+
+        let shutdown = pacto_runtime::CancellationToken::new();
+        let mut watchers = crate::watch::spawn(
+            &client,
+            Some(&ns),
+            None,
+            crate::watch::Kinds { secrets: false },
+            &shutdown,
         );
-        assert_eq!(deployment.metadata.name.as_deref(), Some("web"));
+        tokio::time::timeout(DEADLINE, watchers.ready.wait())
+            .await
+            .expect("every initial list within the deadline");
+        let caches = &watchers.caches;
+        let counts = [
+            (
+                "Service",
+                caches.services.store.len(),
+                untrimmed(&caches.services.store.state()),
+            ),
+            (
+                "EndpointSlice",
+                caches.endpoint_slices.store.len(),
+                untrimmed(&caches.endpoint_slices.store.state()),
+            ),
+            (
+                "Deployment",
+                caches.deployments.store.len(),
+                untrimmed(&caches.deployments.store.state()),
+            ),
+            (
+                "StatefulSet",
+                usize::MAX,
+                untrimmed(&caches.stateful_sets.store.state()),
+            ),
+            (
+                "ReplicaSet",
+                usize::MAX,
+                untrimmed(&caches.replica_sets.store.state()),
+            ),
+            ("Job", usize::MAX, untrimmed(&caches.jobs.store.state())),
+            (
+                "CronJob",
+                usize::MAX,
+                untrimmed(&caches.cron_jobs.store.state()),
+            ),
+            (
+                "Pacto",
+                caches.pactos.store.len(),
+                untrimmed(&caches.pactos.store.state()),
+            ),
+        ];
+        for (kind, len, untrimmed) in counts {
+            assert_ne!(len, 0, "{kind}: the object is cached");
+            assert!(
+                untrimmed.is_empty(),
+                "{kind}: cached with managed fields or the last-applied copy: {untrimmed:?}"
+            );
+        }
+        let service = caches.service(&ns, "web").await.unwrap().unwrap();
+        assert_eq!(
+            service
+                .annotations()
+                .get("prometheus.io/scrape")
+                .map(String::as_str),
+            Some("true"),
+            "Service annotations are read for Prometheus discovery"
+        );
+        let cached = caches.pactos().await.unwrap();
+        let [cached] = cached.as_slice() else {
+            panic!("one Pacto cached: {cached:?}")
+        };
+        assert_eq!(cached.spec.target, served.spec.target);
+        assert_eq!(
+            cached.status,
+            Some(PactoStatus {
+                contract: served.status.as_ref().unwrap().contract.clone(),
+                ..PactoStatus::default()
+            }),
+            "of the status only what sibling matching reads"
+        );
+        shutdown.cancel();
     }
 }
