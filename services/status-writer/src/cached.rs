@@ -85,21 +85,28 @@ mod tests {
 
     /// Backends nobody answers: the Pacto watch does not call them.
     fn unreachable_backends() -> crate::Backends {
-        use pacto_proto::evaluator::evaluator_client::EvaluatorClient;
-        use pacto_proto::observer::observer_client::ObserverClient;
-        use pacto_proto::resolver::contract_resolver_client::ContractResolverClient;
-        use tonic::transport::Channel;
-        let channel = || Channel::from_static("http://127.0.0.1:1").connect_lazy();
-        crate::Backends {
-            resolver: ContractResolverClient::new(channel()),
-            observer: ObserverClient::new(channel()),
-            evaluator: EvaluatorClient::new(channel()),
-            retry: pacto_runtime::grpc::RetryPolicy {
+        use pacto_runtime::balance::BalanceConfig;
+        use pacto_runtime::grpc::{self, ChannelSpec, Transport};
+        let channel = || {
+            let spec = ChannelSpec {
+                address: "http://127.0.0.1:1".to_owned(),
+                server_name: None,
+                connect_timeout: Duration::from_secs(1),
+                request_timeout: Duration::from_secs(1),
+            };
+            grpc::balanced_channel(&spec, &Transport::Insecure, BalanceConfig::new("test"))
+                .expect("a balanced channel")
+        };
+        crate::Backends::new(
+            channel(),
+            channel(),
+            channel(),
+            pacto_runtime::grpc::RetryPolicy {
                 max_retries: 0,
                 min_delay: Duration::from_millis(1),
                 max_delay: Duration::from_millis(1),
             },
-        }
+        )
     }
 
     /// The controller's store, filled by the real watch ([`crate::triggers::pactos`]) of a
