@@ -219,6 +219,62 @@ impl Registry {
     pub fn log(&self) -> String {
         read_log(self.dir.path())
     }
+
+    /// Every request the registry has answered so far, oldest first, from its own access log
+    /// (the readiness probes of [`Registry::start_with`] included: filter by path). This is how
+    /// tests and benches count the requests a client really sent.
+    pub fn access_log(&self) -> Vec<AccessEntry> {
+        parse_access_log(&self.log())
+    }
+}
+
+/// One request of the registry's access log (the combined log format).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccessEntry {
+    /// `GET`, `HEAD`, `PUT`, …
+    pub method: String,
+    /// The request path with its query, e.g. `/v2/team/api/manifests/1.0.0`.
+    pub path: String,
+    /// The response status.
+    pub status: u16,
+}
+
+impl AccessEntry {
+    /// Whether this is a manifest request (`/v2/<name>/manifests/<reference>`).
+    pub fn is_manifest(&self) -> bool {
+        self.path.starts_with("/v2/") && self.path.contains("/manifests/")
+    }
+
+    /// Whether this is a blob request (`/v2/<name>/blobs/<digest>`).
+    pub fn is_blob(&self) -> bool {
+        self.path.starts_with("/v2/") && self.path.contains("/blobs/")
+    }
+
+    /// Whether this is a tag list request (`/v2/<name>/tags/list`).
+    pub fn is_tag_list(&self) -> bool {
+        self.path.starts_with("/v2/") && self.path.contains("/tags/list")
+    }
+}
+
+/// The access-log entries of a docker-registry log; every other line (the registry's own
+/// structured `time=… level=…` lines) is skipped.
+pub fn parse_access_log(log: &str) -> Vec<AccessEntry> {
+    log.lines().filter_map(parse_access_line).collect()
+}
+
+/// `127.0.0.1 - - [04/Dec/2026:19:51:05 +0000] "HEAD /v2/foo/manifests/1.0 HTTP/1.1" 404 93 "" "ua"`
+fn parse_access_line(line: &str) -> Option<AccessEntry> {
+    let (_, rest) = line.split_once("] \"")?;
+    let (request, rest) = rest.split_once('"')?;
+    let mut parts = request.split(' ');
+    let method = parts.next()?.to_owned();
+    let path = parts.next()?.to_owned();
+    let status = rest.split_whitespace().next()?.parse().ok()?;
+    Some(AccessEntry {
+        method,
+        path,
+        status,
+    })
 }
 
 impl Drop for Registry {
@@ -316,7 +372,7 @@ const TOKEN_ISSUER: &str = "pacto-test-issuer";
 fn render_config(dir: &Path, addr: SocketAddr, auth: &Auth<'_>) -> String {
     let mut cfg = format!(
         "version: 0.1\n\
-         log:\n  level: info\n  accesslog:\n    disabled: true\n\
+         log:\n  level: info\n  accesslog:\n    disabled: false\n\
          storage:\n  filesystem:\n    rootdirectory: {data}\n  delete:\n    enabled: true\n  \
          maintenance:\n    uploadpurging:\n      enabled: false\n\
          http:\n  addr: {addr}\n  secret: pacto-test-secret\n\
@@ -458,6 +514,51 @@ mod tests {
         drop(registry);
         assert!(!dir.exists(), "temp dir removed");
         assert_eq!(http_status(addr, "/v2/"), None, "process stopped");
+    }
+
+    #[test]
+    fn the_access_log_lists_every_request() {
+        let registry = Registry::start().expect("registry starts");
+        assert_eq!(
+            http_status(registry.addr(), "/v2/team/api/manifests/1.0.0"),
+            Some(404)
+        );
+        // The registry writes an entry once the response has gone out: wait for it.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let manifests = loop {
+            let manifests: Vec<AccessEntry> = registry
+                .access_log()
+                .into_iter()
+                .filter(AccessEntry::is_manifest)
+                .collect();
+            if !manifests.is_empty() || std::time::Instant::now() > deadline {
+                break manifests;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert_eq!(
+            manifests,
+            vec![AccessEntry {
+                method: "GET".to_owned(),
+                path: "/v2/team/api/manifests/1.0.0".to_owned(),
+                status: 404,
+            }]
+        );
+        assert!(registry.access_log().iter().any(|e| e.path == "/v2/"));
+    }
+
+    #[test]
+    fn access_lines_parse_and_other_lines_are_skipped() {
+        let log = "time=\"2026-12-04T19:51:05Z\" level=error msg=\"response completed with error\"\n\
+                   127.0.0.1 - - [04/Dec/2026:19:51:05 +0000] \"HEAD /v2/foo/manifests/1.0 HTTP/1.1\" 404 93 \"\" \"curl/7.88.1\"\n\
+                   127.0.0.1 - - [04/Dec/2026:19:51:05 +0000] \"GET /v2/foo/tags/list?n=100 HTTP/1.1\" 200 20 \"\" \"ua\"\n";
+        let entries = parse_access_log(log);
+        assert_eq!(entries.len(), 2);
+        assert_eq!(entries[0].method, "HEAD");
+        assert!(entries[0].is_manifest() && !entries[0].is_blob());
+        assert_eq!(entries[0].status, 404);
+        assert!(entries[1].is_tag_list());
+        assert_eq!(entries[1].path, "/v2/foo/tags/list?n=100");
     }
 
     #[test]
