@@ -794,17 +794,12 @@ fn histogram(counts: &[f64]) -> (f64, f64, Vec<String>) {
     (mean, max, lines)
 }
 
-/// Requests the docker-registry has served so far, from its own log (one `response completed`
-/// line per request): (all, those naming `repository`).
+/// Requests in the docker-registry's own access log so far: (all, those naming `repository`).
 fn registry_requests(stack: &Stack, repository: &str) -> (usize, usize) {
-    let log = stack.registry.log();
+    let log = stack.registry.access_log();
     let needle = format!("/v2/{repository}/");
-    let served: Vec<&str> = log
-        .lines()
-        .filter(|line| line.contains("response completed"))
-        .collect();
-    let named = served.iter().filter(|line| line.contains(&needle)).count();
-    (served.len(), named)
+    let named = log.iter().filter(|e| e.path.starts_with(&needle)).count();
+    (log.len(), named)
 }
 
 /// (6): `n` Pactos created in their own namespace (the status-writer watches only the bench's),
