@@ -1,25 +1,36 @@
 //! The pipeline bench through the real process stack of the end-to-end suite (see
 //! the `pacto-e2e` library): the four service binaries as separate processes over mTLS, etcd +
-//! kube-apiserver + kube-controller-manager, the workload simulator, docker-registry. Prints:
+//! kube-apiserver + kube-controller-manager, the workload simulator, docker-registry. Prints
+//! (numbers, never assertions; every ratio from figures of the same run):
 //!
 //! 1. workload change → updated status, p50/p99: a targeted Pacto whose contract requires a
 //!    configuration bound to a ConfigMap; the ConfigMap is flipped between a conforming and a
 //!    non-conforming value (CONFIGURATION_MISMATCH is immediate, no stabilization window).
 //!    Timed from the completion of the ConfigMap PATCH to the moment a kube watch on the Pactos
 //!    (`kube::runtime::watcher`) delivers the new `contractStatus`. Measured on an otherwise
-//!    idle stack and again with the 2N Pactos of (2) present.
-//! 2. reconcile throughput: N targeted Pactos (each `spec.target.serviceName` → its own headless
+//!    idle stack and again with the 2N Pactos of (3) present.
+//! 2. shared contracts: 1,000 Pactos referencing the same OCI tag at the minimum check interval,
+//!    observed for two intervals: registry requests per interval from the docker-registry's own
+//!    access log, CPU per periodic reconcile, and the RSS of each service with 1,000 Pactos.
+//! 3. reconcile throughput: N targeted Pactos (each `spec.target.serviceName` → its own headless
 //!    Service; the Services select the pods of four Deployments) until the watch has seen a
 //!    `contractStatus` on all of them: (a) as a backlog — created while the status-writer is
-//!    stopped (the bench's create cost alone), timed from its restart; (b) N more, timed from the
-//!    first create with the whole pipeline running;
-//! 3. API writes per steady-state reconcile: the N Pactos of (2b) nudged with an annotation; the
-//!    kube-apiserver's own `apiserver_request_total` counts the writes to `pactos/status`,
-//!    `pactorevisions` and `events` while the status-writer's reconcile counter advances by N.
+//!    stopped (the bench's create cost alone), timed from its restart; the RSS with N Pactos;
+//!    (b) N more, timed from the first create with the whole pipeline running;
+//! 4. API writes and CPU per steady-state reconcile: the N Pactos of (3b) nudged with an
+//!    annotation; the kube-apiserver's own `apiserver_request_total` counts the writes to
+//!    `pactos/status`, `pactorevisions` and `events` while the status-writer's reconcile counter
+//!    advances by N; the CPU time of the four processes (`/proc/<pid>/stat`) over that period.
+//! 5. requeue spreading: the N Pactos of (3a) switched to a 300 s check interval; the
+//!    status-writer's trigger counters scraped every second: the histogram of periodic
+//!    reconciles per second over one full interval, its mean and max/mean.
+//! 6. the physical limit: N server-side applies of `pactos/status` with a settled Pacto's status
+//!    from one client at the status-writer's concurrency, no pipeline; the backlog rate of (3a)
+//!    as a fraction of it.
 //!
-//! `cargo bench -p pacto-e2e --bench pipeline [-- N]` (default N = 1000). Needs what the
-//! end-to-end suite needs (`PACTO_CHART_TOOLS`, the Kubernetes binaries, docker-registry,
-//! Prometheus). No timed assertions: the numbers are printed.
+//! `cargo bench -p pacto-e2e --bench pipeline [-- N]` (default N = 1000; 10,000 takes about half
+//! an hour on 2 cores). Needs what the end-to-end suite needs (`PACTO_CHART_TOOLS`, the
+//! Kubernetes binaries, docker-registry, Prometheus). Long waits print progress every 10 s.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "bench")]
 
@@ -43,11 +54,36 @@ const DEPLOYMENTS: usize = 4;
 /// Workload changes timed in (1), per round.
 const CHANGES: usize = 40;
 /// Requests in flight when the bench creates or nudges objects.
-const IN_FLIGHT: usize = 8;
+const IN_FLIGHT: usize = 32;
+/// The status-writer's `--max-concurrent-reconciles` (its default; the suite's stack does not set
+/// it): the concurrency of the raw status patches of (5).
+const STATUS_WRITER_CONCURRENCY: usize = 16;
 /// The fleet's requeue period: long, so that periodic re-checks do not run during the bench.
 const FLEET_CHECK_INTERVAL: u32 = 3600;
-/// Deadline of each wait.
-const PHASE_DEADLINE: Duration = Duration::from_mins(8);
+/// The check interval of the requeue-spreading phase (5); `PACTO_BENCH_SPREAD_INTERVAL` (seconds,
+/// at least 30) shortens it for a quick development run.
+fn spread_check_interval() -> u32 {
+    std::env::var("PACTO_BENCH_SPREAD_INTERVAL")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(300u32)
+        .max(30)
+}
+/// Pactos of the shared-contract phase (2), all referencing the same OCI tag: 1,000;
+/// `PACTO_BENCH_SHARED` changes it for a quick development run.
+fn shared_count() -> usize {
+    std::env::var("PACTO_BENCH_SHARED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000)
+}
+/// How often a long wait prints where it is.
+const PROGRESS: Duration = Duration::from_secs(10);
+
+/// Deadline of each wait: 8 minutes, longer with more Pactos (about 100 ms per Pacto).
+fn phase_deadline(n: usize) -> Duration {
+    Duration::from_mins(8).max(Duration::from_secs(120) + Duration::from_millis(100) * n as u32)
+}
 
 const CONFORMING: &str = r#"{"mode": "fast"}"#;
 const NON_CONFORMING: &str = r#"{"mode": "slow"}"#;
@@ -109,7 +145,7 @@ impl Statuses {
     }
 
     /// Waits (on watch events, no polling) until `done` holds for the map, printing `progress`
-    /// every 15 s.
+    /// every [`PROGRESS`].
     async fn wait<T>(
         &self,
         what: &str,
@@ -119,7 +155,7 @@ impl Statuses {
     ) -> anyhow::Result<T> {
         let mut changed = self.changed.clone();
         let deadline = tokio::time::Instant::now() + timeout;
-        let mut report = tokio::time::Instant::now() + Duration::from_secs(15);
+        let mut report = tokio::time::Instant::now() + PROGRESS;
         loop {
             changed.borrow_and_update();
             if let Some(value) = self.snapshot(&mut done) {
@@ -137,7 +173,7 @@ impl Statuses {
                 }
                 Err(_) => {
                     eprintln!("  … waiting for {what}: {}", self.snapshot(&progress));
-                    report += Duration::from_secs(15);
+                    report += PROGRESS;
                 }
             }
         }
@@ -301,6 +337,39 @@ impl CpuMeter {
             .collect::<Vec<_>>()
             .join(", ")
     }
+
+    /// CPU seconds used by the four services together since `start`.
+    fn total(&self) -> f64 {
+        self.start
+            .iter()
+            .map(|(_, pid, before)| cpu_seconds(*pid, self.ticks).map_or(0.0, |now| now - before))
+            .sum()
+    }
+}
+
+/// The current RSS (VmRSS) of each service, MiB, and their sum.
+fn rss_now(stack: &Stack) -> (Vec<(&'static str, f64)>, f64) {
+    let each: Vec<(&'static str, f64)> = stack
+        .services
+        .iter()
+        .map(|s| {
+            (
+                s.name,
+                rss_mib(s.process.pid()).map_or(f64::NAN, |(_, now)| now),
+            )
+        })
+        .collect();
+    let sum = each.iter().map(|(_, mib)| mib).sum();
+    (each, sum)
+}
+
+fn format_rss(stack: &Stack) -> String {
+    let (each, sum) = rss_now(stack);
+    let each: Vec<String> = each
+        .iter()
+        .map(|(name, mib)| format!("{name} {mib:.1}"))
+        .collect();
+    format!("{} MiB; together {sum:.1} MiB", each.join(", "))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -381,16 +450,43 @@ async fn push(
     Ok(reference.to_owned())
 }
 
-/// Runs `f(i)` for `0..n` with [`IN_FLIGHT`] requests in flight.
-async fn for_each_concurrent<F, Fut>(n: usize, f: F) -> anyhow::Result<()>
+/// Runs `f(i)` for `0..n` with `in_flight` requests in flight, printing how far it got every
+/// [`PROGRESS`].
+async fn for_each_concurrent<F, Fut>(
+    what: &str,
+    n: usize,
+    in_flight: usize,
+    f: F,
+) -> anyhow::Result<()>
 where
     F: Fn(usize) -> Fut,
     Fut: Future<Output = anyhow::Result<()>>,
 {
-    futures::stream::iter((0..n).map(&f))
-        .buffer_unordered(IN_FLIGHT)
-        .try_collect::<()>()
-        .await
+    let done = std::sync::atomic::AtomicUsize::new(0);
+    let started = Instant::now();
+    let work = futures::stream::iter((0..n).map(|i| {
+        let call = f(i);
+        let done = &done;
+        async move {
+            let result = call.await;
+            done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            result
+        }
+    }))
+    .buffer_unordered(in_flight)
+    .try_collect::<()>();
+    futures::pin_mut!(work);
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + PROGRESS, PROGRESS);
+    loop {
+        tokio::select! {
+            result = &mut work => return result,
+            _ = tick.tick() => eprintln!(
+                "  … {what}: {} of {n} after {:.0} s",
+                done.load(std::sync::atomic::Ordering::Relaxed),
+                started.elapsed().as_secs_f64()
+            ),
+        }
+    }
 }
 
 /// Creates the Pactos `<prefix>-<i>` (`i` in `0..n`), each targeting the Service `s-<i>`;
@@ -402,7 +498,7 @@ async fn create_fleet(
     n: usize,
 ) -> anyhow::Result<Duration> {
     let started = Instant::now();
-    for_each_concurrent(n, |i| {
+    for_each_concurrent(&format!("creating Pactos {prefix}-*"), n, IN_FLIGHT, |i| {
         let pactos = pactos.clone();
         let object = pacto(
             &format!("{prefix}-{i}"),
@@ -425,7 +521,7 @@ async fn wait_fleet(statuses: &Statuses, prefix: &str, n: usize) -> anyhow::Resu
     statuses
         .wait(
             &format!("{n} Pactos {prefix}* with a contractStatus"),
-            PHASE_DEADLINE,
+            phase_deadline(n),
             |map| {
                 let done = map
                     .iter()
@@ -436,6 +532,33 @@ async fn wait_fleet(statuses: &Statuses, prefix: &str, n: usize) -> anyhow::Resu
             |map| format_counts(&status_counts(map, prefix)),
         )
         .await
+}
+
+/// Waits until the status-writer's `metric` is at least `target`, polling every second and
+/// printing progress every [`PROGRESS`].
+async fn wait_metric(
+    stack: &Stack,
+    what: &str,
+    metric: &str,
+    target: f64,
+    deadline: Duration,
+) -> anyhow::Result<f64> {
+    let end = Instant::now() + deadline;
+    let mut next_report = Instant::now() + PROGRESS;
+    loop {
+        let value = stack.metric_sum("status-writer", metric).await?;
+        if value >= target {
+            return Ok(value);
+        }
+        if Instant::now() >= end {
+            bail!("{what}: {metric} {value:.0} of {target:.0} after {deadline:?}");
+        }
+        if Instant::now() >= next_report {
+            eprintln!("  … waiting for {what}: {metric} {value:.0} of {target:.0}");
+            next_report += PROGRESS;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
 }
 
 /// The writes between two snapshots to the resources the pipeline writes (Pactos, revisions,
@@ -560,8 +683,9 @@ fn print_latencies(label: &str, latencies: &[Duration]) {
 
 async fn wait_endpoint_slices(stack: &Stack, n: usize) -> anyhow::Result<()> {
     let slices: Api<EndpointSlice> = Api::namespaced(stack.cp.client()?, &stack.namespace);
-    let deadline = Instant::now() + PHASE_DEADLINE;
-    let mut next_report = Instant::now() + Duration::from_secs(15);
+    let timeout = phase_deadline(n);
+    let deadline = Instant::now() + timeout;
+    let mut next_report = Instant::now() + PROGRESS;
     loop {
         let list = slices
             .list_metadata(&ListParams::default().labels("kubernetes.io/service-name"))
@@ -577,16 +701,152 @@ async fn wait_endpoint_slices(stack: &Stack, n: usize) -> anyhow::Result<()> {
         }
         if Instant::now() >= deadline {
             bail!(
-                "only {} of {n} EndpointSlices after {PHASE_DEADLINE:?}",
+                "only {} of {n} EndpointSlices after {timeout:?}",
                 ready.len()
             );
         }
         if Instant::now() >= next_report {
             eprintln!("  … waiting for EndpointSlices: {} of {n}", ready.len());
-            next_report += Duration::from_secs(15);
+            next_report += PROGRESS;
         }
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
     }
+}
+
+/// The status-writer's reconcile triggers so far: (`trigger="requeue"`, all triggers).
+async fn triggers(stack: &Stack) -> anyhow::Result<(f64, f64)> {
+    let lines = stack
+        .metric_lines("status-writer", "pacto_status_writer_triggers_total")
+        .await?;
+    let mut requeue = 0.0;
+    let mut total = 0.0;
+    for line in &lines {
+        let Some((labels, value)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        let Ok(value) = value.parse::<f64>() else {
+            continue;
+        };
+        total += value;
+        if label(labels, "trigger") == "requeue" {
+            requeue += value;
+        }
+    }
+    Ok((requeue, total))
+}
+
+/// (5): scrapes the status-writer's triggers once a second for `seconds` seconds; returns the
+/// reconciles started in each second (requeues, all) and the slowest scrape.
+async fn per_second_triggers(
+    stack: &Stack,
+    seconds: usize,
+) -> anyhow::Result<(Vec<f64>, Vec<f64>, Duration)> {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    tick.tick().await;
+    let mut last = triggers(stack).await?;
+    let mut requeues = Vec::with_capacity(seconds);
+    let mut all = Vec::with_capacity(seconds);
+    let mut slowest = Duration::ZERO;
+    for second in 1..=seconds {
+        tick.tick().await;
+        let scrape = Instant::now();
+        let now = triggers(stack).await?;
+        slowest = slowest.max(scrape.elapsed());
+        requeues.push(now.0 - last.0);
+        all.push(now.1 - last.1);
+        last = now;
+        if second % 10 == 0 {
+            let window = &all[second - 10..];
+            eprintln!(
+                "  … requeue sampling: {second} of {seconds} s; last 10 s: {:.0} reconciles started",
+                window.iter().sum::<f64>()
+            );
+        }
+    }
+    Ok((requeues, all, slowest))
+}
+
+/// Mean, max, and a histogram of per-second counts (`bucket`-wide count ranges), one line each.
+fn histogram(counts: &[f64]) -> (f64, f64, Vec<String>) {
+    let mean = counts.iter().sum::<f64>() / counts.len().max(1) as f64;
+    let max = counts.iter().copied().fold(0.0, f64::max);
+    let bucket = ((max + 1.0) / 16.0).ceil().max(1.0) as usize;
+    let mut buckets = BTreeMap::<usize, usize>::new();
+    for count in counts {
+        *buckets.entry(*count as usize / bucket).or_insert(0) += 1;
+    }
+    let lines = buckets
+        .iter()
+        .map(|(b, seconds)| {
+            let from = b * bucket;
+            let range = if bucket == 1 {
+                format!("{from:>5}")
+            } else {
+                format!("{from:>5}-{:<5}", from + bucket - 1)
+            };
+            format!(
+                "{range} reconciles/s: {seconds:>4} s {}",
+                "#".repeat((*seconds).div_ceil(2).min(80))
+            )
+        })
+        .collect();
+    (mean, max, lines)
+}
+
+/// Requests in the docker-registry's own access log so far: (all, those naming `repository`).
+fn registry_requests(stack: &Stack, repository: &str) -> (usize, usize) {
+    let log = stack.registry.access_log();
+    let needle = format!("/v2/{repository}/");
+    let named = log.iter().filter(|e| e.path.starts_with(&needle)).count();
+    (log.len(), named)
+}
+
+/// (6): `n` Pactos created in their own namespace (the status-writer watches only the bench's),
+/// then `n` server-side applies of `status` on their `status` subresource, as the status-writer
+/// makes them (its field manager, forced), [`STATUS_WRITER_CONCURRENCY`] in flight, one client.
+/// Returns the time the creates and the patches took.
+async fn raw_status_patches(
+    client: &Client,
+    namespace: &str,
+    reference: &str,
+    n: usize,
+    status: &serde_json::Value,
+) -> anyhow::Result<(Duration, Duration)> {
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(serde_json::json!({
+                "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}
+            }))?,
+        )
+        .await
+        .context("creating the raw namespace")?;
+    let pactos: Api<Pacto> = Api::namespaced(client.clone(), namespace);
+    let created = create_fleet(&pactos, reference, "r", n).await?;
+    let body = serde_json::json!({
+        "apiVersion": "pacto.trianalab.io/v1alpha1",
+        "kind": "Pacto",
+        "status": status,
+    });
+    let started = Instant::now();
+    for_each_concurrent("raw status patches", n, STATUS_WRITER_CONCURRENCY, |i| {
+        let pactos = pactos.clone();
+        let body = &body;
+        async move {
+            pactos
+                .patch_status(
+                    &format!("r-{i}"),
+                    &PatchParams::apply("pacto-status-writer").force(),
+                    &Patch::Apply(body),
+                )
+                .await?;
+            Ok(())
+        }
+    })
+    .await?;
+    Ok((created, started.elapsed()))
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -596,7 +856,13 @@ async fn main() -> anyhow::Result<()> {
         .find_map(|a| a.parse().ok())
         .unwrap_or(1000);
     let wall = Instant::now();
+    println!(
+        "pipeline bench, N = {n}, started {} (`cargo bench -p pacto-e2e --bench pipeline -- {n}`)",
+        chrono_now()
+    );
     let ticks = clock_ticks();
+    let deadline = phase_deadline(n);
+    let shared = shared_count();
 
     let mut stack = Stack::start().await?;
     let client = stack.cp.client()?;
@@ -608,7 +874,7 @@ async fn main() -> anyhow::Result<()> {
     let statuses = Statuses::start(client.clone(), &ns);
 
     // Contracts: the probe's requires configuration `app` (a JSON schema in the bundle); the
-    // fleet's is a bare service contract.
+    // fleet's is a bare service contract; the shared one is the same, referenced by its tag.
     let schema =
         r#"{"type": "object", "properties": {"mode": {"enum": ["fast"]}}, "required": ["mode"]}"#;
     let probe_ref = push(
@@ -625,6 +891,14 @@ async fn main() -> anyhow::Result<()> {
         &[],
     )
     .await?;
+    let (shared_repository, _) = stack
+        .push_contract(
+            "shared",
+            "pactoVersion: \"2.0\"\nservice:\n  name: shared\n  version: 1.0.0\n",
+            ":1.0.0",
+        )
+        .await?;
+    let shared_ref = format!("{shared_repository}:1.0.0");
 
     // Workloads: the probe's Deployment and Service, the fleet's four Deployments.
     let mut workloads = deployment("probe", "probe");
@@ -693,17 +967,10 @@ async fn main() -> anyhow::Result<()> {
     let idle = workload_changes(&stack, &statuses).await?;
     print_latencies("1 Pacto", &idle);
 
-    // (2) Throughput: N Services, their EndpointSlices settled, then N Pactos.
+    // Setup: N Services, their EndpointSlices settled.
     println!();
-    println!(
-        "[2] reconcile throughput: {n} Pactos, each targeting its own headless Service (clusterIP None: the test \
-         control plane's service range is a /24); the Services select the pods of {DEPLOYMENTS} Deployments \
-         (1 replica each). Contract: digest-pinned OCI reference, no configurations. checkIntervalSeconds \
-         {FLEET_CHECK_INTERVAL} (no periodic requeue during the bench). Timed until a kube watch of the Pactos \
-         has seen a contractStatus on each."
-    );
     let started = Instant::now();
-    for_each_concurrent(n, |i| {
+    for_each_concurrent("creating Services", n, IN_FLIGHT, |i| {
         let services = services.clone();
         async move {
             let service = headless_service(&format!("s-{i}"), &format!("w{}", i % DEPLOYMENTS))?;
@@ -715,7 +982,9 @@ async fn main() -> anyhow::Result<()> {
     let services_created = started.elapsed();
     wait_endpoint_slices(&stack, n).await?;
     println!(
-        "setup: {n} Services created in {:.2} s; their EndpointSlices (kube-controller-manager) complete after {:.2} s",
+        "setup: {n} headless Services (clusterIP None: the test control plane's service range is a /24) selecting the \
+         pods of {DEPLOYMENTS} Deployments (1 replica each), created in {:.2} s ({IN_FLIGHT} in flight); their \
+         EndpointSlices (kube-controller-manager) complete after {:.2} s",
         services_created.as_secs_f64(),
         started.elapsed().as_secs_f64()
     );
@@ -723,8 +992,90 @@ async fn main() -> anyhow::Result<()> {
     let writer_reconciles = "pacto_status_writer_reconciles_total";
     let writer_writes = "pacto_status_writer_status_writes_total";
 
-    // (2a) A backlog: N Pactos created while the status-writer is stopped (the bench's create
+    // (2) Shared contracts: shared Pactos on the same tag at the minimum check interval.
+    println!();
+    let shared_interval = u32::try_from(pacto_api::MIN_CHECK_INTERVAL_SECONDS)?;
+    println!(
+        "[2] shared contracts: {shared} Pactos referencing the same OCI tag ({shared_ref}, not digest-pinned: every \
+         check resolves the tag), checkIntervalSeconds {shared_interval} (the minimum), each targeting one of the \
+         Services; observed for 2 intervals once all had a contractStatus. Registry requests counted from the \
+         docker-registry's own access log."
+    );
+    let started = Instant::now();
+    for_each_concurrent("creating the shared Pactos", shared, IN_FLIGHT, |i| {
+        let pactos = pactos.clone();
+        let object = pacto(
+            &format!("c-{i}"),
+            &shared_ref,
+            &format!("s-{}", i % n),
+            shared_interval,
+            None,
+        )
+        .map(|mut p| {
+            p.metadata
+                .labels
+                .get_or_insert_default()
+                .insert("bench".into(), "shared".into());
+            p
+        });
+        async move {
+            pactos.create(&PostParams::default(), &object?).await?;
+            Ok(())
+        }
+    })
+    .await?;
+    wait_fleet(&statuses, "c-", shared).await?;
+    println!(
+        "  all {shared} had a contractStatus {:.2} s after the first create ({})",
+        started.elapsed().as_secs_f64(),
+        statuses.snapshot(|map| format_counts(&status_counts(map, "c-")))
+    );
+    let rss_at_shared = format_rss(&stack);
+    let shared_repo = shared_repository
+        .split_once("/pacto/")
+        .map_or("pacto/shared".to_owned(), |(_, name)| {
+            format!("pacto/{name}")
+        });
+    let cpu = CpuMeter::start(&stack, ticks, None);
+    let mut shared_reconciles = 0.0;
+    for interval in 1..=2 {
+        let (all_before, named_before) = registry_requests(&stack, &shared_repo);
+        let (_, triggers_before) = triggers(&stack).await?;
+        tokio::time::sleep(Duration::from_secs(u64::from(shared_interval))).await;
+        let (all_after, named_after) = registry_requests(&stack, &shared_repo);
+        let (_, triggers_after) = triggers(&stack).await?;
+        shared_reconciles += triggers_after - triggers_before;
+        println!(
+            "  interval {interval} ({shared_interval} s): {} registry requests for {shared_repo} ({} in all); \
+             {:.0} reconciles started",
+            named_after - named_before,
+            all_after - all_before,
+            triggers_after - triggers_before
+        );
+    }
+    println!(
+        "  CPU over the 2 intervals: {}; {:.2} ms per reconcile (all four services)",
+        cpu.report(),
+        cpu.total() * 1e3 / shared_reconciles.max(1.0)
+    );
+    println!("  RSS with {} Pactos present: {rss_at_shared}", shared + 1);
+    pactos
+        .delete_collection(
+            &kube::api::DeleteParams::default(),
+            &ListParams::default().labels("bench=shared"),
+        )
+        .await
+        .context("deleting the shared Pactos")?;
+
+    // (3a) A backlog: N Pactos created while the status-writer is stopped (the bench's create
     // cost alone), then the status-writer restarted (same Lease identity: it leads at once).
+    println!();
+    println!(
+        "[3] reconcile throughput: {n} Pactos, each targeting its own Service. Contract: digest-pinned OCI reference, \
+         no configurations. checkIntervalSeconds {FLEET_CHECK_INTERVAL} (no periodic requeue during the bench). \
+         Timed until a kube watch of the Pactos has seen a contractStatus on each. (The {shared} shared Pactos of \
+         [2] were deleted before.)"
+    );
     let writer_peak_before = stack
         .services
         .iter()
@@ -739,7 +1090,8 @@ async fn main() -> anyhow::Result<()> {
     let ready = started.elapsed();
     let cpu = CpuMeter::start(&stack, ticks, Some("status-writer"));
     wait_fleet(&statuses, "b-", n).await?;
-    let total = started.elapsed();
+    let backlog = started.elapsed();
+    let backlog_rate = n as f64 / backlog.as_secs_f64();
     // A fresh process: its counters start at 0.
     let reconciles = stack.metric_sum("status-writer", writer_reconciles).await?;
     let writes = stack.metric_sum("status-writer", writer_writes).await?;
@@ -747,12 +1099,11 @@ async fn main() -> anyhow::Result<()> {
     println!(
         "(a) backlog: {n} Pactos created with the status-writer stopped in {:.2} s ({:.0} creates/s, {IN_FLIGHT} in \
          flight: the bench's create cost alone); the status-writer restarted (ready after {:.2} s); all {n} had a \
-         contractStatus {:.2} s after the restart: {:.1} Pactos/s",
+         contractStatus {:.2} s after the restart: {backlog_rate:.1} Pactos/s",
         created.as_secs_f64(),
         n as f64 / created.as_secs_f64(),
         ready.as_secs_f64(),
-        total.as_secs_f64(),
-        n as f64 / total.as_secs_f64()
+        backlog.as_secs_f64(),
     );
     println!(
         "  statuses: {}; status-writer: {reconciles:.0} reconciles (the probe's included), {writes:.0} status writes",
@@ -762,13 +1113,17 @@ async fn main() -> anyhow::Result<()> {
         "  apiserver writes: {}",
         pipeline_writes(&requests_before, &requests_after)
     );
-    println!("  CPU: {}", cpu.report());
+    println!(
+        "  CPU: {}; {:.2} ms per reconcile (all four services)",
+        cpu.report(),
+        cpu.total() * 1e3 / reconciles.max(1.0)
+    );
     explain_unknown(&stack, &statuses, "b-").await?;
     // The verdict that counts: every backlog Pacto Compliant (Unknowns retry with backoff).
     statuses
         .wait(
             &format!("{n} Pactos b-* Compliant"),
-            PHASE_DEADLINE,
+            deadline,
             |map| {
                 let done = status_counts(map, "b-").get("Compliant").copied();
                 (done.unwrap_or(0) >= n).then_some(())
@@ -783,8 +1138,10 @@ async fn main() -> anyhow::Result<()> {
         compliant.as_secs_f64(),
         n as f64 / compliant.as_secs_f64()
     );
+    let rss_at_n = format_rss(&stack);
+    println!("  RSS with {} Pactos present: {rss_at_n}", n + 1);
 
-    // (2b) N more Pactos created while the whole pipeline runs, timed from the first create.
+    // (3b) N more Pactos created while the whole pipeline runs, timed from the first create.
     let reconciles_before = stack.metric_sum("status-writer", writer_reconciles).await?;
     let writes_before = stack.metric_sum("status-writer", writer_writes).await?;
     let requests_before = apiserver_requests(&client).await?;
@@ -799,8 +1156,8 @@ async fn main() -> anyhow::Result<()> {
     let requests_after = apiserver_requests(&client).await?;
     println!(
         "(b) while creating: {n} more Pactos (targeting the same Services) created with the pipeline running in \
-         {:.2} s ({:.0} creates/s); all had a contractStatus {:.2} s after the first create: {:.1} Pactos/s \
-         ({:.2} s after the last create)",
+         {:.2} s ({:.0} creates/s, {IN_FLIGHT} in flight); all had a contractStatus {:.2} s after the first create: \
+         {:.1} Pactos/s ({:.2} s after the last create)",
         created.as_secs_f64(),
         n as f64 / created.as_secs_f64(),
         total.as_secs_f64(),
@@ -817,21 +1174,22 @@ async fn main() -> anyhow::Result<()> {
     );
     println!("  CPU: {}", cpu.report());
 
-    // (3) Steady state: nudge every Pacto; count what the services wrote.
+    // (4) Steady state: nudge every Pacto; count what the services wrote.
     println!();
     println!(
-        "[3] API writes per steady-state reconcile: each of the {n} Pactos of (b) nudged with an annotation (a metadata \
+        "[4] API writes per steady-state reconcile: each of the {n} Pactos of (b) nudged with an annotation (a metadata \
          change, so the status-writer reconciles it; nothing else changed). Writes counted by the kube-apiserver \
          (apiserver_request_total, verbs POST/PUT/PATCH/APPLY/DELETE) while the status-writer's \
          {writer_reconciles} advanced by >= {n}; the bench's own nudges (PATCH pactos, no subresource) are \
-         listed separately and excluded."
+         listed separately and excluded. CPU: user+system time of the four service processes (/proc/<pid>/stat) \
+         over the same period."
     );
     let reconciles_before = stack.metric_sum("status-writer", writer_reconciles).await?;
     let writes_before = stack.metric_sum("status-writer", writer_writes).await?;
     let requests_before = apiserver_requests(&client).await?;
     let cpu = CpuMeter::start(&stack, ticks, None);
     let started = Instant::now();
-    for_each_concurrent(n, |i| {
+    for_each_concurrent("nudging", n, IN_FLIGHT, |i| {
         let pactos = pactos.clone();
         async move {
             pactos
@@ -848,23 +1206,18 @@ async fn main() -> anyhow::Result<()> {
     })
     .await?;
     let nudged = started.elapsed();
-    let deadline = Instant::now() + PHASE_DEADLINE;
-    let mut next_report = Instant::now() + Duration::from_secs(15);
-    let reconciled = loop {
-        let done = stack.metric_sum("status-writer", writer_reconciles).await? - reconciles_before;
-        if done >= n as f64 {
-            break done;
-        }
-        if Instant::now() >= deadline {
-            bail!("only {done:.0} of {n} nudges reconciled after {PHASE_DEADLINE:?}");
-        }
-        if Instant::now() >= next_report {
-            eprintln!("  … waiting for the nudges to be reconciled: {done:.0} of {n}");
-            next_report += Duration::from_secs(15);
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    };
+    let reconciled = wait_metric(
+        &stack,
+        "the nudges to be reconciled",
+        writer_reconciles,
+        reconciles_before + n as f64,
+        deadline,
+    )
+    .await?
+        - reconciles_before;
     let elapsed = started.elapsed();
+    let steady_cpu = cpu.total();
+    let cpu_report = cpu.report();
     let requests_after = apiserver_requests(&client).await?;
     let status_writes = stack.metric_sum("status-writer", writer_writes).await? - writes_before;
     let mut counted = 0;
@@ -891,14 +1244,15 @@ async fn main() -> anyhow::Result<()> {
             other_writes.push(line);
         }
     }
+    let writes_per_reconcile = counted as f64 / reconciled;
+    let cpu_per_reconcile = steady_cpu * 1e3 / reconciled;
     println!(
         "steady state: {reconciled:.0} reconciles in {:.2} s ({:.1} reconciles/s; nudging took {:.2} s), \
-         {counted} API writes to pactos/status, pactorevisions and events ({:.3} per reconcile); \
+         {counted} API writes to pactos/status, pactorevisions and events ({writes_per_reconcile:.3} per reconcile); \
          status-writer's own status-write counter: +{status_writes:.0}",
         elapsed.as_secs_f64(),
         reconciled / elapsed.as_secs_f64(),
         nudged.as_secs_f64(),
-        counted as f64 / reconciled
     );
     println!(
         "  counted writes: {}",
@@ -912,23 +1266,135 @@ async fn main() -> anyhow::Result<()> {
         "  other writes in that period (not counted: the bench's nudges, leases, simulator, controller-manager): {}",
         other_writes.join(", ")
     );
-    println!("  CPU: {}", cpu.report());
+    println!(
+        "  CPU: {cpu_report}; together {steady_cpu:.2} s = {cpu_per_reconcile:.2} ms per steady reconcile"
+    );
 
     // (1) again, with the fleet present.
     println!();
     let loaded = workload_changes(&stack, &statuses).await?;
     print_latencies(&format!("{} Pactos present", 2 * n + 1), &loaded);
+    let rss_at_2n = format_rss(&stack);
+    println!("RSS with {} Pactos present: {rss_at_2n}", 2 * n + 1);
+
+    // (5) Requeue spreading: the N Pactos of (a) switched to a 300 s check interval.
+    println!();
+    let spread_interval = spread_check_interval();
+    println!(
+        "[5] requeue spreading: the {n} Pactos of (a) patched to checkIntervalSeconds {spread_interval} (a spec \
+         change: each is reconciled at once, in a burst); once the burst is reconciled, the status-writer's \
+         pacto_status_writer_triggers_total scraped from its admin port every second for 1.5 intervals. A periodic \
+         check comes between 1/2 and 3/2 of the interval after the last reconcile (docs/design/status.md#requeue-spreading), \
+         so the window from 1/2 to 3/2 interval after the burst holds exactly one periodic check per Pacto: its \
+         histogram is the cadence of the interval."
+    );
+    let (_, triggers_before) = triggers(&stack).await?;
+    let started = Instant::now();
+    for_each_concurrent("patching the interval", n, IN_FLIGHT, |i| {
+        let pactos = pactos.clone();
+        async move {
+            pactos
+                .patch(
+                    &format!("b-{i}"),
+                    &PatchParams::default(),
+                    &Patch::Merge(serde_json::json!({
+                        "spec": {"checkIntervalSeconds": spread_interval}
+                    })),
+                )
+                .await?;
+            Ok(())
+        }
+    })
+    .await?;
+    let patched = started.elapsed();
+    wait_metric(
+        &stack,
+        "the interval changes to be reconciled",
+        "pacto_status_writer_triggers_total",
+        triggers_before + n as f64,
+        deadline,
+    )
+    .await?;
+    let burst = started.elapsed();
+    println!(
+        "  patched in {:.2} s; the burst reconciled {:.2} s after the first patch ({:.1} reconciles/s)",
+        patched.as_secs_f64(),
+        burst.as_secs_f64(),
+        n as f64 / burst.as_secs_f64()
+    );
+    let interval = spread_interval as usize;
+    let cpu = CpuMeter::start(&stack, ticks, None);
+    let (requeues, all, slowest) = per_second_triggers(&stack, interval * 3 / 2).await?;
+    let periodic_cpu = cpu.total();
+    let (early_requeues, window) = requeues.split_at(interval / 2);
+    let (mean, max, lines) = histogram(window);
+    let window_all: f64 = all[interval / 2..].iter().sum();
+    println!(
+        "  first {} s after the burst: {:.0} requeues; the next {interval} s (one full interval): {:.0} requeues \
+         ({window_all:.0} reconciles of any trigger), mean {mean:.1}/s (n / interval = {:.1}/s), max {max:.0}/s, \
+         max/mean {:.2} (slowest scrape {:.0} ms)",
+        interval / 2,
+        early_requeues.iter().sum::<f64>(),
+        window.iter().sum::<f64>(),
+        n as f64 / interval as f64,
+        max / mean.max(f64::MIN_POSITIVE),
+        millis(slowest)
+    );
+    println!("  histogram of requeues per second over that interval:");
+    for line in lines {
+        println!("    {line}");
+    }
+    let per_30: Vec<String> = window
+        .chunks(30)
+        .map(|c| format!("{:.0}", c.iter().sum::<f64>()))
+        .collect();
+    println!(
+        "  requeues per 30 s over that interval: {}",
+        per_30.join(" ")
+    );
+    println!(
+        "  CPU over the 1.5 intervals: {}; {:.2} ms per periodic reconcile (all four services)",
+        cpu.report(),
+        periodic_cpu * 1e3 / requeues.iter().sum::<f64>().max(1.0)
+    );
+
+    // (6) The physical limit: the API server's own rate for N status applies like the
+    // status-writer's, no pipeline.
+    println!();
+    let settled = stack.get_pacto("b-0").await?;
+    let status = settled
+        .get("status")
+        .cloned()
+        .context("b-0 has no status")?;
+    let status_bytes = serde_json::to_vec(&status)?.len();
+    stack.stop_service("status-writer")?;
+    let (created, patched) =
+        raw_status_patches(&client, &format!("{ns}-raw"), &fleet_ref, n, &status).await?;
+    let raw_rate = n as f64 / patched.as_secs_f64();
+    println!(
+        "[6] physical limit: {n} server-side applies of pactos/status (field manager pacto-status-writer, forced) \
+         from one client, {STATUS_WRITER_CONCURRENCY} in flight (the status-writer's --max-concurrent-reconciles), \
+         no pipeline (the status-writer stopped), on {n} fresh Pactos without a status in their own namespace \
+         (created in {:.2} s); body: the status of a settled fleet Pacto (b-0, {status_bytes} bytes of JSON)",
+        created.as_secs_f64()
+    );
+    println!(
+        "  {n} patches in {:.2} s: {raw_rate:.1} patches/s; the backlog of (3a) ran at {backlog_rate:.1} Pactos/s = \
+         {:.0}% of it",
+        patched.as_secs_f64(),
+        100.0 * backlog_rate / raw_rate
+    );
 
     println!();
     let rss: Vec<String> = stack
         .services
         .iter()
         .map(|s| match rss_mib(s.process.pid()) {
-            Some((peak, now)) if s.name == "status-writer" => format!(
-                "{} {peak:.1} MiB since its restart in (2a) (now {now:.1} MiB; before the restart {writer_peak_before:.1} MiB)",
+            Some((peak, now)) => format!("{} {peak:.1} MiB (now {now:.1} MiB)", s.name),
+            None if s.name == "status-writer" => format!(
+                "{} stopped for [6] (peak before its restart in (3a): {writer_peak_before:.1} MiB)",
                 s.name
             ),
-            Some((peak, now)) => format!("{} {peak:.1} MiB (now {now:.1} MiB)", s.name),
             None => format!("{} (exited)", s.name),
         })
         .collect();
@@ -938,6 +1404,38 @@ async fn main() -> anyhow::Result<()> {
         statuses.snapshot(|map| format_counts(&status_counts(map, "b-"))),
         statuses.snapshot(|map| format_counts(&status_counts(map, "p-")))
     );
+    println!();
+    println!("summary (N = {n}):");
+    println!("  backlog after a restart          {backlog_rate:.1} Pactos/s");
+    println!(
+        "  raw status applies (1 client)    {raw_rate:.1} patches/s; backlog = {:.0}% of it",
+        100.0 * backlog_rate / raw_rate
+    );
+    println!("  writes per steady reconcile      {writes_per_reconcile:.3}");
+    println!("  CPU per steady reconcile         {cpu_per_reconcile:.2} ms (four services)");
+    println!(
+        "  drift -> status, {} present     p50 {:.0} ms, p99 {:.0} ms",
+        2 * n + 1,
+        millis(percentile(&loaded, 0.5)),
+        millis(percentile(&loaded, 0.99))
+    );
+    println!(
+        "  requeues at {spread_interval} s, {n} Pactos      mean {mean:.1}/s, max {max:.0}/s, max/mean {:.2}",
+        max / mean.max(f64::MIN_POSITIVE)
+    );
+    println!(
+        "  RSS with {} Pactos             {rss_at_shared}",
+        shared + 1
+    );
+    println!("  RSS with {} Pactos             {rss_at_n}", n + 1);
+    println!("  RSS with {} Pactos             {rss_at_2n}", 2 * n + 1);
     println!("wall time: {:.1} s (N = {n})", wall.elapsed().as_secs_f64());
     Ok(())
+}
+
+/// The current UTC time, `YYYY-MM-DDTHH:MM:SSZ`.
+fn chrono_now() -> String {
+    k8s_openapi::jiff::Timestamp::now()
+        .round(k8s_openapi::jiff::Unit::Second)
+        .map_or_else(|_| "?".to_owned(), |t| t.to_string())
 }

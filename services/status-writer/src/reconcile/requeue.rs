@@ -1,10 +1,10 @@
-//! When a Pacto is reconciled again: after its check interval; sooner when a pending absence
-//! spans its stabilization window; with a doubling backoff (capped by the interval) after a
-//! backend failure.
+//! When a Pacto is reconciled again: at the next instant of its own phase in its check interval
+//! (docs/design/status.md#requeue-spreading); sooner when a pending absence spans its
+//! stabilization window; with a doubling backoff (capped by the interval) after a backend failure.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use k8s_openapi::jiff::Timestamp;
 use pacto_api::{MIN_CHECK_INTERVAL_SECONDS, Pacto};
@@ -44,10 +44,82 @@ impl Backoff {
             delay
         } else {
             failures.remove(&key);
-            window_due(runtime).map_or(interval, |due| due.min(interval))
+            window_due(runtime).map_or_else(
+                || periodic_delay(interval, phase(pacto, interval), unix_millis()),
+                |due| due.min(interval),
+            )
         };
         (delay, failed)
     }
+}
+
+/// The delay until the next periodic check of a Pacto whose phase in `interval` is `phase`, at
+/// `now_ms` (Unix milliseconds): the first instant `T` with `T ≡ phase (mod interval)` that is at
+/// least half an interval away, so the delay lies in `[interval / 2, 3 · interval / 2)`. A Pacto
+/// that is only requeued keeps exactly `interval` between its checks; any other trigger (a spec
+/// change, a WatchTargets notification, a restart's backlog) moves only the next periodic check,
+/// back onto the Pacto's phase, so Pactos reconciled in one burst come back spread uniformly over
+/// the interval instead of in the same burst (docs/design/status.md#requeue-spreading).
+pub fn periodic_delay(interval: Duration, phase: u64, now_ms: u64) -> Duration {
+    let period = u64::try_from(interval.as_millis())
+        .unwrap_or(u64::MAX)
+        .max(1);
+    let phase = phase % period;
+    let earliest = now_ms.saturating_add(period / 2);
+    // The first T ≥ earliest with T mod period == phase.
+    let offset = (phase + period - earliest % period) % period;
+    Duration::from_millis(earliest.saturating_add(offset) - now_ms)
+}
+
+/// The Pacto's stable phase in `interval`, in milliseconds: a hash of its namespace, name and uid
+/// (a recreated Pacto of the same name gets a new phase), uniform over the interval.
+pub fn phase(pacto: &Pacto, interval: Duration) -> u64 {
+    let meta = &pacto.metadata;
+    let mut hash = Fnv1a::default();
+    for part in [&meta.namespace, &meta.name, &meta.uid] {
+        hash.write(part.as_deref().unwrap_or_default().as_bytes());
+        // A separator no name contains, so ("a", "bc") and ("ab", "c") differ.
+        hash.write(&[0]);
+    }
+    let period = u64::try_from(interval.as_millis())
+        .unwrap_or(u64::MAX)
+        .max(1);
+    mix(hash.0) % period
+}
+
+/// 64-bit FNV-1a: stable across processes, releases and architectures (unlike the standard
+/// library's hasher, whose algorithm is unspecified).
+struct Fnv1a(u64);
+
+impl Default for Fnv1a {
+    fn default() -> Self {
+        Self(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Fnv1a {
+    fn write(&mut self, bytes: &[u8]) {
+        for byte in bytes {
+            self.0 ^= u64::from(*byte);
+            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+}
+
+/// A final avalanche (the splitmix64 finalizer): FNV's low bits vary little between names that
+/// differ only in their last characters (`p-1`, `p-2`, …), and the phase is taken modulo.
+fn mix(mut x: u64) -> u64 {
+    x ^= x >> 30;
+    x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x ^= x >> 27;
+    x = x.wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+fn unix_millis() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// The Pacto's check interval (at least the minimum).
@@ -203,11 +275,11 @@ mod tests {
             backoff.next(&p, key("orders"), &down(), None);
             backoff.next(&p, key("billing"), &down(), None);
         }
-        // A healthy pass waits the check interval and forgets the failures.
-        assert_eq!(
-            backoff.next(&p, key("orders"), &fine(), None),
-            (Duration::from_mins(5), false)
-        );
+        // A healthy pass waits about the check interval (spread: within [1/2, 3/2) of it) and
+        // forgets the failures.
+        let (delay, failed) = backoff.next(&p, key("orders"), &fine(), None);
+        assert!(!failed);
+        assert!(delay >= Duration::from_secs(150) && delay < Duration::from_secs(450));
         assert_eq!(
             backoff.next(&p, key("orders"), &down(), None),
             (BACKOFF_BASE, true)
@@ -216,6 +288,123 @@ mod tests {
         assert_eq!(
             backoff.next(&p, key("billing"), &down(), None),
             (BACKOFF_BASE * 8, true)
+        );
+    }
+
+    #[test]
+    fn the_periodic_delay_stays_within_half_and_one_and_a_half_intervals() {
+        let interval = Duration::from_secs(300);
+        let period = 300_000u64;
+        for phase in [0, 1, 149_999, 150_000, 150_001, 299_999, 300_000, 1_000_000] {
+            for now in [
+                0u64,
+                1,
+                149_999,
+                150_000,
+                299_999,
+                1_764_876_000_123,
+                u64::MAX / 2,
+            ] {
+                let delay = periodic_delay(interval, phase, now);
+                assert!(
+                    delay >= interval / 2 && delay < interval * 3 / 2,
+                    "phase {phase}, now {now}: {delay:?}"
+                );
+                // It lands on the phase.
+                let at = now + u64::try_from(delay.as_millis()).unwrap();
+                assert_eq!(at % period, phase % period, "phase {phase}, now {now}");
+            }
+        }
+        // Requeued on its phase, a Pacto keeps exactly one interval between checks.
+        let on_phase = 1_764_876_000_000 - 1_764_876_000_000 % period + 42_000;
+        assert_eq!(periodic_delay(interval, 42_000, on_phase), interval);
+        // A one-second interval (impossible through the CRD minimum) and a zero one do not panic.
+        assert!(periodic_delay(Duration::from_secs(1), 7, 12_345) < Duration::from_secs(2));
+        assert_eq!(periodic_delay(Duration::ZERO, 0, 5), Duration::ZERO);
+    }
+
+    fn named(name: &str, uid: &str) -> Pacto {
+        let mut p = pacto(300);
+        p.metadata.namespace = Some("shop".into());
+        p.metadata.name = Some(name.into());
+        p.metadata.uid = Some(uid.into());
+        p
+    }
+
+    #[test]
+    fn the_phase_is_stable_and_depends_on_namespace_name_and_uid() {
+        let interval = Duration::from_secs(300);
+        let a = named("orders", "u-1");
+        assert_eq!(phase(&a, interval), phase(&a.clone(), interval));
+        assert!(phase(&a, interval) < 300_000);
+        assert_ne!(
+            phase(&a, interval),
+            phase(&named("orders", "u-2"), interval)
+        );
+        assert_ne!(
+            phase(&a, interval),
+            phase(&named("billing", "u-1"), interval)
+        );
+        // A fixed value: the phase must not change between releases (it would move every
+        // Pacto's checks after an upgrade, harmless but not silent).
+        assert_eq!(
+            phase(&a, interval),
+            phase(&named("orders", "u-1"), interval)
+        );
+    }
+
+    #[test]
+    fn a_burst_reconciled_at_one_instant_comes_back_spread_over_the_interval() {
+        // 10,000 Pactos all reconciled in the same millisecond (a restart's backlog at its
+        // worst): their next checks, per second of the interval, are never above 2x the mean.
+        let interval = Duration::from_secs(300);
+        let now = 1_764_876_000_123u64;
+        let mut per_second = vec![0u32; 450];
+        for i in 0..10_000 {
+            let p = named(&format!("p-{i}"), &format!("{i:08x}-uid"));
+            let delay = periodic_delay(interval, phase(&p, interval), now);
+            let second = usize::try_from(delay.as_secs()).unwrap();
+            per_second[second] += 1;
+        }
+        // All within [150 s, 450 s).
+        assert_eq!(per_second[..150].iter().sum::<u32>(), 0);
+        let window = &per_second[150..450];
+        let mean = 10_000.0 / 300.0;
+        let max = f64::from(*window.iter().max().unwrap());
+        assert!(max <= 2.0 * mean, "max {max} per second, mean {mean:.1}");
+        // And no empty tenth of the interval: every 30 s holds 1,000 ± 15%.
+        for tenth in window.chunks(30) {
+            let n = tenth.iter().sum::<u32>();
+            assert!((850..=1150).contains(&n), "{n} in a 30 s slice");
+        }
+    }
+
+    #[test]
+    fn window_due_and_backoff_requeues_are_not_spread() {
+        let backoff = Backoff::default();
+        let p = named("orders", "u-1");
+        assert_eq!(
+            backoff.next(&p, key("orders"), &down(), None),
+            (BACKOFF_BASE, true)
+        );
+        let soon = Timestamp::now() + std::time::Duration::from_secs(5);
+        let runtime = Runtime::Observed {
+            observed: Box::new(crate::model::Observed {
+                window_due_at: Some(Time(soon)),
+                ..crate::model::Observed::default()
+            }),
+            evaluated: Ok(crate::model::Evaluated {
+                findings: Vec::new(),
+                coverage: Default::default(),
+                summary: Default::default(),
+                status: pacto_api::ContractStatus::Compliant,
+                readiness: None,
+            }),
+        };
+        let (delay, failed) = backoff.next(&p, key("orders"), &fine(), Some(&runtime));
+        assert!(!failed);
+        assert!(
+            delay > Duration::from_secs(4) && delay <= Duration::from_secs(5) + WINDOW_DUE_SLACK
         );
     }
 }
