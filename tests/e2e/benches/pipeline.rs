@@ -82,7 +82,7 @@ const PROGRESS: Duration = Duration::from_secs(10);
 
 /// Deadline of each wait: 8 minutes, longer with more Pactos (about 100 ms per Pacto).
 fn phase_deadline(n: usize) -> Duration {
-    Duration::from_mins(8).max(Duration::from_secs(120) + Duration::from_millis(100) * n as u32)
+    Duration::from_mins(8).max(Duration::from_mins(2) + Duration::from_millis(100) * n as u32)
 }
 
 const CONFORMING: &str = r#"{"mode": "fast"}"#;

@@ -293,7 +293,7 @@ mod tests {
 
     #[test]
     fn the_periodic_delay_stays_within_half_and_one_and_a_half_intervals() {
-        let interval = Duration::from_secs(300);
+        let interval = Duration::from_mins(5);
         let period = 300_000u64;
         for phase in [0, 1, 149_999, 150_000, 150_001, 299_999, 300_000, 1_000_000] {
             for now in [
@@ -333,7 +333,7 @@ mod tests {
 
     #[test]
     fn the_phase_is_stable_and_depends_on_namespace_name_and_uid() {
-        let interval = Duration::from_secs(300);
+        let interval = Duration::from_mins(5);
         let a = named("orders", "u-1");
         assert_eq!(phase(&a, interval), phase(&a.clone(), interval));
         assert!(phase(&a, interval) < 300_000);
@@ -357,7 +357,7 @@ mod tests {
     fn a_burst_reconciled_at_one_instant_comes_back_spread_over_the_interval() {
         // 10,000 Pactos all reconciled in the same millisecond (a restart's backlog at its
         // worst): their next checks, per second of the interval, are never above 2x the mean.
-        let interval = Duration::from_secs(300);
+        let interval = Duration::from_mins(5);
         let now = 1_764_876_000_123u64;
         let mut per_second = vec![0u32; 450];
         for i in 0..10_000 {
@@ -395,8 +395,8 @@ mod tests {
             }),
             evaluated: Ok(crate::model::Evaluated {
                 findings: Vec::new(),
-                coverage: Default::default(),
-                summary: Default::default(),
+                coverage: pacto_api::EvaluationCoverage::default(),
+                summary: pacto_api::Summary::default(),
                 status: pacto_api::ContractStatus::Compliant,
                 readiness: None,
             }),
