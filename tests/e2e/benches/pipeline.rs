@@ -561,6 +561,50 @@ async fn wait_metric(
     }
 }
 
+/// Waits until no PactoRevision of the stack's namespace is owned by a Pacto named `prefix*`.
+async fn wait_revisions_collected(
+    stack: &Stack,
+    prefix: &str,
+    deadline: Duration,
+) -> anyhow::Result<()> {
+    let revisions: Api<pacto_api::PactoRevision> =
+        Api::namespaced(stack.cp.client()?, &stack.namespace);
+    let started = Instant::now();
+    let mut next_report = started + PROGRESS;
+    loop {
+        let left = revisions
+            .list_metadata(&ListParams::default())
+            .await?
+            .items
+            .iter()
+            .filter(|r| {
+                r.metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|o| o.kind == "Pacto" && o.name.starts_with(prefix))
+            })
+            .count();
+        if left == 0 {
+            println!(
+                "  the garbage collector removed their revisions {:.1} s after the delete",
+                started.elapsed().as_secs_f64()
+            );
+            return Ok(());
+        }
+        if started.elapsed() >= deadline {
+            bail!("{left} revisions of deleted Pactos {prefix}* left after {deadline:?}");
+        }
+        if Instant::now() >= next_report {
+            eprintln!(
+                "  … waiting for the garbage collector: {left} revisions of deleted Pactos {prefix}* left"
+            );
+            next_report += PROGRESS;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
 /// The writes between two snapshots to the resources the pipeline writes (Pactos, revisions,
 /// events), as `VERB resource[/subresource] count`.
 fn pipeline_writes(before: &Requests, after: &Requests) -> String {
@@ -1066,6 +1110,10 @@ async fn main() -> anyhow::Result<()> {
         )
         .await
         .context("deleting the shared Pactos")?;
+    // Their PactoRevisions go with them through kube-controller-manager's garbage collector (owner
+    // references), at its own client rate: wait for it, or its DELETEs would be counted as the
+    // pipeline's writes in (3) and (4).
+    wait_revisions_collected(&stack, "c-", deadline).await?;
 
     // (3a) A backlog: N Pactos created while the status-writer is stopped (the bench's create
     // cost alone), then the status-writer restarted (same Lease identity: it leads at once).
