@@ -356,9 +356,7 @@ pub fn channel(spec: &ChannelSpec, transport: &Transport) -> Result<Channel, Grp
                     let host = target.host.clone();
                     let port = target.port;
                     async move {
-                        let tcp = TcpStream::connect((host.as_str(), port)).await?;
-                        tcp.set_nodelay(true)?;
-                        Ok::<_, io::Error>(TokioIo::new(tcp))
+                        Ok::<_, io::Error>(TokioIo::new(dial_tcp((host.as_str(), port)).await?))
                     }
                 })))
         }
@@ -383,12 +381,7 @@ where
     F: Fn() -> Arc<rustls::ClientConfig> + Send + 'static,
 {
     let target = Target::parse(spec, true)?;
-    let name = spec
-        .server_name
-        .clone()
-        .unwrap_or_else(|| target.host.clone());
-    let server_name =
-        ServerName::try_from(name.clone()).map_err(|_| GrpcError::ServerName { name })?;
+    let server_name = target.server_name(spec)?;
     let (host, port) = (target.host, target.port);
     Ok(target
         .endpoint
@@ -397,8 +390,7 @@ where
             let server_name = server_name.clone();
             let connector = TlsConnector::from(config());
             async move {
-                let tcp = TcpStream::connect((host.as_str(), port)).await?;
-                tcp.set_nodelay(true)?;
+                let tcp = dial_tcp((host.as_str(), port)).await?;
                 let tls = connector.connect(server_name, tcp).await?;
                 Ok::<_, io::Error>(TokioIo::new(tls))
             }
@@ -420,28 +412,20 @@ pub fn balanced_channel(
             let target = Target::parse(spec, false)?;
             let (host, port) = (target.host, target.port);
             let dial = crate::balance::dial_with(target.endpoint, |addr: SocketAddr| async move {
-                let tcp = TcpStream::connect(addr).await?;
-                tcp.set_nodelay(true)?;
-                Ok::<_, io::Error>(TokioIo::new(tcp))
+                Ok::<_, io::Error>(TokioIo::new(dial_tcp(addr).await?))
             });
             (host, port, dial)
         }
         Transport::Mtls(store) => {
             let target = Target::parse(spec, true)?;
-            let name = spec
-                .server_name
-                .clone()
-                .unwrap_or_else(|| target.host.clone());
-            let server_name =
-                ServerName::try_from(name.clone()).map_err(|_| GrpcError::ServerName { name })?;
+            let server_name = target.server_name(spec)?;
             let store = Arc::clone(store);
             let (host, port) = (target.host, target.port);
             let dial = crate::balance::dial_with(target.endpoint, move |addr: SocketAddr| {
                 let server_name = server_name.clone();
                 let connector = TlsConnector::from(Arc::clone(&store.current().client));
                 async move {
-                    let tcp = TcpStream::connect(addr).await?;
-                    tcp.set_nodelay(true)?;
+                    let tcp = dial_tcp(addr).await?;
                     let tls = connector.connect(server_name, tcp).await?;
                     Ok::<_, io::Error>(TokioIo::new(tls))
                 }
@@ -458,6 +442,13 @@ pub fn balanced_channel(
     ))
 }
 
+/// Opens a TCP connection to a backend, with Nagle's algorithm off (small gRPC frames).
+async fn dial_tcp(addr: impl tokio::net::ToSocketAddrs) -> io::Result<TcpStream> {
+    let tcp = TcpStream::connect(addr).await?;
+    tcp.set_nodelay(true)?;
+    Ok(tcp)
+}
+
 /// A parsed client address.
 struct Target {
     endpoint: Endpoint,
@@ -466,6 +457,15 @@ struct Target {
 }
 
 impl Target {
+    /// The name the server certificate must carry: `spec.server_name`, else the address's host.
+    fn server_name(&self, spec: &ChannelSpec) -> Result<ServerName<'static>, GrpcError> {
+        let name = spec
+            .server_name
+            .clone()
+            .unwrap_or_else(|| self.host.clone());
+        ServerName::try_from(name.clone()).map_err(|_| GrpcError::ServerName { name })
+    }
+
     fn parse(spec: &ChannelSpec, tls: bool) -> Result<Self, GrpcError> {
         let scheme = if tls { "https" } else { "http" };
         let with_scheme = if spec.address.contains("://") {
