@@ -715,6 +715,44 @@ impl Stack {
             .join("\n")
     }
 
+    /// `kubectl get pactos --watch -o jsonpath=<jsonpath>` in the test's namespace: every line it
+    /// prints (one per update of a Pacto) goes to `on_line`, split at spaces. Started before the
+    /// Pactos exist, it sees every update of every Pacto. The watch stops when the returned child
+    /// is dropped.
+    pub fn watch_pactos<F>(
+        &self,
+        jsonpath: &str,
+        mut on_line: F,
+    ) -> anyhow::Result<tokio::process::Child>
+    where
+        F: FnMut(Vec<&str>) + Send + 'static,
+    {
+        use tokio::io::{AsyncBufReadExt as _, BufReader};
+        let mut cmd = tokio::process::Command::from(self.cp.kubectl()?);
+        cmd.args([
+            "get",
+            "pactos",
+            "-n",
+            &self.namespace,
+            "--watch",
+            "-o",
+            &format!("jsonpath={jsonpath}"),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true);
+        let mut child = cmd.spawn().context("starting kubectl get --watch")?;
+        let out = child.stdout.take().context("kubectl's stdout")?;
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(out).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                on_line(line.split(' ').collect());
+            }
+        });
+        Ok(child)
+    }
+
     /// Runs `kubectl <args>` (admin kubeconfig) with optional stdin; returns stdout or fails
     /// with stderr.
     pub async fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> anyhow::Result<String> {

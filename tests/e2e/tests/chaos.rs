@@ -19,14 +19,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use pacto_e2e::{Stack, deployment, inline_pacto, service_target, target_service, times_emitted};
 use pacto_runtime::testing::within;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt as _, BufReader};
 
 const SERVICES: [&str; 4] = [
     "contract-resolver",
@@ -110,40 +108,25 @@ type Watched = Arc<Mutex<BTreeMap<String, Vec<Seen>>>>;
 /// `kubectl get pactos -w`, one line per update: name, contractStatus, ContractValid status.
 /// Every update of every Pacto arrives (the watch starts before the Pactos exist).
 fn watch_pactos(stack: &Stack) -> (tokio::process::Child, Watched) {
-    let mut cmd = tokio::process::Command::from(stack.cp.kubectl().unwrap());
-    cmd.args([
-        "get",
-        "pactos",
-        "-n",
-        &stack.namespace,
-        "--watch",
-        "-o",
-        r#"jsonpath={.metadata.name}{" "}{.status.contractStatus}{" "}{.status.conditions[?(@.type=="ContractValid")].status}{"\n"}"#,
-    ])
-    .stdin(Stdio::null())
-    .stdout(Stdio::piped())
-    .stderr(Stdio::inherit())
-    .kill_on_drop(true);
-    let mut child = cmd.spawn().expect("starting kubectl get --watch");
-    let out = child.stdout.take().unwrap();
     let watched: Watched = Arc::default();
     let sink = Arc::clone(&watched);
-    tokio::spawn(async move {
-        let mut lines = BufReader::new(out).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            let mut fields = line.split(' ');
-            let name = fields.next().unwrap_or_default().to_owned();
-            let status = fields.next().unwrap_or_default().to_owned();
-            let contract_valid = fields.next().unwrap_or_default().to_owned();
-            if name.is_empty() || status.is_empty() {
-                continue;
-            }
-            sink.lock().unwrap().entry(name).or_default().push(Seen {
-                status,
-                contract_valid,
-            });
-        }
-    });
+    let child = stack
+        .watch_pactos(
+            r#"{.metadata.name}{" "}{.status.contractStatus}{" "}{.status.conditions[?(@.type=="ContractValid")].status}{"\n"}"#,
+            move |fields| {
+                let name = fields.first().copied().unwrap_or_default().to_owned();
+                let status = fields.get(1).copied().unwrap_or_default().to_owned();
+                let contract_valid = fields.get(2).copied().unwrap_or_default().to_owned();
+                if name.is_empty() || status.is_empty() {
+                    return;
+                }
+                sink.lock().unwrap().entry(name).or_default().push(Seen {
+                    status,
+                    contract_valid,
+                });
+            },
+        )
+        .expect("starting kubectl get --watch");
     (child, watched)
 }
 

@@ -14,7 +14,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
 
 use std::collections::BTreeMap;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -23,7 +22,6 @@ use pacto_e2e::{
 };
 use pacto_runtime::testing::within;
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt as _, BufReader};
 
 const BACKENDS: [&str; 3] = ["contract-resolver", "observer", "evaluator"];
 /// Pactos in the backlog, spread over [`TARGETS`] target workloads.
@@ -39,35 +37,20 @@ type Watched = Arc<Mutex<BTreeMap<String, Vec<String>>>>;
 /// `kubectl get pactos -w`: every update of every Pacto, as its `contractStatus` ("" before the
 /// first status).
 fn watch_pactos(stack: &Stack) -> (tokio::process::Child, Watched) {
-    let mut cmd = tokio::process::Command::from(stack.cp.kubectl().unwrap());
-    cmd.args([
-        "get",
-        "pactos",
-        "-n",
-        &stack.namespace,
-        "--watch",
-        "-o",
-        r#"jsonpath={.metadata.name}{" "}{.status.contractStatus}{"\n"}"#,
-    ])
-    .stdin(Stdio::null())
-    .stdout(Stdio::piped())
-    .stderr(Stdio::inherit())
-    .kill_on_drop(true);
-    let mut child = cmd.spawn().expect("starting kubectl get --watch");
-    let out = child.stdout.take().unwrap();
     let watched: Watched = Arc::default();
     let sink = Arc::clone(&watched);
-    tokio::spawn(async move {
-        let mut lines = BufReader::new(out).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            let mut fields = line.split(' ');
-            let name = fields.next().unwrap_or_default().to_owned();
-            let status = fields.next().unwrap_or_default().to_owned();
-            if !name.is_empty() {
-                sink.lock().unwrap().entry(name).or_default().push(status);
-            }
-        }
-    });
+    let child = stack
+        .watch_pactos(
+            r#"{.metadata.name}{" "}{.status.contractStatus}{"\n"}"#,
+            move |fields| {
+                let name = fields.first().copied().unwrap_or_default().to_owned();
+                let status = fields.get(1).copied().unwrap_or_default().to_owned();
+                if !name.is_empty() {
+                    sink.lock().unwrap().entry(name).or_default().push(status);
+                }
+            },
+        )
+        .expect("starting kubectl get --watch");
     (child, watched)
 }
 
