@@ -34,7 +34,7 @@ pub use outcome::{
     ContractSource, ListInput, Outcome, ResolutionPolicy, ResolveInput, ResolvedContract,
 };
 pub use registry::RegistryOptions;
-pub use resolve::{Resolver, ResolverConfig, sha256_hex};
+pub use resolve::{Resolver, ResolverConfig, TagRevision, sha256_hex};
 pub use secrets::{KubeSecrets, SecretData, SecretReadError, SecretSource};
 pub use service::ResolverService;
 

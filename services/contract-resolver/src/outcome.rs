@@ -96,6 +96,9 @@ pub struct ListInput {
     pub pull_secret: Option<String>,
     /// Tags to re-resolve; empty = every semver tag.
     pub tags: Vec<String>,
+    /// The oldest shared answer accepted (docs/design/resolution.md#shared-resolves); zero asks
+    /// the registry again.
+    pub max_age: Duration,
 }
 
 /// How a reference pins its version (`status.resolutionPolicy`).

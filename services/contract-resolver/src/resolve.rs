@@ -764,7 +764,7 @@ impl Resolver {
         let (scope, credentials) = access.for_registry(base.registry())?;
         let secret = access.secret_name();
         let tags: Vec<String> = if input.tags.is_empty() {
-            self.tags(&scope, &credentials, &base, secret, Duration::ZERO)
+            self.tags(&scope, &credentials, &base, secret, input.max_age)
                 .await?
                 .iter()
                 .filter(|t| Version::parse(t).is_ok())
@@ -793,14 +793,15 @@ impl Resolver {
                     continue;
                 }
             };
-            // Always asked of the registry (max age zero), which also refreshes the shared
-            // answer the Pactos of this tag read (docs/design/resolution.md#shared-resolves).
+            // A shared answer younger than the request's max age, else asked of the registry,
+            // which also refreshes the shared answer the Pactos of this tag read
+            // (docs/design/resolution.md#shared-resolves).
             let result = async {
                 let digest = self
-                    .digest(&scope, &credentials, &tagged, Duration::ZERO)
+                    .digest(&scope, &credentials, &tagged, input.max_age)
                     .await?;
                 let files = self
-                    .bundle(&scope, &credentials, &base, &digest, Duration::ZERO)
+                    .bundle(&scope, &credentials, &base, &digest, input.max_age)
                     .await?;
                 Ok::<_, Arc<RegistryError>>((digest, files))
             }

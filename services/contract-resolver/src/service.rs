@@ -88,6 +88,7 @@ pub fn list_input(request: &ListRevisionsRequest) -> Result<ListInput, FieldErro
             .enumerate()
             .map(|(i, t)| required(t, &format!("tags[{i}]")))
             .collect::<Result<_, _>>()?,
+        max_age: Duration::from_secs(u64::from(request.max_age_seconds)),
     })
 }
 
@@ -284,6 +285,7 @@ mod tests {
             oci: String::new(),
             pull_secret_ref: String::new(),
             tags: vec![],
+            max_age_seconds: 0,
         };
         assert_eq!(list_input(&list).unwrap_err().field, "oci");
     }

@@ -211,6 +211,16 @@ mod tests {
         }
     }
 
+    /// Holders of `key`'s flight: the map, the leader and each follower; `None` when no flight.
+    fn holders(shared: &Shared<&'static str, u32>, key: &'static str) -> Option<usize> {
+        shared
+            .flights
+            .lock()
+            .expect("lock")
+            .get(&key)
+            .map(Arc::strong_count)
+    }
+
     fn not_found() -> RegistryError {
         RegistryError::Status {
             reference: "r/x:1".into(),
@@ -240,13 +250,7 @@ mod tests {
         }
         // Release the leader once all 50 have joined its flight (the map holds one more).
         until("all 50 requests in one flight", || {
-            shared
-                .flights
-                .lock()
-                .expect("lock")
-                .get(&"k")
-                .map(Arc::strong_count)
-                == Some(51)
+            holders(&shared, "k") == Some(51)
         })
         .await;
         gate.notify_one();
@@ -284,13 +288,7 @@ mod tests {
         };
         // The follower has joined the leader's flight.
         until("the follower to join the leader's flight", || {
-            shared
-                .flights
-                .lock()
-                .expect("lock")
-                .get(&"k")
-                .map(Arc::strong_count)
-                == Some(3)
+            holders(&shared, "k") == Some(3)
         })
         .await;
         leader.abort();

@@ -296,6 +296,7 @@ async fn htpasswd_registry_with_each_secret_kind_and_least_privilege() {
             oci: format!("{host}/acme/svc"),
             pull_secret: Some("dockercfg".into()),
             tags: Vec::new(),
+            max_age: std::time::Duration::ZERO,
         })
         .await
         .unwrap();

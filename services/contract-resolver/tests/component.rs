@@ -199,6 +199,7 @@ async fn status_writer_resolves_over_mtls() {
             oci: format!("{host}/acme/svc"),
             pull_secret_ref: String::new(),
             tags: Vec::new(),
+            max_age_seconds: 0,
         })
         .await
         .unwrap()
@@ -227,6 +228,7 @@ async fn status_writer_resolves_over_mtls() {
             oci: "UPPER/Case".into(),
             pull_secret_ref: String::new(),
             tags: Vec::new(),
+            max_age_seconds: 0,
         })
         .await
         .unwrap_err();
@@ -388,6 +390,7 @@ async fn other_identities_and_certificates_are_refused() {
                 oci: "ghcr.io/a/b".into(),
                 pull_secret_ref: String::new(),
                 tags: Vec::new(),
+                max_age_seconds: 0,
             })
             .await
             .unwrap_err();

@@ -497,6 +497,7 @@ async fn list_revisions_reports_digest_version_and_hash() {
         oci: format!("oci://{host}/acme/svc:1.0.0"),
         pull_secret: None,
         tags: Vec::new(),
+        max_age: std::time::Duration::ZERO,
     };
     let revisions = resolver.list_revisions(&input).await.unwrap();
     let summary: Vec<_> = revisions

@@ -13,7 +13,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
-use pacto_contract_resolver::{Outcome, Resolver, ResolverConfig, SecretSource};
+use pacto_contract_resolver::{
+    ListInput, Outcome, Resolver, ResolverConfig, SecretSource, TagRevision,
+};
 use pacto_runtime::testing::eventually;
 use pacto_testenv::registry::Registry;
 
@@ -265,6 +267,58 @@ async fn a_failure_is_shared_with_its_error_until_the_failure_ttl() {
         );
     }
     assert_eq!(heads(&new_requests(&registry, before).await), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mirror_pass_over_a_thousand_pactos_of_one_tag_costs_one_manifest_request() {
+    let registry = Registry::start().unwrap();
+    let host = registry.host();
+    let (digest, _) = push_contract(&registry, "acme/svc", "1.0.0", "1.0.0", "mirrored").await;
+    let resolver = resolver_with(&registry, Duration::from_secs(10), None);
+    let list = |max_age: Duration| ListInput {
+        namespace: "team-a".into(),
+        pacto_name: "svc".into(),
+        oci: format!("{host}/acme/svc"),
+        pull_secret: None,
+        tags: vec!["1.0.0".into()],
+        max_age,
+    };
+    let digest_of = |revisions: Vec<TagRevision>| {
+        assert_eq!(revisions.len(), 1, "{revisions:?}");
+        assert_eq!(revisions[0].error, "", "{revisions:?}");
+        revisions[0].digest.clone()
+    };
+
+    // One pass of the mirror: 1,000 Pactos track the tag, asked one after the other with the
+    // pass's age (whole seconds, at least 1) as max age. The first asks, the rest share.
+    let before = snapshot(&registry).await;
+    let started = Instant::now();
+    for _ in 0..1000 {
+        let age = Duration::from_secs(started.elapsed().as_secs() + 1);
+        let revisions = resolver.list_revisions(&list(age)).await.unwrap();
+        assert_eq!(digest_of(revisions), digest);
+    }
+    let pass = new_requests(&registry, before).await;
+    println!(
+        "a mirror pass over 1000 Pactos of one tag: {} registry requests, {} manifest HEAD",
+        pass.len(),
+        heads(&pass)
+    );
+    assert_eq!(heads(&pass), 1, "{pass:?}");
+    assert_at_most_one_pull(&pass);
+
+    // A force-push: an answer younger than the max age still stands in, a fresh ask sees it,
+    // and every later request within the max age shares the new digest.
+    let (pushed, _) = push_contract(&registry, "acme/svc", "1.0.0", "1.0.0", "pushed").await;
+    let shared = resolver.list_revisions(&list(INTERVAL)).await.unwrap();
+    assert_eq!(digest_of(shared), digest);
+    let fresh = resolver
+        .list_revisions(&list(Duration::ZERO))
+        .await
+        .unwrap();
+    assert_eq!(digest_of(fresh), pushed);
+    let shared = resolver.list_revisions(&list(INTERVAL)).await.unwrap();
+    assert_eq!(digest_of(shared), pushed);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,7 +6,7 @@
 //! transient, else `ContractInvalid`). The mirror never touches Pacto status.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
@@ -39,8 +39,9 @@ pub async fn pass(ctx: &Context, namespace: Option<&str>) -> Result<(), kube::Er
         Some(ns) => Api::namespaced(ctx.client.clone(), ns),
         None => Api::all(ctx.client.clone()),
     };
+    let started = Instant::now();
     for pacto in mirrored(ctx, &api).await? {
-        mirror_one(ctx, &pacto).await;
+        mirror_one(ctx, &pacto, pass_age(started)).await;
     }
     Ok(())
 }
@@ -68,7 +69,18 @@ async fn mirrored(ctx: &Context, api: &Api<Pacto>) -> Result<Vec<Pacto>, kube::E
     }
 }
 
-async fn mirror_one(ctx: &Context, pacto: &Pacto) {
+/// The max age of the mirror's ListRevisions calls: the age of the pass, rounded up to whole
+/// seconds. Every answer the resolver gave during this pass is young enough, so each tracked tag
+/// costs one registry request per pass however many Pactos track it, and an answer from before
+/// the pass (at most a second older than it) never stands in for this pass's check
+/// (docs/design/status.md#revisions-and-the-mirror).
+fn pass_age(started: Instant) -> u32 {
+    let elapsed = started.elapsed();
+    let whole = elapsed.as_secs() + u64::from(elapsed.subsec_nanos() > 0);
+    u32::try_from(whole).unwrap_or(u32::MAX)
+}
+
+async fn mirror_one(ctx: &Context, pacto: &Pacto, max_age_seconds: u32) {
     let (Some(reference), Some(namespace)) = (mirrored_ref(pacto), pacto.namespace()) else {
         return;
     };
@@ -96,6 +108,7 @@ async fn mirror_one(ctx: &Context, pacto: &Pacto) {
             .clone()
             .unwrap_or_default(),
         tags: tracked.keys().cloned().collect(),
+        max_age_seconds,
     };
     let backends = &ctx.backends;
     let answer = backends
@@ -208,5 +221,22 @@ pub async fn run(
             () = shutdown.cancelled() => return,
             () = tokio::time::sleep(interval) => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pass_age_is_rounded_up_to_whole_seconds() {
+        let now = Instant::now();
+        assert!(pass_age(now) <= 1);
+        let started = now
+            .checked_sub(Duration::from_millis(2_500))
+            .expect("clock");
+        assert_eq!(pass_age(started), 3);
+        let started = now.checked_sub(Duration::from_secs(7)).expect("clock");
+        assert!((7..=8).contains(&pass_age(started)));
     }
 }
