@@ -3,6 +3,7 @@
 //! `metrics` recorder cannot forget a series. Rendered in the Prometheus text format next to the
 //! process metrics on `/metrics`.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -25,6 +26,9 @@ pub const UNDECLARED_PEERS: &str = "pacto_undeclared_peers";
 /// What the gauges of one Pacto show.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Entry {
+    /// `name="…",namespace="…"`, escaped once when the Pacto is first recorded: a scrape only
+    /// copies it (a scrape renders every series of every Pacto).
+    labels: Box<str>,
     status: ContractStatus,
     readiness: Option<ReadinessGauges>,
     /// How many undeclared peers the status lists; `None` when it says nothing about them.
@@ -42,14 +46,21 @@ struct ReadinessGauges {
     deferred: i32,
 }
 
+/// Entries by namespace, then name (the order of the rendered series).
+type Entries = BTreeMap<String, BTreeMap<String, Entry>>;
+
 /// The gauge registry, shared between the controller and the admin server.
 #[derive(Debug, Clone, Default)]
-pub struct Gauges(Arc<Mutex<BTreeMap<(String, String), Entry>>>);
+pub struct Gauges(Arc<Mutex<Entries>>);
 
 impl Gauges {
     /// An empty registry.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Entries> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Records the status (and readiness, or its absence) of `namespace/name`, and how many
@@ -77,108 +88,109 @@ impl Gauges {
             not_done: r.not_done_count,
             deferred: r.deferred_count,
         });
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(
-                (namespace.to_owned(), name.to_owned()),
-                Entry {
-                    status,
-                    readiness,
-                    undeclared_peers,
-                },
-            );
+        let mut entries = self.lock();
+        // A steady reconcile finds its entry: no key or label is allocated again.
+        if let Some(entry) = entries.get_mut(namespace).and_then(|n| n.get_mut(name)) {
+            entry.status = status;
+            entry.readiness = readiness;
+            entry.undeclared_peers = undeclared_peers;
+            return;
+        }
+        let labels = format!(
+            "name=\"{}\",namespace=\"{}\"",
+            escape(name),
+            escape(namespace)
+        );
+        entries.entry(namespace.to_owned()).or_default().insert(
+            name.to_owned(),
+            Entry {
+                labels: labels.into_boxed_str(),
+                status,
+                readiness,
+                undeclared_peers,
+            },
+        );
     }
 
     /// Removes every series of `namespace/name`. Returns whether there were any.
     pub fn remove(&self, namespace: &str, name: &str) -> bool {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&(namespace.to_owned(), name.to_owned()))
-            .is_some()
+        let mut entries = self.lock();
+        let Some(names) = entries.get_mut(namespace) else {
+            return false;
+        };
+        let removed = names.remove(name).is_some();
+        if names.is_empty() {
+            entries.remove(namespace);
+        }
+        removed
     }
 
     /// Removes every series: a replica that stops leading exports none, so that only the
     /// leader's gauges are scraped (docs/design/status.md#leader-election).
     pub fn clear(&self) {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clear();
+        self.lock().clear();
     }
 
     /// Keeps only the Pactos in `live` (after a watch restart, deletions may have been missed).
     pub fn retain(&self, live: &std::collections::BTreeSet<(String, String)>) {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .retain(|key, _| live.contains(key));
+        let mut entries = self.lock();
+        for (namespace, names) in entries.iter_mut() {
+            names.retain(|name, _| live.contains(&(namespace.clone(), name.clone())));
+        }
+        entries.retain(|_, names| !names.is_empty());
     }
 
-    /// The gauges in the Prometheus text exposition format (HELP and TYPE for each family).
+    /// The gauges in the Prometheus text exposition format (HELP and TYPE for each family),
+    /// written under the lock straight from the entries (no copy of the registry).
     pub fn render(&self) -> String {
-        let entries = self
-            .0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        let mut out = String::new();
-        let labels = |ns: &str, name: &str| {
-            format!("name=\"{}\",namespace=\"{}\"", escape(name), escape(ns))
-        };
+        let entries = self.lock();
+        let all = || entries.values().flat_map(BTreeMap::values);
+        let with_readiness = || all().filter_map(|e| e.readiness.as_ref().map(|r| (&*e.labels, r)));
+        let count = all().count();
+        // About 80 bytes a series, 6 status series a Pacto, more with readiness.
+        let mut out = String::with_capacity(1024 + count * 640);
         family(
             &mut out,
             CONTRACT_STATUS,
             "Contract status of a Pacto: 1 for the current status, 0 for the others.",
         );
-        for ((ns, name), entry) in &entries {
+        for entry in all() {
             for status in ContractStatus::ALL {
                 let value = u8::from(status == entry.status);
                 let _ = writeln!(
                     out,
                     "{CONTRACT_STATUS}{{{},status=\"{}\"}} {value}",
-                    labels(ns, name),
+                    entry.labels,
                     status.as_str()
                 );
             }
         }
-        let with_readiness: Vec<_> = entries
-            .iter()
-            .filter_map(|(key, e)| e.readiness.as_ref().map(|r| (key, r)))
-            .collect();
         family(
             &mut out,
             READINESS_SCORE,
             "Readiness score of a Pacto (0-100).",
         );
-        for ((ns, name), r) in &with_readiness {
-            let _ = writeln!(out, "{READINESS_SCORE}{{{}}} {}", labels(ns, name), r.score);
+        for (labels, r) in with_readiness() {
+            let _ = writeln!(out, "{READINESS_SCORE}{{{labels}}} {}", r.score);
         }
         family(
             &mut out,
             READINESS_GATE,
             "1 when the readiness gate of a Pacto is met, else 0.",
         );
-        for ((ns, name), r) in &with_readiness {
-            let _ = writeln!(
-                out,
-                "{READINESS_GATE}{{{}}} {}",
-                labels(ns, name),
-                u8::from(r.passing)
-            );
+        for (labels, r) in with_readiness() {
+            let _ = writeln!(out, "{READINESS_GATE}{{{labels}}} {}", u8::from(r.passing));
         }
         family(
             &mut out,
             READINESS_STATUS,
             "Readiness gate state of a Pacto: 1 for the current state (Satisfied, BelowMinScore, Expired).",
         );
-        for ((ns, name), r) in &with_readiness {
+        for (labels, r) in with_readiness() {
             for state in ["Satisfied", "BelowMinScore", "Expired"] {
                 let _ = writeln!(
                     out,
-                    "{READINESS_STATUS}{{{},status=\"{state}\"}} {}",
-                    labels(ns, name),
+                    "{READINESS_STATUS}{{{labels},status=\"{state}\"}} {}",
                     u8::from(state == r.reason)
                 );
             }
@@ -188,7 +200,7 @@ impl Gauges {
             READINESS_CHECKS,
             "Readiness claims of a Pacto by declared status.",
         );
-        for ((ns, name), r) in &with_readiness {
+        for (labels, r) in with_readiness() {
             for (state, value) in [
                 ("done", r.done),
                 ("partial", r.partial),
@@ -197,8 +209,7 @@ impl Gauges {
             ] {
                 let _ = writeln!(
                     out,
-                    "{READINESS_CHECKS}{{{},status=\"{state}\"}} {value}",
-                    labels(ns, name)
+                    "{READINESS_CHECKS}{{{labels},status=\"{state}\"}} {value}"
                 );
             }
         }
@@ -207,9 +218,9 @@ impl Gauges {
             UNDECLARED_PEERS,
             "Outbound peers of a Pacto's target that its contract does not declare, in fresh, complete node-agent evidence (an observation, not a finding).",
         );
-        for ((ns, name), entry) in &entries {
+        for entry in all() {
             if let Some(count) = entry.undeclared_peers {
-                let _ = writeln!(out, "{UNDECLARED_PEERS}{{{}}} {count}", labels(ns, name));
+                let _ = writeln!(out, "{UNDECLARED_PEERS}{{{}}} {count}", entry.labels);
             }
         }
         out
@@ -221,11 +232,22 @@ fn family(out: &mut String, name: &str, help: &str) {
     let _ = writeln!(out, "# TYPE {name} gauge");
 }
 
-fn escape(value: &str) -> String {
-    value
-        .replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
+/// A label value escaped for the text format; borrowed when nothing needs escaping (names and
+/// namespaces are DNS labels, so always in practice).
+fn escape(value: &str) -> Cow<'_, str> {
+    if !value.contains(['\\', '"', '\n']) {
+        return Cow::Borrowed(value);
+    }
+    let mut out = String::with_capacity(value.len() + 8);
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
 }
 
 #[cfg(test)]
@@ -242,6 +264,19 @@ mod tests {
             not_done_count: 2,
             ..ReadinessStatus::default()
         }
+    }
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert!(matches!(escape("orders"), Cow::Borrowed("orders")));
+        assert_eq!(escape("a\\b\"c\nd"), "a\\\\b\\\"c\\nd");
+        let gauges = Gauges::new();
+        gauges.set("shop", "we\"ird", ContractStatus::Compliant, None, None);
+        assert!(
+            gauges
+                .render()
+                .contains("name=\"we\\\"ird\",namespace=\"shop\"")
+        );
     }
 
     #[test]
