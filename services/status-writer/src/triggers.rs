@@ -49,6 +49,16 @@ pub fn pactos(
     )
     .with_retry(WatchRetry::new("Pacto").max_delay(WATCH_RETRY_MAX))
     .applied_objects()
+    // Every stored object, our own status writes included, may let the memo drop a write
+    // (docs/design/status.md#the-write-memo).
+    .inspect_ok({
+        let ctx = Arc::clone(&ctx);
+        move |pacto| {
+            if let Some(namespace) = pacto.namespace() {
+                ctx.written.caught_up(&(namespace, pacto.name_any()), pacto);
+            }
+        }
+    })
     .predicate_filter(
         spec_or_metadata,
         kube::runtime::utils::PredicateConfig::default(),

@@ -29,6 +29,12 @@ struct Written {
 }
 
 impl Written {
+    /// Whether this write is still newer than the cached `pacto` (same object, older version).
+    fn shadows(&self, pacto: &Pacto) -> bool {
+        self.uid == pacto.metadata.uid
+            && self.is_newer_than(pacto.metadata.resource_version.as_deref())
+    }
+
     /// Whether a cached object with `cached` as its resourceVersion is older than this write
     /// (docs/design/status.md#the-write-memo).
     fn is_newer_than(&self, cached: Option<&str>) -> bool {
@@ -69,13 +75,28 @@ impl WriteMemo {
     pub fn unseen(&self, key: &PactoKey, pacto: &Pacto) -> Option<PactoStatus> {
         let mut written = self.lock();
         let w = written.get(key)?;
-        if w.uid == pacto.metadata.uid
-            && w.is_newer_than(pacto.metadata.resource_version.as_deref())
-        {
+        if w.shadows(pacto) {
             return Some(w.status.clone());
         }
         written.remove(key);
         None
+    }
+
+    /// Drops the write of `key` once the cached `pacto` shows it (or replaced the object). The
+    /// Pacto watch calls this for every object it stores, so the memo holds only the writes the
+    /// cache has not caught up with, not one status per Pacto until its next reconcile (after a
+    /// backlog of 10,000 that was 10,000 statuses for up to an interval).
+    pub fn caught_up(&self, key: &PactoKey, pacto: &Pacto) {
+        let mut written = self.lock();
+        if written.get(key).is_some_and(|w| !w.shadows(pacto)) {
+            written.remove(key);
+        }
+    }
+
+    /// How many writes the cache has not shown yet.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.lock().len()
     }
 
     /// Remembers `status`, just written over the cached `pacto`; `wrote` is the resourceVersion
@@ -180,6 +201,18 @@ mod tests {
         memo.remember(key.clone(), &pacto("u1", "10"), None, &compliant);
         assert!(memo.unseen(&key, &pacto("u1", "10")).is_some());
         assert_eq!(memo.unseen(&key, &pacto("u1", "11")), None);
+        // The watch stores an object: a write it shows is dropped without waiting for a
+        // reconcile; one it does not show yet is kept.
+        memo.remember(key.clone(), &pacto("u1", "10"), Some("12"), &compliant);
+        memo.caught_up(&key, &pacto("u1", "11"));
+        assert_eq!(memo.len(), 1);
+        assert!(memo.unseen(&key, &pacto("u1", "11")).is_some());
+        memo.caught_up(&key, &pacto("u1", "12"));
+        assert_eq!(memo.len(), 0);
+        memo.remember(key.clone(), &pacto("u1", "10"), Some("12"), &compliant);
+        memo.caught_up(&key, &pacto("u2", "1"));
+        assert_eq!(memo.len(), 0, "a re-created Pacto never inherits the write");
+        memo.caught_up(&key, &pacto("u1", "13"));
         // Deleted Pactos, while watched or not, are forgotten.
         memo.remember(key.clone(), &pacto("u1", "10"), Some("12"), &compliant);
         memo.forget(&key);
