@@ -279,11 +279,14 @@ mod tests {
             backoff.next(&p, key("orders"), &down(), None);
             backoff.next(&p, key("billing"), &down(), None);
         }
-        // A healthy pass waits about the check interval (spread: within [1/2, 3/2) of it) and
-        // forgets the failures.
+        // A healthy pass waits for the Pacto's phase, at most one check interval (where in the
+        // interval depends on the clock), and forgets the failures.
         let (delay, failed) = backoff.next(&p, key("orders"), &fine(), None);
         assert!(!failed);
-        assert!(delay >= Duration::from_secs(150) && delay < Duration::from_secs(450));
+        assert!(
+            delay > Duration::ZERO && delay <= Duration::from_mins(5),
+            "{delay:?}"
+        );
         assert_eq!(
             backoff.next(&p, key("orders"), &down(), None),
             (BACKOFF_BASE, true)
