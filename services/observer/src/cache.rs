@@ -11,6 +11,7 @@
 //! refused query (troubleshooting guide, "Operator RBAC errors"), instead of the observer never
 //! becoming ready.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt;
@@ -18,11 +19,12 @@ use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::Resource;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
-use kube::{Resource, ResourceExt};
 use pacto_api::{ContractRef, Pacto, PactoStatus, WorkloadKind};
 
+use crate::index::Index;
 use crate::k8s::{SERVICE_NAME_LABEL, watch_error_is_forbidden, watch_error_text};
 use crate::verdict::ApiFailure;
 use crate::workload::WorkloadObject;
@@ -62,12 +64,24 @@ pub struct Caches {
     namespace: Option<String>,
     services: Cached<Service>,
     endpoint_slices: Cached<EndpointSlice>,
+    /// The cached EndpointSlices by their Service (docs/design/observation.md#indexed-lookups).
+    slices_by_service: Arc<Index<EndpointSlice>>,
     deployments: Cached<Deployment>,
     stateful_sets: Cached<StatefulSet>,
     replica_sets: Cached<ReplicaSet>,
     jobs: Cached<Job>,
     cron_jobs: Cached<CronJob>,
     pactos: Cached<Pacto>,
+}
+
+/// The Service an EndpointSlice belongs to: its `kubernetes.io/service-name` label.
+fn service_of(slice: &EndpointSlice) -> Option<&str> {
+    slice
+        .metadata
+        .labels
+        .as_ref()?
+        .get(SERVICE_NAME_LABEL)
+        .map(String::as_str)
 }
 
 impl std::fmt::Debug for Caches {
@@ -128,6 +142,8 @@ where
     failure: tokio::sync::watch::Sender<Option<WatchFailure>>,
     kind: &'static str,
     trim: fn(&mut K),
+    /// The secondary index fed the same events as the store, for a kind that has one.
+    index: Option<Arc<Index<K>>>,
 }
 
 impl<K> CacheFeed<K>
@@ -146,6 +162,7 @@ where
             failure: failure_tx,
             kind,
             trim,
+            index: None,
         };
         (
             Cached {
@@ -171,6 +188,9 @@ where
     pub fn apply(&mut self, item: &Result<Event<K>, watcher::Error>) {
         match item {
             Ok(event) => {
+                if let Some(index) = &self.index {
+                    index.apply(event);
+                }
                 self.writer.apply_watcher_event(event);
                 if matches!(event, Event::InitDone | Event::Apply(_) | Event::Delete(_)) {
                     self.failure.send_if_modified(|f| f.take().is_some());
@@ -280,8 +300,10 @@ impl Caches {
             None => format!("list {plural} (all namespaces)"),
         };
         let (services, services_feed) = CacheFeed::new("Service", query("services"), trim_metadata);
-        let (endpoint_slices, endpoint_slices_feed) =
+        let (endpoint_slices, mut endpoint_slices_feed) =
             CacheFeed::new("EndpointSlice", query("endpointslices"), trim_annotations);
+        let slices_by_service = Arc::new(Index::new(service_of));
+        endpoint_slices_feed.index = Some(Arc::clone(&slices_by_service));
         let (deployments, deployments_feed) =
             CacheFeed::new("Deployment", query("deployments"), trim_annotations);
         let (stateful_sets, stateful_sets_feed) =
@@ -296,6 +318,7 @@ impl Caches {
             namespace: namespace.map(str::to_owned),
             services,
             endpoint_slices,
+            slices_by_service,
             deployments,
             stateful_sets,
             replica_sets,
@@ -348,7 +371,8 @@ impl Caches {
         ))
     }
 
-    /// The cached EndpointSlices of a Service (by the `kubernetes.io/service-name` label).
+    /// The cached EndpointSlices of a Service (by the `kubernetes.io/service-name` label),
+    /// looked up in the index, sorted by name.
     pub async fn endpoint_slices(
         &self,
         namespace: &str,
@@ -356,14 +380,17 @@ impl Caches {
     ) -> Result<Vec<EndpointSlice>, ApiFailure> {
         self.endpoint_slices.synced().await?;
         Ok(self
-            .endpoint_slices
-            .store
-            .state_filter(|s| {
-                s.metadata.namespace.as_deref() == Some(namespace)
-                    && s.labels().get(SERVICE_NAME_LABEL).map(String::as_str) == Some(service)
-            })
+            .slices_by_service
+            .names(namespace, service)
             .into_iter()
-            .map(|s| EndpointSlice::clone(&s))
+            .filter_map(|name| {
+                let slice = self
+                    .endpoint_slices
+                    .store
+                    .get(&ObjectRef::new(&name).within(namespace))?;
+                // The store may have applied a later event than the index read.
+                (service_of(&slice) == Some(service)).then(|| EndpointSlice::clone(&slice))
+            })
             .collect())
     }
 
@@ -424,6 +451,7 @@ impl Caches {
 mod tests {
     use std::collections::BTreeMap;
 
+    use kube::ResourceExt;
     use kube::api::ObjectMeta;
 
     use super::*;
@@ -559,12 +587,8 @@ mod tests {
         const DEADLINE: Duration = Duration::from_secs(30);
         pacto_testenv::controlplane::ensure_crypto_provider();
         let cp = pacto_testenv::shared(|| {
-            let dir = pacto_api::crdgen::default_output_dir();
-            let mut options = pacto_testenv::ControlPlaneOptions::default();
-            for (file, _) in pacto_api::crdgen::render().unwrap() {
-                options = options.with_crd(dir.join(file));
-            }
-            options
+            pacto_testenv::ControlPlaneOptions::default()
+                .with_crds(pacto_api::crdgen::checked_in_paths())
         })
         .await
         .expect("start etcd + kube-apiserver (scripts/k8s-binaries.sh)");
@@ -633,37 +657,15 @@ mod tests {
             .namespace(&ns)
             .service("web")
             .build();
-        pactos
-            .patch("web", &apply, &Patch::Apply(&pacto))
-            .await
-            .unwrap();
         let contract = json!({
             "serviceName": "web",
             "version": "1.0.0",
             "resolvedRef": "oci://registry.example/web:1.0.0@sha256:0000000000000000000000000000000000000000000000000000000000000000",
         });
-        pactos
-            .patch_status(
-                "web",
-                &PatchParams::apply("pacto-status-writer").force(),
-                &Patch::Apply(json!({
-                    "apiVersion": "pacto.trianalab.io/v1alpha1",
-                    "kind": "Pacto",
-                    "status": { "contractVersion": "1.0.0", "contract": contract },
-                })),
-            )
+        let status = json!({ "contractVersion": "1.0.0", "contract": contract });
+        let served = pacto_api::testing::apply_as_two_managers(&pactos, &pacto, status)
             .await
             .unwrap();
-        let served = pactos.get("web").await.unwrap();
-        assert!(
-            served
-                .metadata
-                .managed_fields
-                .as_ref()
-                .is_some_and(|m| m.len() >= 2),
-            "the API server keeps a managed-fields entry per writer: {:?}",
-            served.metadata.managed_fields
-        );
         let served_service: Service = Api::namespaced(client.clone(), &ns)
             .get("web")
             .await

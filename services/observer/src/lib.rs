@@ -30,6 +30,7 @@ mod configuration;
 mod dependency;
 mod fetch;
 mod health;
+mod index;
 mod interfaces;
 mod k8s;
 mod metrics;
@@ -60,6 +61,7 @@ use pacto_runtime::{
     service::ServiceNames,
 };
 
+pub use cache::{CacheFeed, CacheFeeds, Caches};
 pub use fetch::{KubeCluster, is_forbidden};
 pub use metrics::watch_streams_started;
 pub use node_reports::{AgentAccount, NodeReports, NodeReportsService, StoredReport};
