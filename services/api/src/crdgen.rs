@@ -99,8 +99,7 @@ pub fn render() -> Result<Vec<(String, String)>, CrdgenError> {
     crds()
         .into_iter()
         .map(|mut crd| {
-            // kubebuilder's naming: <group>_<plural>.yaml
-            let file = format!("{}_{}.yaml", crd.spec.group, crd.spec.names.plural);
+            let file = file_name(&crd);
             // Helm must not delete the CRDs (and with them every Pacto) on uninstall.
             crd.metadata
                 .annotations
@@ -113,6 +112,18 @@ pub fn render() -> Result<Vec<(String, String)>, CrdgenError> {
             Ok((file, format!("{HEADER}{yaml}")))
         })
         .collect()
+}
+
+/// The file a CRD is written to, kubebuilder's naming: `<group>_<plural>.yaml`.
+fn file_name(crd: &CustomResourceDefinition) -> String {
+    format!("{}_{}.yaml", crd.spec.group, crd.spec.names.plural)
+}
+
+/// The checked-in CRD files (in [`default_output_dir`]), one per CRD of [`crds`]: what a test's
+/// control plane installs to serve the Pacto kinds as the chart does.
+pub fn checked_in_paths() -> Vec<PathBuf> {
+    let dir = default_output_dir();
+    crds().iter().map(|crd| dir.join(file_name(crd))).collect()
 }
 
 /// The chart directory holding the generated YAML, relative to this crate.

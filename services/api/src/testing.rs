@@ -143,6 +143,47 @@ impl PactoBuilder {
     }
 }
 
+/// Applies `pacto` as `kubectl apply --server-side` would (field manager `kubectl`), then `status`
+/// (the JSON of the status fields) as the status-writer does (`pacto-status-writer`), and returns
+/// the API server's copy, asserted to carry a managed-fields entry per writer: a test that checks
+/// a cache drops the managed fields starts from an object that really has them.
+pub async fn apply_as_two_managers(
+    api: &kube::Api<Pacto>,
+    pacto: &Pacto,
+    status: serde_json::Value,
+) -> Result<Pacto, kube::Error> {
+    use kube::api::{Patch, PatchParams};
+
+    let name = pacto.metadata.name.clone().unwrap_or_default();
+    api.patch(
+        &name,
+        &PatchParams::apply("kubectl").force(),
+        &Patch::Apply(pacto),
+    )
+    .await?;
+    api.patch_status(
+        &name,
+        &PatchParams::apply("pacto-status-writer").force(),
+        &Patch::Apply(serde_json::json!({
+            "apiVersion": "pacto.trianalab.io/v1alpha1",
+            "kind": "Pacto",
+            "status": status,
+        })),
+    )
+    .await?;
+    let served = api.get(&name).await?;
+    assert!(
+        served
+            .metadata
+            .managed_fields
+            .as_ref()
+            .is_some_and(|m| m.len() >= 2),
+        "the API server keeps a managed-fields entry per writer: {:?}",
+        served.metadata.managed_fields
+    );
+    Ok(served)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

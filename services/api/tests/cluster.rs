@@ -190,11 +190,7 @@ fn pacto(name: &str, spec: PactoSpec) -> Pacto {
 
 async fn start() -> ControlPlane {
     pacto_testenv::bins::require_kubernetes();
-    let dir = pacto_api::crdgen::default_output_dir();
-    let mut options = ControlPlaneOptions::default();
-    for (file, _) in pacto_api::crdgen::render().expect("render") {
-        options = options.with_crd(dir.join(file));
-    }
+    let options = ControlPlaneOptions::default().with_crds(pacto_api::crdgen::checked_in_paths());
     ControlPlane::start(options)
         .await
         .expect("start etcd + kube-apiserver (binaries: scripts/install-deps.sh)")

@@ -120,14 +120,11 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 async fn main() {
     pacto_testenv::bins::require_kubernetes();
     pacto_testenv::controlplane::ensure_crypto_provider();
-    let dir = pacto_api::crdgen::default_output_dir();
-    let mut options = ControlPlaneOptions {
+    let options = ControlPlaneOptions {
         timeout: Duration::from_mins(2),
         ..ControlPlaneOptions::default()
-    };
-    for (file, _) in pacto_api::crdgen::render().unwrap() {
-        options = options.with_crd(dir.join(file));
     }
+    .with_crds(pacto_api::crdgen::checked_in_paths());
     let cp = ControlPlane::start(options).await.unwrap();
     let client = cp.client().unwrap();
     let mut namespaces = Vec::new();

@@ -117,12 +117,7 @@ mod tests {
     async fn the_controller_store_holds_pactos_without_managed_fields() {
         pacto_testenv::controlplane::ensure_crypto_provider();
         let cp = pacto_testenv::shared(|| {
-            let dir = pacto_api::crdgen::default_output_dir();
-            let mut options = ControlPlaneOptions::default();
-            for (file, _) in pacto_api::crdgen::render().unwrap() {
-                options = options.with_crd(dir.join(file));
-            }
-            options
+            ControlPlaneOptions::default().with_crds(pacto_api::crdgen::checked_in_paths())
         })
         .await
         .expect("start etcd + kube-apiserver (scripts/k8s-binaries.sh)");
@@ -137,34 +132,10 @@ mod tests {
             (LAST_APPLIED.to_owned(), r#"{"kind":"Pacto"}"#.to_owned()),
             ("team".to_owned(), "a".to_owned()),
         ]));
-        api.patch(
-            "orders",
-            &PatchParams::apply("kubectl").force(),
-            &Patch::Apply(&pacto),
-        )
-        .await
-        .unwrap();
-        api.patch_status(
-            "orders",
-            &PatchParams::apply("pacto-status-writer").force(),
-            &Patch::Apply(serde_json::json!({
-                "apiVersion": "pacto.trianalab.io/v1alpha1",
-                "kind": "Pacto",
-                "status": { "contractVersion": "1.0.0" },
-            })),
-        )
-        .await
-        .unwrap();
-        let served = api.get("orders").await.unwrap();
-        assert!(
-            served
-                .metadata
-                .managed_fields
-                .as_ref()
-                .is_some_and(|m| m.len() >= 2),
-            "the API server keeps a managed-fields entry per writer: {:?}",
-            served.metadata.managed_fields
-        );
+        let status = serde_json::json!({ "contractVersion": "1.0.0" });
+        let served = pacto_api::testing::apply_as_two_managers(&api, &pacto, status)
+            .await
+            .unwrap();
         assert!(served.annotations().contains_key(LAST_APPLIED));
 
         let ctx = Arc::new(crate::Context::new(

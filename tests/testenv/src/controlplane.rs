@@ -208,6 +208,13 @@ impl ControlPlaneOptions {
         self.crds.push(path.into());
         self
     }
+
+    /// Adds CRD files to install at start.
+    #[must_use]
+    pub fn with_crds(mut self, paths: impl IntoIterator<Item = impl Into<PathBuf>>) -> Self {
+        self.crds.extend(paths.into_iter().map(Into::into));
+        self
+    }
 }
 
 /// A running etcd + kube-apiserver (+ kube-controller-manager). Everything stops, and the

@@ -19,12 +19,9 @@ pub async fn cluster() -> &'static ControlPlane {
     static SIM: std::sync::OnceLock<()> = std::sync::OnceLock::new();
     pacto_testenv::controlplane::ensure_crypto_provider();
     let cp = pacto_testenv::shared(|| {
-        let dir = pacto_api::crdgen::default_output_dir();
-        let mut options = ControlPlaneOptions::default().with_controller_manager();
-        for (file, _) in pacto_api::crdgen::render().unwrap() {
-            options = options.with_crd(dir.join(file));
-        }
-        options
+        ControlPlaneOptions::default()
+            .with_controller_manager()
+            .with_crds(pacto_api::crdgen::checked_in_paths())
     })
     .await
     .expect("start etcd + kube-apiserver + kube-controller-manager (scripts/k8s-binaries.sh)");
