@@ -200,6 +200,9 @@ pub struct StackOptions {
     /// name that resolves to all of them ([`peers_host`]): it runs in a private mount namespace
     /// (`unshare --mount`, needs root) whose `/etc/hosts` maps that name to every replica's address.
     pub backend_replicas: usize,
+    /// How often the stack's Prometheus scrapes every service; `None`: the suite's 500 ms, so
+    /// that alert and metric tests see a change quickly.
+    pub scrape_interval: Option<Duration>,
 }
 
 /// The name the status-writer dials a replicated backend by (see
@@ -623,10 +626,12 @@ impl Stack {
             .zip(&admins)
             .map(|(s, a)| ScrapeTarget::new(s.name, &[a.as_str()]))
             .collect();
-        let prometheus =
-            Prometheus::start(&targets, Duration::from_millis(500), Duration::from_mins(1))
-                .await
-                .context("starting Prometheus")?;
+        let scrape_interval = options
+            .scrape_interval
+            .unwrap_or(Duration::from_millis(500));
+        let prometheus = Prometheus::start(&targets, scrape_interval, Duration::from_mins(1))
+            .await
+            .context("starting Prometheus")?;
 
         let mut stack = Self {
             services,
