@@ -44,6 +44,7 @@
 {{- end }}
 - --node-agent-namespace={{ .Values.nodeAgent.namespace }}
 - --node-agent-service-account={{ .Values.nodeAgent.serviceAccount }}
+- --node-agent-daemonset={{ .Values.nodeAgent.daemonSet }}
 - --node-agent-token-audience={{ .Values.nodeAgent.tokenAudience }}
 - --node-evidence
 {{- with .Values.nodeAgent.staleAfter }}

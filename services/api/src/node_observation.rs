@@ -110,14 +110,29 @@ pub struct PodObservation {
     pub namespace: String,
     /// Pod name.
     pub name: String,
-    /// Complete, or Partial (the view may miss sockets; assertions read
-    /// EVIDENCE_INSUFFICIENT).
+    /// Completeness of the pod's connection history (`connections`): Complete when every
+    /// connection since the pod started was seen; Partial (with `partialReason`) when some may
+    /// be missing, e.g. the agent started after the pod. Assertions that need the whole history
+    /// (undeclared peers) read it; an agent without `listenerCoverage` means it for listeners too.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coverage: Option<PodCoverage>,
     /// Why the view is partial, e.g. "started after pod", "ring buffer overflow",
     /// "hostNetwork".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub partial_reason: Option<String>,
+    /// Completeness of `listeners` alone: the listening sockets the pod has now. Complete
+    /// when every one is known (the agent's /proc snapshot gives them completely, so a
+    /// restarted agent's listeners are complete at once); Partial with
+    /// `listenerPartialReason` otherwise. Absent (an older agent): `coverage` stands for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listener_coverage: Option<PodCoverage>,
+    /// Why `listeners` is partial.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listener_partial_reason: Option<String>,
+    /// The pod shares the node's network namespace: its sockets cannot be told apart from the
+    /// host's, so node evidence does not speak for it (the Kubernetes reading stands).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub host_network: bool,
     /// Listening sockets.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub listeners: Vec<Listener>,

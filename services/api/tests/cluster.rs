@@ -428,6 +428,9 @@ async fn crds_install_and_objects_round_trip_through_the_api_server() -> anyhow:
             name: "orders-0".into(),
             coverage: Some(PodCoverage::Complete),
             partial_reason: None,
+            listener_coverage: Some(PodCoverage::Complete),
+            listener_partial_reason: None,
+            host_network: false,
             listeners: vec![Listener {
                 protocol: Protocol::Tcp,
                 port: 8080,

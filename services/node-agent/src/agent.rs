@@ -23,7 +23,8 @@ use crate::report;
 const DRAIN_EVERY: Duration = Duration::from_millis(100);
 /// Rescans the host at most this often when events name an unknown network namespace.
 const RESCAN_MIN: Duration = Duration::from_secs(1);
-/// At most one early report (a listener opened or closed between two publishes) per this long.
+/// At most one early report and early status write (a listener opened or closed between two
+/// publishes) per this long (docs/design/node-agent.md#reports).
 const EARLY_REPORT_MIN: Duration = Duration::from_secs(1);
 /// How long the start waits for the first list of the node's pods.
 const PODS_WAIT: Duration = Duration::from_secs(10);
@@ -173,13 +174,29 @@ pub async fn run_agent(
     } else {
         0.0
     });
+    // When the last socket snapshot was tried (docs/design/node-agent.md#aggregation: drops
+    // and a failed start-up snapshot are repaired by one).
+    let mut last_snapshot = Instant::now();
     if source.is_some() {
-        let view = scan(&scanner, true).await.unwrap_or_default();
-        metrics::counter!(crate::metrics::EVENTS_TOTAL).increment(view.snapshot.len() as u64);
-        agg.start(view, Timestamp::now());
+        match scan(&scanner, true).await {
+            Some(view) => {
+                metrics::counter!(crate::metrics::EVENTS_TOTAL)
+                    .increment(view.snapshot.len() as u64);
+                agg.start(view, Timestamp::now());
+            }
+            None => agg.start_without_snapshot(Timestamp::now()),
+        }
+        last_snapshot = Instant::now();
         tracing::info!(node = %config.node_name, "node-agent collection running");
     }
     let kernel = kernel_info(&config.btf_path);
+    let status_at = |now: Timestamp| NodeRuntimeObservationStatus {
+        last_published: Some(Time(now)),
+        agent_version: Some(env!("CARGO_PKG_VERSION").to_owned()),
+        kernel: Some(kernel.clone()),
+        collection: Some(collection.clone()),
+        ..NodeRuntimeObservationStatus::default()
+    };
 
     let mut observations = Observations::new(client, &config.namespace, &config.node_name);
     let mut drain = tokio::time::interval(DRAIN_EVERY);
@@ -206,28 +223,49 @@ pub async fn run_agent(
                     let drops = source.drops();
                     metrics::counter!(crate::metrics::EVENTS_DROPPED_TOTAL).absolute(drops);
                     agg.note_drops(drops);
-                    if agg.wants_scan() && last_scan.elapsed() >= RESCAN_MIN {
+                    if agg.wants_snapshot() && last_snapshot.elapsed() >= RESCAN_MIN {
+                        // Dropped events (or a failed start-up snapshot): repair the listeners
+                        // from a socket snapshot; events drained after it apply on top.
+                        match scan(&scanner, true).await {
+                            Some(view) => agg.resync_listeners(view, Timestamp::now()),
+                            None => agg.snapshot_failed(),
+                        }
+                        last_snapshot = Instant::now();
+                        last_scan = last_snapshot;
+                    } else if agg.wants_scan() && last_scan.elapsed() >= RESCAN_MIN {
                         if let Some(view) = scan(&scanner, false).await {
                             agg.set_view(view, now);
                         }
                         last_scan = Instant::now();
                     }
-                    // A listener opened or closed: report it now on the stream (at most once per
-                    // EARLY_REPORT_MIN), not at the next publish; the object is written at the
-                    // publish interval as before.
+                    // A listener opened or closed: report it now on the stream and write the
+                    // object's status (together at most once per EARLY_REPORT_MIN), not at the
+                    // next publish; the per-publish marks stay for that publish
+                    // (docs/design/node-agent.md#reports).
                     if agg.listeners_changed() && last_report.elapsed() >= EARLY_REPORT_MIN {
                         let (pods, truncated) = agg.take_listeners_changed(now);
                         let status = NodeRuntimeObservationStatus {
-                            last_published: Some(Time(now)),
-                            agent_version: Some(env!("CARGO_PKG_VERSION").to_owned()),
-                            kernel: Some(kernel.clone()),
-                            collection: Some(collection.clone()),
                             pod_count: i32::try_from(pods.len()).unwrap_or(i32::MAX),
                             pods,
                             truncated,
+                            ..status_at(now)
                         };
                         outputs.reports.send_replace(Some(report::to_report(&config.node_name, &status)));
                         last_report = Instant::now();
+                        // While writes fail, the regular publish's retry (with its backoff)
+                        // carries the view instead.
+                        if !publish_failing {
+                            match observations.publish(&status).await {
+                                Ok(()) => {
+                                    written += 1;
+                                    outputs.published.send_replace(written);
+                                }
+                                Err(error) => {
+                                    metrics::counter!(crate::metrics::WRITE_ERRORS_TOTAL, "object" => "NodeRuntimeObservation").increment(1);
+                                    tracing::warn!(node = %config.node_name, %error, "node-agent could not write a listener change early; the next publish carries it");
+                                }
+                            }
+                        }
                     }
                 }
             }
@@ -247,13 +285,7 @@ pub async fn run_agent(
             () = tokio::time::sleep_until(next_publish) => {
                 let begun = Instant::now();
                 let now = Timestamp::now();
-                let mut status = NodeRuntimeObservationStatus {
-                    last_published: Some(Time(now)),
-                    agent_version: Some(env!("CARGO_PKG_VERSION").to_owned()),
-                    kernel: Some(kernel.clone()),
-                    collection: Some(collection.clone()),
-                    ..NodeRuntimeObservationStatus::default()
-                };
+                let mut status = status_at(now);
                 if source.is_some() {
                     if let Some(view) = scan(&scanner, false).await {
                         agg.set_view(view, now);

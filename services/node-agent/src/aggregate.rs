@@ -19,6 +19,12 @@ pub const STARTED_AFTER_POD: &str = "started after pod";
 pub const RING_BUFFER_OVERFLOW: &str = "ring buffer overflow";
 /// Partial reason: the pod shares the host's network namespace.
 pub const HOST_NETWORK: &str = "hostNetwork";
+/// Listener Partial reason: the last host scan found no process of the pod, so its network
+/// namespace (and with it its listener set) is unknown.
+pub const NETNS_NOT_FOUND: &str = "network namespace not found";
+/// Listener Partial reason: collection runs but no socket snapshot succeeded yet, so listeners
+/// opened before collection started may be missing.
+pub const SNAPSHOT_FAILED: &str = "socket snapshot failed";
 
 /// Events whose namespace is not (yet) known to belong to a pod are kept this long, waiting for
 /// the next host scan, and at most [`PENDING_CAP`] of them.
@@ -115,11 +121,20 @@ pub struct Aggregator {
     wants_scan: bool,
     events: u64,
     listeners_changed: bool,
+    /// Uids of the pods the current host view found a process of (their network namespace is
+    /// known).
+    found: BTreeSet<String>,
+    /// Why every pod's listeners are Partial until a socket snapshot succeeds (ring-buffer
+    /// overflow, or a failed start-up snapshot); `None` when they are repaired.
+    stale_listeners: Option<&'static str>,
+    /// A snapshot attempt failed while listeners were stale (said once, not every retry).
+    snapshot_failing: bool,
 }
 
 impl Aggregator {
-    /// An empty aggregator. Pods that were running before collection started read Partial
-    /// "started after pod" for `warm_up` after it started.
+    /// An empty aggregator. Pods that were running before collection started read their
+    /// connection history Partial "started after pod" for `warm_up` after it started (their
+    /// listeners come complete from the snapshot).
     pub fn new(limits: Limits, warm_up: Duration) -> Self {
         Self {
             limits,
@@ -136,6 +151,9 @@ impl Aggregator {
             wants_scan: false,
             events: 0,
             listeners_changed: false,
+            found: BTreeSet::new(),
+            stale_listeners: None,
+            snapshot_failing: false,
         }
     }
 
@@ -167,6 +185,14 @@ impl Aggregator {
     /// retries the events that waited for it.
     pub fn set_view(&mut self, mut view: HostView, now: Timestamp) {
         view.snapshot.clear();
+        let found: BTreeSet<String> = view.netns_pods.values().flatten().cloned().collect();
+        // A pod whose namespace was found or lost changes its listener coverage: as worth an
+        // early report as a listener (docs/design/node-agent.md#aggregation).
+        let ours = |set: &BTreeSet<String>| -> Vec<bool> {
+            self.pods.keys().map(|uid| set.contains(uid)).collect()
+        };
+        self.listeners_changed |= ours(&found) != ours(&self.found);
+        self.found = found;
         self.view = view;
         self.wants_scan = false;
         let pending = std::mem::take(&mut self.pending);
@@ -193,13 +219,105 @@ impl Aggregator {
         self.wants_scan
     }
 
-    /// The source's drop counter: growth since the previous publish marks every pod Partial
-    /// "ring buffer overflow" in the next one.
+    /// Collection started at `now` but its socket snapshot failed: the view is empty, and every
+    /// pod's listeners read Partial "socket snapshot failed" until
+    /// [`Aggregator::resync_listeners`] succeeds (docs/design/node-agent.md#aggregation).
+    pub fn start_without_snapshot(&mut self, now: Timestamp) {
+        self.collection_start = Some(now);
+        self.set_view(HostView::default(), now);
+        self.stale_listeners = Some(SNAPSHOT_FAILED);
+        self.snapshot_failing = true;
+        self.listeners_changed = true;
+    }
+
+    /// The source's drop counter: growth since the previous publish marks every pod's
+    /// connections Partial "ring buffer overflow" in the next one, and every pod's listeners
+    /// Partial until a socket snapshot repairs them ([`Aggregator::wants_snapshot`],
+    /// docs/design/node-agent.md#aggregation).
     pub fn note_drops(&mut self, total: u64) {
         if total > self.drops_seen {
             self.overflow = true;
+            self.stale_listeners = Some(RING_BUFFER_OVERFLOW);
         }
         self.drops_seen = self.drops_seen.max(total);
+    }
+
+    /// Whether the listeners need a socket snapshot (`HostScanner::scan(true)`) to be complete
+    /// again: events were dropped, or the start-up snapshot failed.
+    pub fn wants_snapshot(&self) -> bool {
+        self.stale_listeners.is_some()
+    }
+
+    /// A snapshot asked for by [`Aggregator::wants_snapshot`] failed: the listeners stay Partial
+    /// (and the next report says so at once, the first time).
+    pub fn snapshot_failed(&mut self) {
+        if self.stale_listeners.is_some() && !self.snapshot_failing {
+            self.snapshot_failing = true;
+            self.listeners_changed = true;
+        }
+    }
+
+    /// A socket snapshot taken after the drops (or the failed start-up snapshot): the host view
+    /// is replaced, and the listener set of every non-hostNetwork pod whose network namespace
+    /// the view knows becomes the snapshot's — listeners still present keep their cookies,
+    /// absent ones are dropped, new ones are added with cookie 0. Connections are left alone
+    /// (a snapshot connection was already counted, or was missed: they stay Partial for this
+    /// publish). Events drained after the scan apply on top
+    /// (docs/design/node-agent.md#aggregation).
+    pub fn resync_listeners(&mut self, mut view: HostView, now: Timestamp) {
+        let snapshot = std::mem::take(&mut view.snapshot);
+        self.set_view(view, now);
+        let mut wanted: HashMap<String, BTreeSet<ListenerKey>> = HashMap::new();
+        for event in snapshot
+            .iter()
+            .filter(|e| e.kind == SocketEventKind::Listen)
+        {
+            if let Owner::Pods(uids) = self.owner(event) {
+                let key = ListenerKey {
+                    address: event.local.ip(),
+                    port: event.local.port(),
+                };
+                for uid in uids {
+                    wanted.entry(uid).or_default().insert(key);
+                }
+            }
+        }
+        let mut changed = false;
+        for meta in self.pods.values() {
+            // A hostNetwork pod's snapshot sockets cannot be split from the host's; a pod whose
+            // namespace the scan did not find is not in the snapshot at all.
+            if meta.host_network || !self.found.contains(&meta.uid) {
+                continue;
+            }
+            let want = wanted.remove(&meta.uid).unwrap_or_default();
+            let state = self.state.entry(meta.uid.clone()).or_default();
+            let gone: Vec<ListenerKey> = state
+                .listeners
+                .keys()
+                .filter(|key| !want.contains(key))
+                .copied()
+                .collect();
+            for key in gone {
+                changed = true;
+                for cookie in state.listeners.remove(&key).unwrap_or_default() {
+                    if let Some(owners) = self.cookies.get_mut(&cookie) {
+                        owners.retain(|(uid, k)| !(uid == &meta.uid && *k == key));
+                        if owners.is_empty() {
+                            self.cookies.remove(&cookie);
+                        }
+                    }
+                }
+            }
+            for key in want {
+                state.listeners.entry(key).or_insert_with(|| {
+                    changed = true;
+                    BTreeSet::from([0])
+                });
+            }
+        }
+        self.listeners_changed |= changed || self.snapshot_failing;
+        self.stale_listeners = None;
+        self.snapshot_failing = false;
     }
 
     /// Applies one event seen at `now`.
@@ -419,27 +537,38 @@ impl Aggregator {
         overflow: bool,
         now: Timestamp,
     ) -> PodObservation {
+        // Two dimensions (docs/design/node-agent.md#aggregation): the connection history since
+        // the pod started, and the listeners it has now.
         let mut reasons = Vec::new();
+        let mut listener_reasons = Vec::new();
         if meta.host_network {
             reasons.push(HOST_NETWORK);
+            listener_reasons.push(HOST_NETWORK);
+        } else if !self.found.contains(&meta.uid) {
+            listener_reasons.push(NETNS_NOT_FOUND);
         }
+        // The snapshot gave the listeners of a pod that ran before the agent; only its earlier
+        // connections are unknown.
         if self.started_before_collection(meta, now) {
             reasons.push(STARTED_AFTER_POD);
         }
         if overflow {
             reasons.push(RING_BUFFER_OVERFLOW);
         }
-        let partial = !reasons.is_empty();
+        if let Some(reason) = self.stale_listeners {
+            listener_reasons.push(reason);
+        }
+        let (coverage, partial_reason) = coverage_of(&reasons);
+        let (listener_coverage, listener_partial_reason) = coverage_of(&listener_reasons);
         PodObservation {
             uid: meta.uid.clone(),
             namespace: meta.namespace.clone(),
             name: meta.name.clone(),
-            coverage: Some(if partial {
-                PodCoverage::Partial
-            } else {
-                PodCoverage::Complete
-            }),
-            partial_reason: partial.then(|| reasons.join(", ")),
+            coverage: Some(coverage),
+            partial_reason,
+            listener_coverage: Some(listener_coverage),
+            listener_partial_reason,
+            host_network: meta.host_network,
             listeners: state
                 .listeners
                 .keys()
@@ -493,6 +622,15 @@ fn remove_cookie(state: Option<&mut PodState>, key: ListenerKey, cookie: u64) ->
         }
     }
     false
+}
+
+/// Complete without reasons, else Partial with the reasons joined by ", ".
+fn coverage_of(reasons: &[&str]) -> (PodCoverage, Option<String>) {
+    if reasons.is_empty() {
+        (PodCoverage::Complete, None)
+    } else {
+        (PodCoverage::Partial, Some(reasons.join(", ")))
+    }
 }
 
 fn conn_order(key: &ConnKey) -> (bool, IpAddr, u16) {

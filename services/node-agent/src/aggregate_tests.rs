@@ -470,3 +470,222 @@ fn listener_changes_mark_an_early_report_and_connections_do_not() {
     agg.publish(at(8));
     assert!(!agg.listeners_changed());
 }
+
+fn listen_at(netns: u32, local: &str, cookie: u64) -> SocketEvent {
+    ev(SocketEventKind::Listen, netns, local, "0.0.0.0:0", cookie)
+}
+
+fn ports_of(pods: &[PodObservation], name: &str) -> Vec<i32> {
+    find(pods, name).listeners.iter().map(|l| l.port).collect()
+}
+
+fn listener_cov(pods: &[PodObservation], name: &str) -> (Option<PodCoverage>, Option<String>) {
+    let pod = find(pods, name);
+    (pod.listener_coverage, pod.listener_partial_reason.clone())
+}
+
+const COMPLETE: (Option<PodCoverage>, Option<String>) = (Some(PodCoverage::Complete), None);
+
+fn partial(reason: &str) -> (Option<PodCoverage>, Option<String>) {
+    (Some(PodCoverage::Partial), Some(reason.to_owned()))
+}
+
+/// An agent restart must not make every pod's listeners Partial for the warm-up: the start-up
+/// snapshot gives them completely; only the connection history is Partial.
+#[test]
+fn started_after_pod_marks_only_the_connection_history_partial() {
+    let mut agg = Aggregator::new(Limits::default(), Duration::from_mins(5));
+    agg.set_pods([pod("uid-web", "web", false, -100)]);
+    let mut v = view();
+    v.snapshot = vec![listen_at(WEB_NS, "0.0.0.0:8080", 0)];
+    agg.start(v, at(0));
+    let (pods, _) = agg.publish(at(10));
+    let web = find(&pods, "web");
+    assert_eq!(
+        (web.coverage, web.partial_reason.as_deref()),
+        (Some(PodCoverage::Partial), Some(STARTED_AFTER_POD))
+    );
+    assert_eq!(listener_cov(&pods, "web"), COMPLETE);
+    assert!(!web.host_network);
+    assert_eq!(ports_of(&pods, "web"), [8080]);
+    let (pods, _) = agg.publish(at(301));
+    assert_eq!(find(&pods, "web").coverage, Some(PodCoverage::Complete));
+    assert_eq!(listener_cov(&pods, "web"), COMPLETE);
+}
+
+#[test]
+fn host_network_pods_are_partial_in_both_dimensions_and_say_so() {
+    let mut agg = started(Limits::default());
+    let (pods, _) = agg.publish(at(400));
+    let agent = find(&pods, "agent");
+    assert!(agent.host_network);
+    assert_eq!(
+        (agent.coverage, agent.partial_reason.as_deref()),
+        (Some(PodCoverage::Partial), Some(HOST_NETWORK))
+    );
+    assert_eq!(listener_cov(&pods, "agent"), partial(HOST_NETWORK));
+    assert!(!find(&pods, "web").host_network);
+}
+
+#[test]
+fn a_pod_whose_namespace_no_scan_found_has_partial_listeners_until_one_does() {
+    let mut agg = started(Limits::default());
+    agg.set_pods([
+        pod("uid-web", "web", false, 10),
+        pod("uid-new", "new", false, 20),
+    ]);
+    agg.take_listeners_changed(at(20));
+    let (pods, _) = agg.publish(at(21));
+    assert_eq!(listener_cov(&pods, "new"), partial(NETNS_NOT_FOUND));
+    assert_eq!(find(&pods, "new").coverage, Some(PodCoverage::Complete));
+    assert_eq!(listener_cov(&pods, "web"), COMPLETE);
+    // A scan that still does not know it changes nothing; the one that finds it is worth an
+    // early report (the listener coverage changed).
+    agg.set_view(view(), at(22));
+    assert!(!agg.listeners_changed());
+    let mut v = view();
+    v.netns_pods
+        .insert(NEW_NS, BTreeSet::from(["uid-new".to_owned()]));
+    agg.set_view(v, at(23));
+    assert!(agg.listeners_changed());
+    let (pods, _) = agg.publish(at(24));
+    assert_eq!(listener_cov(&pods, "new"), COMPLETE);
+}
+
+/// Drops: connections Partial for that publish; listeners Partial only until the socket snapshot
+/// taken after the drops repaired them (cookies of surviving listeners kept, vanished ones
+/// removed, unseen ones added with cookie 0), then events apply on top.
+#[test]
+fn overflow_repairs_listeners_from_a_snapshot_and_connections_stay_partial_once() {
+    let mut agg = started(Limits::default());
+    agg.apply(listen_at(WEB_NS, "0.0.0.0:8080", 7), at(1));
+    agg.apply(listen_at(WEB_NS, "0.0.0.0:9000", 8), at(1));
+    agg.apply(listen_at(DB_NS, "0.0.0.0:5432", 9), at(1));
+    let mut host = listen_at(HOST_NS, "0.0.0.0:9100", 3);
+    host.cgroup_id = AGENT_CG;
+    agg.apply(host, at(1));
+    agg.publish(at(2));
+    assert!(!agg.wants_snapshot());
+
+    // Lost meanwhile: 9000 closed, 7000 opened; db's namespace is not in the next scan.
+    agg.note_drops(4);
+    assert!(agg.wants_snapshot());
+    let (pods, _) = agg.take_listeners_changed(at(3));
+    assert_eq!(listener_cov(&pods, "web"), partial(RING_BUFFER_OVERFLOW));
+    let mut v = view();
+    v.netns_pods.remove(&DB_NS);
+    v.snapshot = vec![
+        listen_at(WEB_NS, "0.0.0.0:8080", 0),
+        listen_at(WEB_NS, "0.0.0.0:7000", 0),
+        ev(
+            SocketEventKind::Outbound,
+            WEB_NS,
+            "10.0.0.1:1",
+            "10.0.0.9:80",
+            0,
+        ),
+    ];
+    agg.resync_listeners(v, at(3));
+    assert!(!agg.wants_snapshot());
+    assert!(agg.listeners_changed());
+    let (pods, _) = agg.publish(at(4));
+    assert_eq!(ports_of(&pods, "web"), [7000, 8080]);
+    assert_eq!(listener_cov(&pods, "web"), COMPLETE);
+    let web = find(&pods, "web");
+    assert_eq!(web.partial_reason.as_deref(), Some(RING_BUFFER_OVERFLOW));
+    assert!(
+        web.connections.is_empty(),
+        "snapshot connections are not counted again"
+    );
+    // Not in the scan: db keeps its listeners (Partial: namespace not found); the hostNetwork
+    // pod keeps its own.
+    assert_eq!(ports_of(&pods, "db"), [5432]);
+    assert_eq!(listener_cov(&pods, "db"), partial(NETNS_NOT_FOUND));
+    assert_eq!(ports_of(&pods, "agent"), [9100]);
+
+    // Events on top: the kept listener still closes by its cookie, the new one by its port;
+    // the removed one's cookie is forgotten.
+    agg.apply(
+        ev(
+            SocketEventKind::ListenClosed,
+            WEB_NS,
+            "0.0.0.0:0",
+            "0.0.0.0:0",
+            7,
+        ),
+        at(5),
+    );
+    agg.apply(
+        ev(
+            SocketEventKind::ListenClosed,
+            WEB_NS,
+            "0.0.0.0:9000",
+            "0.0.0.0:0",
+            8,
+        ),
+        at(5),
+    );
+    assert_eq!(ports_of(&agg.publish(at(6)).0, "web"), [7000]);
+    agg.apply(
+        ev(
+            SocketEventKind::ListenClosed,
+            WEB_NS,
+            "0.0.0.0:7000",
+            "0.0.0.0:0",
+            55,
+        ),
+        at(7),
+    );
+    let (pods, _) = agg.publish(at(8));
+    assert!(ports_of(&pods, "web").is_empty());
+    assert_eq!(find(&pods, "web").coverage, Some(PodCoverage::Complete));
+}
+
+#[test]
+fn a_failed_snapshot_keeps_listeners_partial_until_one_succeeds() {
+    let mut agg = started(Limits::default());
+    agg.apply(listen_at(WEB_NS, "0.0.0.0:8080", 7), at(1));
+    agg.publish(at(2));
+    agg.note_drops(1);
+    agg.snapshot_failed();
+    assert!(agg.listeners_changed(), "the listeners turned Partial");
+    agg.take_listeners_changed(at(3));
+    agg.snapshot_failed();
+    assert!(!agg.listeners_changed(), "said once, not at every retry");
+    let (pods, _) = agg.publish(at(4));
+    assert_eq!(listener_cov(&pods, "web"), partial(RING_BUFFER_OVERFLOW));
+    // The next publish: connections are Complete again, listeners still wait for a snapshot.
+    let (pods, _) = agg.publish(at(5));
+    assert_eq!(find(&pods, "web").coverage, Some(PodCoverage::Complete));
+    assert_eq!(listener_cov(&pods, "web"), partial(RING_BUFFER_OVERFLOW));
+    assert!(agg.wants_snapshot());
+    let mut v = view();
+    v.snapshot = vec![listen_at(WEB_NS, "0.0.0.0:8080", 0)];
+    agg.resync_listeners(v, at(6));
+    assert!(agg.listeners_changed(), "Complete again");
+    let (pods, _) = agg.publish(at(7));
+    assert_eq!(listener_cov(&pods, "web"), COMPLETE);
+    assert_eq!(ports_of(&pods, "web"), [8080]);
+}
+
+#[test]
+fn a_failed_start_up_snapshot_marks_listeners_until_a_snapshot_succeeds() {
+    let mut agg = Aggregator::new(Limits::default(), Duration::from_mins(5));
+    agg.set_pods([pod("uid-web", "web", false, -100)]);
+    agg.start_without_snapshot(at(0));
+    assert!(agg.wants_snapshot());
+    // A plain rescan finds the namespace, but listeners opened before the start stay unknown.
+    agg.set_view(view(), at(1));
+    let (pods, _) = agg.publish(at(2));
+    assert_eq!(listener_cov(&pods, "web"), partial(SNAPSHOT_FAILED));
+    let mut v = view();
+    v.snapshot = vec![listen_at(WEB_NS, "0.0.0.0:8080", 0)];
+    agg.resync_listeners(v, at(3));
+    let (pods, _) = agg.publish(at(4));
+    assert_eq!(listener_cov(&pods, "web"), COMPLETE);
+    assert_eq!(ports_of(&pods, "web"), [8080]);
+    assert_eq!(
+        find(&pods, "web").partial_reason.as_deref(),
+        Some(STARTED_AFTER_POD)
+    );
+}

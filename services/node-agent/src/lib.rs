@@ -18,6 +18,7 @@ pub use agent::{AgentConfig, Outputs, SourceFactory, run_agent};
 pub use args::{Args, cgroup2_mount};
 
 use pacto_runtime::admin::{AdminServer, MetricsEndpoint, Readiness};
+use pacto_runtime::balance::BalanceConfig;
 use pacto_runtime::grpc::{self, ChannelSpec};
 use pacto_runtime::{CancellationToken, RuntimeError};
 use tokio::sync::watch;
@@ -79,9 +80,14 @@ pub async fn run(args: Args) -> Result<(), AgentError> {
     let client = kube::Client::try_default()
         .await
         .map_err(AgentError::Kubernetes)?;
+    // Every observer replica gets its own stream: the address's name (the headless `-peers`
+    // Service) resolves to one address per replica, each checked against the Service's
+    // certificate name (docs/design/node-agent.md#reports).
     let mut spec = ChannelSpec::new(&args.observer_addr, &args.client);
     spec.server_name.clone_from(&args.observer_server_name);
-    let channel = grpc::channel(&spec, &process.transport).map_err(RuntimeError::from)?;
+    let observer =
+        grpc::balanced_channel(&spec, &process.transport, BalanceConfig::new("observer"))
+            .map_err(RuntimeError::from)?;
     let recorder = pacto_runtime::metrics::install_recorder().map_err(RuntimeError::from)?;
     let admin = AdminServer::spawn(
         process.bind_admin().await?,
@@ -99,7 +105,7 @@ pub async fn run(args: Args) -> Result<(), AgentError> {
         Box::new(move || wiring::kernel_source(&btf)),
         wiring::host_scanner(args.proc_root.clone(), cgroup_root),
         Some(report::ReportTarget {
-            channel,
+            observer,
             token_path: args.token_path.clone(),
         }),
         admin.readiness().clone(),

@@ -15,6 +15,10 @@ pub const WRITE_ERRORS_TOTAL: &str = "pacto_node_agent_write_errors_total";
 pub const REPORTS_ACKED_TOTAL: &str = "pacto_node_agent_reports_acked_total";
 /// 1 while kernel collection runs, 0 when it failed.
 pub const COLLECTION_RUNNING: &str = "pacto_node_agent_collection_running";
+/// Observer endpoints (replicas) the agent streams its reports to, one stream each.
+pub const REPORT_ENDPOINTS: &str = "pacto_node_agent_report_endpoints";
+/// Report streams open now (one per observer endpoint when all are connected).
+pub const REPORT_STREAMS_OPEN: &str = "pacto_node_agent_report_streams_open";
 
 /// Describes the metrics above to the installed recorder.
 pub fn describe() {
@@ -36,6 +40,14 @@ pub fn describe() {
     metrics::describe_counter!(
         REPORTS_ACKED_TOTAL,
         "Node reports the observer acknowledged"
+    );
+    metrics::describe_gauge!(
+        REPORT_ENDPOINTS,
+        "Observer endpoints (replicas) the node agent streams its reports to"
+    );
+    metrics::describe_gauge!(
+        REPORT_STREAMS_OPEN,
+        "Report streams to observer endpoints open now"
     );
     metrics::describe_gauge!(
         COLLECTION_RUNNING,

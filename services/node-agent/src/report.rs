@@ -1,8 +1,13 @@
-//! The report stream to the observer: one `NodeReport` per publish, the same content as the
-//! observation's status, over the mTLS channel with the pod's service-account token as bearer
-//! metadata (docs/design/node-agent.md#reports).
+//! The report streams to the observer: one `NodeReport` per publish, the same content as the
+//! observation's status, to every observer replica (one stream per address the observer's name
+//! resolves to), over mTLS with the pod's service-account token as bearer metadata
+//! (docs/design/node-agent.md#reports).
 
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt as _;
@@ -11,6 +16,7 @@ use pacto_api::{CollectionState, Direction, NodeRuntimeObservationStatus, PodCov
 use pacto_proto::observer::{self as wire, node_agent_reports_client::NodeAgentReportsClient};
 use pacto_proto::prost_types;
 use pacto_runtime::CancellationToken;
+use pacto_runtime::balance::BalancedChannel;
 use pacto_runtime::grpc::GRPC_MAX_MESSAGE_BYTES;
 use tokio::sync::watch;
 use tokio_stream::wrappers::WatchStream;
@@ -68,6 +74,14 @@ pub fn to_report(node: &str, status: &NodeRuntimeObservationStatus) -> wire::Nod
                 }
                 .to_owned(),
                 partial_reason: p.partial_reason.clone().unwrap_or_default(),
+                listener_coverage: match p.listener_coverage {
+                    Some(PodCoverage::Partial) => "Partial",
+                    Some(PodCoverage::Complete) => "Complete",
+                    None => "",
+                }
+                .to_owned(),
+                listener_partial_reason: p.listener_partial_reason.clone().unwrap_or_default(),
+                host_network: p.host_network,
                 listeners: p
                     .listeners
                     .iter()
@@ -103,14 +117,18 @@ pub fn to_report(node: &str, status: &NodeRuntimeObservationStatus) -> wire::Nod
 /// Where the reports go.
 #[derive(Debug, Clone)]
 pub struct ReportTarget {
-    /// Channel to the observer (mTLS, or plaintext under `--insecure`).
-    pub channel: Channel,
+    /// The observer's replicas: every address its name resolves to (the headless `-peers`
+    /// Service), each dialled with the certificate name of the observer's Service (mTLS, or
+    /// plaintext under `--insecure`). Re-resolved every few seconds.
+    pub observer: BalancedChannel,
     /// The projected service-account token, re-read on every connect; `None` sends none.
     pub token_path: Option<PathBuf>,
 }
 
-fn bearer(target: &ReportTarget) -> Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>> {
-    let path = target.token_path.as_ref()?;
+fn bearer(
+    token_path: Option<&std::path::Path>,
+) -> Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>> {
+    let path = token_path?;
     match std::fs::read_to_string(path) {
         Ok(token) => {
             let value = format!("Bearer {}", token.trim()).parse().ok();
@@ -126,58 +144,148 @@ fn bearer(target: &ReportTarget) -> Option<tonic::metadata::MetadataValue<tonic:
     }
 }
 
-/// Streams every report `reports` carries to the observer until `shutdown`. Each connection
-/// starts with the latest report, so an observer that restarted gets the current view at once;
-/// a broken stream is reopened with backoff (1 s doubling to 30 s, reset by an acknowledgement).
+/// Streams every report `reports` carries to every observer replica until `shutdown`: one
+/// stream per resolved endpoint, started and stopped as the endpoints change
+/// (docs/design/node-agent.md#reports), so that each replica has the node's view first-hand.
 pub async fn stream_reports(
     target: ReportTarget,
     reports: watch::Receiver<Option<wire::NodeReport>>,
     shutdown: CancellationToken,
 ) {
-    let mut client = NodeAgentReportsClient::new(target.channel.clone())
+    let mut endpoints = target.observer.endpoints();
+    let open = Arc::new(AtomicUsize::new(0));
+    let mut streams: BTreeMap<SocketAddr, (CancellationToken, tokio::task::JoinHandle<()>)> =
+        BTreeMap::new();
+    loop {
+        let current: Vec<(SocketAddr, Channel)> = endpoints
+            .borrow_and_update()
+            .endpoints
+            .iter()
+            .map(|e| (e.addr(), e.channel()))
+            .collect();
+        streams.retain(|addr, (token, _)| {
+            let keep = current.iter().any(|(a, _)| a == addr);
+            if !keep {
+                tracing::info!(endpoint = %addr, "observer endpoint gone; its report stream ends");
+                token.cancel();
+            }
+            keep
+        });
+        for (addr, channel) in current {
+            if streams.contains_key(&addr) {
+                continue;
+            }
+            tracing::info!(endpoint = %addr, "observer endpoint found; opening a report stream");
+            let token = shutdown.child_token();
+            let task = tokio::spawn(stream_to(
+                Endpoint {
+                    addr,
+                    channel,
+                    token_path: target.token_path.clone(),
+                    open: Arc::clone(&open),
+                },
+                reports.clone(),
+                token.clone(),
+            ));
+            streams.insert(addr, (token, task));
+        }
+        metrics::gauge!(crate::metrics::REPORT_ENDPOINTS).set(streams.len() as f64);
+        tokio::select! {
+            () = shutdown.cancelled() => break,
+            changed = endpoints.changed() => if changed.is_err() { break },
+        }
+    }
+    for (token, task) in streams.into_values() {
+        token.cancel();
+        let _ = task.await;
+    }
+}
+
+/// One observer replica's stream.
+struct Endpoint {
+    addr: SocketAddr,
+    channel: Channel,
+    token_path: Option<PathBuf>,
+    /// Streams open now, over all endpoints.
+    open: Arc<AtomicUsize>,
+}
+
+/// Counts one open stream while it lives.
+struct Open(Arc<AtomicUsize>);
+
+impl Open {
+    fn new(open: &Arc<AtomicUsize>) -> Self {
+        let now = open.fetch_add(1, Ordering::SeqCst) + 1;
+        metrics::gauge!(crate::metrics::REPORT_STREAMS_OPEN).set(now as f64);
+        Self(Arc::clone(open))
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        let now = self.0.fetch_sub(1, Ordering::SeqCst).saturating_sub(1);
+        metrics::gauge!(crate::metrics::REPORT_STREAMS_OPEN).set(now as f64);
+    }
+}
+
+/// Streams the reports to one endpoint until `stop`. Each connection starts with the latest
+/// report, so a replica that restarted gets the current view at once; a broken stream is reopened
+/// with its own backoff (1 s doubling to 30 s, reset by an acknowledgement).
+async fn stream_to(
+    endpoint: Endpoint,
+    reports: watch::Receiver<Option<wire::NodeReport>>,
+    stop: CancellationToken,
+) {
+    let addr = endpoint.addr;
+    let mut client = NodeAgentReportsClient::new(endpoint.channel.clone())
         .max_decoding_message_size(GRPC_MAX_MESSAGE_BYTES)
         .max_encoding_message_size(GRPC_MAX_MESSAGE_BYTES);
     let mut backoff = Backoff::new(RECONNECT_MAX);
     let mut failing = false;
     loop {
-        let outbound = WatchStream::new(reports.clone()).filter_map(std::future::ready);
+        // The request stream ends with its session (or when the endpoint goes): the replica sees
+        // the stream close instead of a sender that lingers behind a dropped response.
+        let session_stop = stop.child_token();
+        let _session_stop = session_stop.clone().drop_guard();
+        let outbound = WatchStream::new(reports.clone())
+            .filter_map(std::future::ready)
+            .take_until(session_stop.cancelled_owned());
         let mut request = tonic::Request::new(outbound);
-        if let Some(value) = bearer(&target) {
+        if let Some(value) = bearer(endpoint.token_path.as_deref()) {
             request.metadata_mut().insert("authorization", value);
         }
         let session = async {
             let mut acks = client.report(request).await?.into_inner();
+            let _open = Open::new(&endpoint.open);
             while let Some(ack) = acks.message().await? {
                 metrics::counter!(crate::metrics::REPORTS_ACKED_TOTAL).increment(1);
                 if failing {
-                    tracing::info!("node-agent reports acknowledged by the observer again");
+                    tracing::info!(endpoint = %addr, "node-agent reports acknowledged by the observer again");
                     failing = false;
                 }
                 backoff.reset();
-                tracing::debug!(node = %ack.node_name, "report acknowledged");
+                tracing::debug!(endpoint = %addr, node = %ack.node_name, "report acknowledged");
             }
             Ok::<(), tonic::Status>(())
         };
         let ended = tokio::select! {
-            () = shutdown.cancelled() => return,
+            () = stop.cancelled() => return,
             ended = session => ended,
         };
         if !failing {
             match &ended {
                 Ok(()) => {
-                    tracing::warn!(
-                        "the observer closed the node-agent report stream; reconnecting"
-                    );
+                    tracing::warn!(endpoint = %addr, "the observer closed the node-agent report stream; reconnecting");
                 }
                 Err(status) => {
-                    tracing::warn!(code = ?status.code(), message = status.message(), "node-agent report stream failed; reconnecting with backoff");
+                    tracing::warn!(endpoint = %addr, code = ?status.code(), message = status.message(), "node-agent report stream failed; reconnecting with backoff");
                 }
             }
         }
         failing = true;
         let wait = backoff.failed();
         tokio::select! {
-            () = shutdown.cancelled() => return,
+            () = stop.cancelled() => return,
             () = tokio::time::sleep(wait) => {}
         }
     }

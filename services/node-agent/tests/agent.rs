@@ -30,6 +30,7 @@ use pacto_proto::observer::node_agent_reports_server::{NodeAgentReports, NodeAge
 use pacto_proto::observer::{NodeReport, ReportAck};
 use pacto_runtime::CancellationToken;
 use pacto_runtime::admin::{AdminServer, MetricsEndpoint, Readiness};
+use pacto_runtime::balance::{BalanceConfig, BalancedChannel};
 use pacto_runtime::testing::{TestCa, admin_get, eventually, metric_value};
 use pacto_testenv::{ControlPlane, ControlPlaneOptions, Simulator, SimulatorOptions};
 
@@ -99,7 +100,18 @@ type Received = (Option<String>, NodeReport);
 struct Recorder {
     reports: Arc<Mutex<Vec<Received>>>,
     streams: Arc<AtomicU64>,
+    /// Streams that ended (the agent closed them, or the server went away).
+    ended: Arc<AtomicU64>,
     gone: CancellationToken,
+}
+
+/// Counts a stream's end when its task returns.
+struct Ended(Arc<AtomicU64>);
+
+impl Drop for Ended {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
 }
 
 type AckStream = Pin<Box<dyn Stream<Item = Result<ReportAck, tonic::Status>> + Send>>;
@@ -121,7 +133,9 @@ impl NodeAgentReports for Recorder {
         let mut incoming = request.into_inner();
         let (tx, rx) = tokio::sync::mpsc::channel(16);
         let (reports, gone) = (Arc::clone(&self.reports), self.gone.clone());
+        let ended = Arc::clone(&self.ended);
         tokio::spawn(async move {
+            let _ended = Ended(ended);
             loop {
                 tokio::select! {
                     () = gone.cancelled() => {
@@ -171,6 +185,30 @@ impl Recorder {
             .map(|(t, _)| t.clone())
             .collect()
     }
+}
+
+/// The agent's balanced channel to `address` over mTLS (server name `observer.pacto.svc`), with
+/// a request deadline (1 s) shorter than a stream's life: it bounds opening a stream only.
+fn observer_channel(
+    ca: &TestCa,
+    dir: &std::path::Path,
+    address: &str,
+    balance: BalanceConfig,
+) -> BalancedChannel {
+    let client_files = ca.client_files(dir, "agent", &["node-agent.pacto.svc"]);
+    pacto_runtime::grpc::balanced_channel(
+        &pacto_runtime::grpc::ChannelSpec {
+            address: address.to_owned(),
+            server_name: Some("observer.pacto.svc".to_owned()),
+            connect_timeout: Duration::from_secs(5),
+            request_timeout: Duration::from_secs(1),
+        },
+        &pacto_runtime::grpc::Transport::Mtls(
+            pacto_runtime::tls::TlsStore::load(client_files).unwrap(),
+        ),
+        balance,
+    )
+    .unwrap()
 }
 
 fn config(node: &str, namespace: &str) -> AgentConfig {
@@ -267,19 +305,12 @@ async fn observation_lists_only_own_node_pods_with_their_sockets_and_reports_rea
     let token = dir.path().join("token");
     std::fs::write(&token, "token-one\n").unwrap();
     // A request deadline shorter than the stream's life: it bounds opening the stream only.
-    let client_files = ca.client_files(dir.path(), "agent", &["node-agent.pacto.svc"]);
-    let channel = pacto_runtime::grpc::channel(
-        &pacto_runtime::grpc::ChannelSpec {
-            address: observer_addr.to_string(),
-            server_name: Some("observer.pacto.svc".to_owned()),
-            connect_timeout: Duration::from_secs(5),
-            request_timeout: Duration::from_secs(1),
-        },
-        &pacto_runtime::grpc::Transport::Mtls(
-            pacto_runtime::tls::TlsStore::load(client_files).unwrap(),
-        ),
-    )
-    .unwrap();
+    let observer = observer_channel(
+        &ca,
+        dir.path(),
+        &observer_addr.to_string(),
+        BalanceConfig::new("observer"),
+    );
 
     let script = Script::default();
     let host = Host::default();
@@ -307,7 +338,7 @@ async fn observation_lists_only_own_node_pods_with_their_sockets_and_reports_rea
         source,
         Box::new(host.clone()),
         Some(ReportTarget {
-            channel,
+            observer,
             token_path: Some(token.clone()),
         }),
         readiness,
@@ -414,17 +445,41 @@ async fn observation_lists_only_own_node_pods_with_their_sockets_and_reports_rea
     assert_eq!(lease.lease_duration_seconds, Some(4));
     lease_renews(&leases, &node).await;
 
-    // Drops mark the pod Partial "ring buffer overflow"; metrics count events and drops.
+    // Drops mark the pod's connections Partial "ring buffer overflow"; its listeners are
+    // repaired from the socket snapshot taken after the drops (which, like the kernel, no longer
+    // shows 8080 but a new 8081 whose Listen event was lost). Metrics count events and drops.
+    host.0.lock().unwrap().snapshot = vec![SocketEvent {
+        kind: SocketEventKind::Listen,
+        cgroup_id: 0,
+        netns_ino: WEB_NS,
+        local: "0.0.0.0:8081".parse().unwrap(),
+        peer: "0.0.0.0:0".parse().unwrap(),
+        cookie: 0,
+    }];
     script.drops.store(3, Ordering::SeqCst);
-    eventually("ring buffer overflow", WAIT, || async {
+    let repaired = eventually("ring buffer overflow", WAIT, || async {
         let s = status(&observations, &node).await?;
         s.pods
             .iter()
-            .any(|p| p.partial_reason.as_deref() == Some("ring buffer overflow"))
-            .then_some(())
+            .find(|p| p.partial_reason.as_deref() == Some("ring buffer overflow"))
+            .cloned()
             .ok_or(format!("{s:?}"))
     })
     .await;
+    assert_eq!(
+        repaired
+            .listeners
+            .iter()
+            .map(|l| l.port)
+            .collect::<Vec<_>>(),
+        [8081],
+        "{repaired:?}"
+    );
+    assert_eq!(
+        repaired.listener_coverage,
+        Some(PodCoverage::Complete),
+        "{repaired:?}"
+    );
     let (_, text) = admin_get(admin_addr, "/metrics").await;
     assert!(
         metric_value(&text, "pacto_node_agent_events_total", &[]) >= 4.0,
@@ -544,4 +599,222 @@ async fn collection_failure_is_published_with_its_reason_and_the_lease_keeps_ren
     .await;
     shutdown.cancel();
     agent.await.unwrap();
+}
+
+/// A listener change reaches the NodeRuntimeObservation object at once (an early status write,
+/// at most one per second), not at the next publish: with a 2-minute publish interval the object
+/// shows the new listener, then its close, within seconds (docs/design/node-agent.md#reports).
+#[tokio::test]
+async fn a_listener_change_reaches_the_object_long_before_the_publish_interval() {
+    let cp = cluster().await;
+    let client = cp.client().unwrap();
+    let agent_ns = cp.create_namespace("agent").await.unwrap();
+    let pods_ns = cp.create_namespace("shop").await.unwrap();
+    let node = pacto_testenv::controlplane::unique_name("node-e");
+    let script = Script::default();
+    let host = Host::default();
+    host.0.lock().unwrap().host_netns = HOST_NS;
+    let source: SourceFactory = {
+        let script = script.clone();
+        Box::new(move || Ok(Box::new(script) as Box<dyn EventSource>))
+    };
+    let interval = Duration::from_mins(2);
+    let shutdown = CancellationToken::new();
+    let agent = tokio::spawn(pacto_node_agent::serve(
+        client.clone(),
+        AgentConfig {
+            publish_interval: interval,
+            ..config(&node, &agent_ns)
+        },
+        source,
+        Box::new(host.clone()),
+        None,
+        Readiness::new(),
+        shutdown.clone(),
+    ));
+    let observations: Api<NodeRuntimeObservation> = Api::namespaced(client.clone(), &agent_ns);
+    eventually("the first status", WAIT, || status(&observations, &node)).await;
+
+    let web = create_pod(&client, &pods_ns, "web", &node).await;
+    host.0.lock().unwrap().netns_pods = HashMap::from([(WEB_NS, BTreeSet::from([web.clone()]))]);
+    // Far below the interval: only an early write can meet it (the first publish was at start).
+    let soon = Duration::from_secs(15);
+    let begun = std::time::Instant::now();
+    eventually("the pod in the object", soon, || async {
+        let s = status(&observations, &node).await?;
+        s.pods
+            .iter()
+            .any(|p| p.uid == web)
+            .then_some(())
+            .ok_or(format!("{s:?}"))
+    })
+    .await;
+    script.push(
+        SocketEventKind::Listen,
+        WEB_NS,
+        "0.0.0.0:8080",
+        "0.0.0.0:0",
+        21,
+    );
+    let opened = eventually("the listener in the object", soon, || async {
+        let s = status(&observations, &node).await?;
+        let pod = s
+            .pods
+            .iter()
+            .find(|p| p.uid == web)
+            .ok_or(format!("{s:?}"))?;
+        if pod.listeners.iter().map(|l| l.port).eq([8080]) {
+            Ok(pod.clone())
+        } else {
+            Err(format!("{pod:?}"))
+        }
+    })
+    .await;
+    assert_eq!(
+        opened.listener_coverage,
+        Some(PodCoverage::Complete),
+        "{opened:?}"
+    );
+    script.push(
+        SocketEventKind::ListenClosed,
+        WEB_NS,
+        "0.0.0.0:0",
+        "0.0.0.0:0",
+        21,
+    );
+    eventually("the close in the object", soon, || async {
+        let s = status(&observations, &node).await?;
+        let pod = s
+            .pods
+            .iter()
+            .find(|p| p.uid == web)
+            .ok_or(format!("{s:?}"))?;
+        pod.listeners
+            .is_empty()
+            .then_some(())
+            .ok_or(format!("{pod:?}"))
+    })
+    .await;
+    assert!(begun.elapsed() < interval, "{:?}", begun.elapsed());
+    shutdown.cancel();
+    agent.await.unwrap();
+}
+
+/// Two observer replicas behind one name (127.0.0.2 and 127.0.0.3, one port, as two pods behind
+/// the headless `-peers` Service): the agent opens one stream to each, both checked against the
+/// Service's certificate name, each starting with the latest report, and closes the stream of a
+/// replica the name no longer resolves to (docs/design/node-agent.md#reports).
+#[tokio::test]
+async fn reports_stream_to_every_observer_replica_the_name_resolves_to() {
+    pacto_testenv::controlplane::ensure_crypto_provider();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new("test-ca").unwrap();
+    let server_files = ca.client_files(dir.path(), "observer", &["observer.pacto.svc"]);
+    let server_tls = pacto_runtime::tls::TlsStore::load(server_files).unwrap();
+    let first = pacto_runtime::grpc::bind(SocketAddr::from(([127, 0, 0, 2], 0)))
+        .await
+        .unwrap();
+    let port = first.local_addr().unwrap().port();
+    let a = SocketAddr::from(([127, 0, 0, 2], port));
+    let b = SocketAddr::from(([127, 0, 0, 3], port));
+    let second = pacto_runtime::grpc::bind(b).await.unwrap();
+    let (replica_a, replica_b) = (Recorder::default(), Recorder::default());
+    let mtls = pacto_runtime::grpc::Transport::Mtls(server_tls);
+    let _serve_a = replica_a.serve(first, mtls.clone());
+    let _serve_b = replica_b.serve(second, mtls);
+
+    // The name resolves to whatever the test says; first only to a.
+    let answer: Arc<Mutex<Vec<SocketAddr>>> = Arc::new(Mutex::new(vec![a]));
+    let resolved = Arc::clone(&answer);
+    let balance = BalanceConfig {
+        backend: "observer".into(),
+        resolve_interval: Duration::from_hours(1),
+        ejection: Duration::from_secs(1),
+        resolver: Arc::new(move |host: String, p: u16| {
+            assert_eq!((host.as_str(), p), ("observer-peers.test", port));
+            let addrs = resolved.lock().unwrap().clone();
+            Box::pin(async move { Ok(addrs) })
+        }),
+    };
+    let observer = observer_channel(
+        &ca,
+        dir.path(),
+        &format!("observer-peers.test:{port}"),
+        balance,
+    );
+    let token = dir.path().join("token");
+    std::fs::write(&token, "token-peers\n").unwrap();
+    let report = |n: i64| {
+        Some(NodeReport {
+            node_name: "node-r".to_owned(),
+            published_at: Some(pacto_proto::prost_types::Timestamp {
+                seconds: 1_800_000_000 + n,
+                nanos: 0,
+            }),
+            ..NodeReport::default()
+        })
+    };
+    let seconds = |recorder: &Recorder| -> Vec<i64> {
+        recorder
+            .reports
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(_, r)| r.published_at.map_or(0, |t| t.seconds - 1_800_000_000))
+            .collect()
+    };
+    let (reports_tx, reports_rx) = tokio::sync::watch::channel(report(1));
+    let shutdown = CancellationToken::new();
+    let streaming = tokio::spawn(pacto_node_agent::report::stream_reports(
+        ReportTarget {
+            observer: observer.clone(),
+            token_path: Some(token),
+        },
+        reports_rx,
+        shutdown.clone(),
+    ));
+    eventually("a has the first report", WAIT, || async {
+        seconds(&replica_a) == [1]
+    })
+    .await;
+
+    // b appears: its stream starts with the latest report; the next goes to both.
+    *answer.lock().unwrap() = vec![a, b];
+    observer.refresh();
+    eventually("b starts with the latest report", WAIT, || async {
+        seconds(&replica_b) == [1]
+    })
+    .await;
+    reports_tx.send_replace(report(2));
+    eventually("both have the second report", WAIT, || async {
+        seconds(&replica_a) == [1, 2] && seconds(&replica_b) == [1, 2]
+    })
+    .await;
+    for replica in [&replica_a, &replica_b] {
+        assert_eq!(
+            replica.tokens_of("node-r")[0].as_deref(),
+            Some("Bearer token-peers")
+        );
+        assert_eq!(replica.streams.load(Ordering::SeqCst), 1);
+    }
+
+    // b leaves the answer: its stream is closed; a keeps streaming.
+    *answer.lock().unwrap() = vec![a];
+    observer.refresh();
+    eventually("b's stream closed", WAIT, || async {
+        replica_b.ended.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    reports_tx.send_replace(report(3));
+    eventually("a has the third report", WAIT, || async {
+        seconds(&replica_a) == [1, 2, 3]
+    })
+    .await;
+    assert_eq!(seconds(&replica_b), [1, 2]);
+    assert_eq!(replica_a.ended.load(Ordering::SeqCst), 0);
+
+    shutdown.cancel();
+    streaming.await.unwrap();
+    replica_a.gone.cancel();
+    replica_b.gone.cancel();
 }

@@ -187,8 +187,18 @@ pub struct NodeAgentArgs {
         default_value = "pacto-node-agent"
     )]
     pub service_account: String,
-    /// Use node-agent evidence: watch the NodeRuntimeObservations and Leases in
-    /// --node-agent-namespace and combine them (and the streamed reports) with Kubernetes
+    /// The node agent DaemonSet in --node-agent-namespace: its placement (nodeSelector, required
+    /// node affinity, tolerations) says which nodes should report; a node it does not run on by
+    /// design keeps the Kubernetes verdict. Absent or unreadable, every node should report.
+    #[arg(
+        long = "node-agent-daemonset",
+        env = "PACTO_OBSERVER_NODE_AGENT_DAEMONSET",
+        value_name = "NAME",
+        default_value = "pacto-node-agent"
+    )]
+    pub daemonset: String,
+    /// Use node-agent evidence: watch the NodeRuntimeObservations, Leases and the node agent
+    /// DaemonSet in --node-agent-namespace and the Nodes, and combine them (and the streamed reports) with Kubernetes
     /// evidence. Off, no finding ever carries the collector k8s-observer+ebpf.
     #[arg(long = "node-evidence", env = "PACTO_OBSERVER_NODE_EVIDENCE")]
     pub node_evidence: bool,
@@ -205,6 +215,14 @@ pub struct NodeAgentArgs {
 }
 
 impl NodeAgentArgs {
+    /// Where the node agents are.
+    pub fn site(&self) -> node_evidence::AgentSite {
+        node_evidence::AgentSite {
+            namespace: self.namespace.clone(),
+            daemonset: self.daemonset.clone(),
+        }
+    }
+
     /// The ServiceAccount whose tokens are accepted.
     pub fn account(&self) -> AgentAccount {
         AgentAccount {
@@ -335,7 +353,7 @@ pub async fn run(args: Args) -> Result<(), ObserverError> {
     if args.node_agents.node_evidence {
         observer = observer.with_node_evidence(node_evidence::NodeEvidence::spawn(
             &client,
-            &args.node_agents.namespace,
+            args.node_agents.site(),
             registry,
             args.node_agents.stale_after,
             Some(hub.clone()),
@@ -388,6 +406,7 @@ mod tests {
             ["spiffe://pacto/ns/pacto-node-agent/sa/pacto-node-agent"]
         );
         assert_eq!(args.node_agents.token_audience, "pacto-observer");
+        assert_eq!(args.node_agents.daemonset, "pacto-node-agent");
         assert!(!args.node_agents.node_evidence);
         assert_eq!(
             args.node_agents.stale_after,
@@ -408,8 +427,10 @@ mod tests {
             "--observe-secrets",
             "--node-evidence",
             "--node-evidence-stale-after=5s",
+            "--node-agent-daemonset=agents",
         ])
         .unwrap();
+        assert_eq!(args.node_agents.daemonset, "agents");
         assert!(args.node_agents.node_evidence);
         assert_eq!(args.node_agents.stale_after, Duration::from_secs(5));
         let options = args.options();

@@ -5,28 +5,34 @@
 //! while that node's stream is connected, else the node's `NodeRuntimeObservation` — and the
 //! node's Lease, and decides the node's state:
 //!
+//! - **not covered** when the node agent's DaemonSet does not run on the node by design (its
+//!   placement rules, [`coverage`]; or the Node does not exist): its pods are left out;
 //! - **stale** when either object is missing or `now − max(Lease.renewTime, lastPublished)` is
 //!   more than stale-after (exactly stale-after is still fresh) ⇒ `Stale`;
 //! - **failed** when the agent reports `collection.state: Failed` ⇒ `Failed`, with the agent's
 //!   reason and message;
-//! - otherwise **fresh**: its per-pod views, where a pod that is missing or covered `Partial`
-//!   makes the assertion `Insufficient`.
+//! - otherwise **fresh**: its per-pod views, each with two completeness claims — of the pod's
+//!   current listeners and of its connection history since it started. A pod missing from the
+//!   view, or `Partial` in the dimension an assertion reads, makes that assertion `Insufficient`;
+//!   a hostNetwork pod is left out.
 //!
 //! Kubernetes evidence stays primary. Fresh, complete views *decide* an interface the Kubernetes
 //! API cannot (its bound port number is absent from the Service, yet LISTENing in every Ready
-//! pod) or a dependency on a service no Pacto manages (established outbound connections to the
-//! Service's ClusterIP or endpoint IPs), and *qualify* an interface with Ready endpoints (no
-//! LISTEN socket on the targetPort in a Ready pod ⇒ a windowed negative). Such observations carry
-//! the collector [`COLLECTOR_WITH_EBPF`]. Node evidence that is stale, failed or partial only
-//! ever makes an assertion unknown, never a violation. Every log line here names `node-agent`.
+//! pod) or a dependency on a service no Pacto manages (an outbound connection seen to the
+//! Service's ClusterIP or endpoint IPs), and *qualify* a TCP interface with Ready endpoints (no
+//! LISTEN socket on the targetPort in a Ready pod ⇒ a windowed negative). Only such observations
+//! carry the collector [`COLLECTOR_WITH_EBPF`]. Node evidence that is stale, failed or partial
+//! only ever makes an assertion unknown (collector `k8s-observer`), never a violation. Every log
+//! line here names `node-agent`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::time::Duration;
 
 use futures::StreamExt;
+use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{Node, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -51,15 +57,17 @@ pub const COLLECTOR_WITH_EBPF: &str = "k8s-observer+ebpf";
 /// Default of `--node-evidence-stale-after`.
 pub const DEFAULT_STALE_AFTER: Duration = Duration::from_secs(90);
 
-/// How long a read waits for the NodeRuntimeObservation and Lease caches' first list (short: a
-/// kind that is not installed or not granted must not hold every Observe call back).
-const SYNC_TIMEOUT: Duration = Duration::from_secs(2);
-
 /// One pod's socket view, as the node agent reported it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct PodView {
-    /// `Some(reason)` when the view is `Partial`.
-    pub partial: Option<String>,
+    /// `Some(reason)` when its current listeners are not known completely (`listenerCoverage`
+    /// `Partial`; an older agent's `coverage` stands for it).
+    pub listeners_partial: Option<String>,
+    /// `Some(reason)` when its connection history since it started is not known completely
+    /// (`coverage` `Partial`, e.g. "started after pod" while the agent warms up).
+    pub connections_partial: Option<String>,
+    /// The pod shares the node's network namespace: node evidence does not speak for it.
+    pub host_network: bool,
     /// TCP ports with a LISTEN socket.
     pub listening: BTreeSet<u32>,
     /// Peer IPs of outbound TCP connections, with the peer ports connected to.
@@ -92,6 +100,20 @@ fn outbound_map<'a>(
     out
 }
 
+/// `None` when a coverage claims completeness (`Some(true)`), else the reason (an unstated
+/// coverage is not a claim of completeness).
+fn partial_of(complete: Option<bool>, reason: Option<&str>) -> Option<String> {
+    if complete == Some(true) {
+        return None;
+    }
+    Some(
+        reason
+            .filter(|r| !r.is_empty())
+            .unwrap_or("coverage not Complete")
+            .to_owned(),
+    )
+}
+
 fn time_of(time: &k8s_openapi::jiff::Timestamp) -> Option<Timestamp> {
     let nanos = u32::try_from(time.subsec_nanosecond()).unwrap_or(0);
     Timestamp::from_unix(time.as_second(), nanos)
@@ -118,17 +140,22 @@ impl NodeView {
             .pods
             .iter()
             .map(|pod| {
-                let partial = match pod.coverage {
-                    Some(PodCoverage::Complete) => None,
-                    // An unstated coverage is not a claim of completeness.
-                    Some(PodCoverage::Partial) | None => Some(
-                        pod.partial_reason
-                            .clone()
-                            .unwrap_or_else(|| "coverage not Complete".to_owned()),
+                let connections_partial = partial_of(
+                    pod.coverage.map(|c| c == PodCoverage::Complete),
+                    pod.partial_reason.as_deref(),
+                );
+                let listeners_partial = match pod.listener_coverage {
+                    // An older agent: `coverage` stands for the listeners too.
+                    None => connections_partial.clone(),
+                    Some(coverage) => partial_of(
+                        Some(coverage == PodCoverage::Complete),
+                        pod.listener_partial_reason.as_deref(),
                     ),
                 };
                 let view = PodView {
-                    partial,
+                    listeners_partial,
+                    connections_partial,
+                    host_network: pod.host_network,
                     listening: pod
                         .listeners
                         .iter()
@@ -165,14 +192,22 @@ impl NodeView {
             .pods
             .iter()
             .map(|pod| {
+                let complete = |c: &str| (!c.is_empty()).then(|| c == "Complete");
+                let connections_partial =
+                    partial_of(complete(&pod.coverage), Some(pod.partial_reason.as_str()));
+                let listeners_partial = if pod.listener_coverage.is_empty() {
+                    // An older agent: `coverage` stands for the listeners too.
+                    connections_partial.clone()
+                } else {
+                    partial_of(
+                        complete(&pod.listener_coverage),
+                        Some(pod.listener_partial_reason.as_str()),
+                    )
+                };
                 let view = PodView {
-                    partial: (pod.coverage != "Complete").then(|| {
-                        if pod.partial_reason.is_empty() {
-                            "coverage not Complete".to_owned()
-                        } else {
-                            pod.partial_reason.clone()
-                        }
-                    }),
+                    listeners_partial,
+                    connections_partial,
+                    host_network: pod.host_network,
                     listening: pod
                         .listeners
                         .iter()
@@ -220,6 +255,9 @@ pub enum NodeState {
     Failed(String),
     /// Fresh, with the per-pod views.
     Fresh(NodeView),
+    /// The node agent's DaemonSet does not run on this node by design (the text says why): no
+    /// evidence is expected, its pods are left out.
+    NotCovered(String),
 }
 
 fn newer(a: Option<&Timestamp>, b: Option<&Timestamp>) -> Option<Timestamp> {
@@ -381,6 +419,11 @@ pub fn interface_check(
         return InterfaceCheck::Nothing;
     }
     if let Some(port) = find_service_port(service, binding) {
+        // The agent sees TCP sockets only: a UDP or SCTP port keeps the Kubernetes reading
+        // (docs/design/observation.md#node-evidence).
+        if port.protocol.as_deref().is_some_and(|p| p != "TCP") {
+            return InterfaceCheck::Nothing;
+        }
         // The resolved targetPort is the slice's port number.
         let ready: BTreeSet<(PodRef, u32)> = slices
             .iter()
@@ -421,60 +464,109 @@ pub fn interface_check(
 /// The node states of every node a call needs.
 pub type NodeStates = BTreeMap<String, NodeState>;
 
-/// The views of `pods`, or why they cannot be used (the outcome and the reason). Precedence over
-/// the pods: a stale node, then a failed node, then a pod without a node, missing from its node's
-/// view or covered partially.
+/// Which part of a pod's view an assertion reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need {
+    /// Its current listeners (interfaces).
+    Listeners,
+    /// Its connection history since it started (undeclared peers).
+    Connections,
+}
+
+impl PodView {
+    /// Why the part `need` reads is not complete, if it is not.
+    pub fn partial(&self, need: Need) -> Option<&str> {
+        match need {
+            Need::Listeners => self.listeners_partial.as_deref(),
+            Need::Connections => self.connections_partial.as_deref(),
+        }
+    }
+}
+
+/// What node evidence holds about one pod.
+enum PodEvidence<'a> {
+    /// Fresh and present in its node's view (complete or not).
+    View(&'a PodView),
+    /// Node evidence does not speak for it by design: a hostNetwork pod, or a pod on a node the
+    /// agent does not cover.
+    LeftOut,
+    /// Its node is stale (the reason and when it was last heard from).
+    Stale(String, Option<Timestamp>),
+    /// Its node's collection failed.
+    Failed(String),
+    /// It has no node, or its node's view does not list it.
+    Missing(String),
+}
+
+fn evidence_of<'a>(pod: &PodRef, nodes: &'a NodeStates) -> PodEvidence<'a> {
+    let Some(node) = &pod.node else {
+        return PodEvidence::Missing(format!(
+            "node-agent evidence: pod {} is not on a node",
+            pod.name
+        ));
+    };
+    match nodes.get(node) {
+        None => PodEvidence::Stale(
+            format!("node-agent evidence of node {node} is stale: not read"),
+            None,
+        ),
+        Some(NodeState::Stale(why, heard)) => PodEvidence::Stale(why.clone(), *heard),
+        Some(NodeState::Failed(why)) => PodEvidence::Failed(why.clone()),
+        Some(NodeState::NotCovered(_)) => PodEvidence::LeftOut,
+        Some(NodeState::Fresh(view)) => match view.pods.get(&pod.uid) {
+            Some(p) if p.host_network => PodEvidence::LeftOut,
+            Some(p) => PodEvidence::View(p),
+            None => PodEvidence::Missing(format!(
+                "node-agent evidence: pod {} is missing from the observation of node {node}",
+                pod.name
+            )),
+        },
+    }
+}
+
+/// The views of `pods` for an assertion reading `need`, in the order of `pods` (`None`: a pod
+/// node evidence does not speak for by design, left out), or why they cannot be used. Precedence
+/// over the pods: a stale node, then a failed node, then a pod without a node, missing from its
+/// node's view or `Partial` in `need` (docs/design/observation.md#node-evidence).
 pub fn views<'a>(
     pods: impl IntoIterator<Item = &'a PodRef>,
     nodes: &'a NodeStates,
-) -> Result<Vec<(&'a PodRef, &'a PodView)>, Unusable> {
+    need: Need,
+) -> Result<Vec<(&'a PodRef, Option<&'a PodView>)>, Unusable> {
     let mut failed = None;
     let mut insufficient = None;
     let mut out = Vec::new();
     for pod in pods {
-        let Some(node) = &pod.node else {
-            insufficient.get_or_insert_with(|| {
-                format!("node-agent evidence: pod {} is not on a node", pod.name)
-            });
-            continue;
-        };
-        match nodes.get(node) {
-            None => {
+        match evidence_of(pod, nodes) {
+            PodEvidence::Stale(why, heard) => {
                 return Err(Unusable {
                     outcome: Outcome::Stale,
-                    why: format!("node-agent evidence of node {node} is stale: not read"),
-                    heard: None,
+                    why,
+                    heard,
                 });
             }
-            Some(NodeState::Stale(why, heard)) => {
-                return Err(Unusable {
-                    outcome: Outcome::Stale,
-                    why: why.clone(),
-                    heard: *heard,
-                });
+            PodEvidence::Failed(why) => {
+                failed.get_or_insert(why);
             }
-            Some(NodeState::Failed(why)) => {
-                failed.get_or_insert_with(|| why.clone());
+            PodEvidence::Missing(why) => {
+                insufficient.get_or_insert(why);
             }
-            Some(NodeState::Fresh(view)) => match view.pods.get(&pod.uid) {
-                None => {
+            PodEvidence::LeftOut => out.push((pod, None)),
+            PodEvidence::View(view) => match view.partial(need) {
+                Some(reason) => {
                     insufficient.get_or_insert_with(|| {
+                        let what = match need {
+                            Need::Listeners => "listeners",
+                            Need::Connections => "connections",
+                        };
                         format!(
-                            "node-agent evidence: pod {} is missing from the observation of node {node}",
-                            pod.name
-                        )
-                    });
-                }
-                Some(p) if p.partial.is_some() => {
-                    insufficient.get_or_insert_with(|| {
-                        format!(
-                            "node-agent evidence: the view of pod {} on node {node} is Partial ({})",
+                            "node-agent evidence: the {what} of pod {} on node {} are Partial ({reason})",
                             pod.name,
-                            p.partial.as_deref().unwrap_or_default()
+                            pod.node.as_deref().unwrap_or_default()
                         )
                     });
                 }
-                Some(p) => out.push((pod, p)),
+                None => out.push((pod, Some(view))),
             },
         }
     }
@@ -540,10 +632,12 @@ impl Decided {
         }
     }
 
+    /// Node evidence that could not be used: its outcome and reason, with the Kubernetes
+    /// collector — the agent's data decided nothing (docs/design/observation.md#node-evidence).
     fn unusable(unusable: Unusable) -> Self {
         Self {
             verdict: Verdict::Report(unusable.outcome),
-            collector: COLLECTOR_WITH_EBPF,
+            collector: crate::verdict::COLLECTOR,
             detail: Some(unusable.why),
             detected_at: unusable.heard,
         }
@@ -569,16 +663,25 @@ pub fn interface_rule(
         InterfaceCheck::Decide(pods) => (pods, false),
         InterfaceCheck::Nothing => return Decided::kubernetes(k8s),
     };
-    let views = match views(pods.iter().map(|(p, _)| p), nodes) {
+    let views = match views(pods.iter().map(|(p, _)| p), nodes, Need::Listeners) {
         Ok(views) => views,
         Err(unusable) => return Decided::unusable(unusable),
     };
-    // `views` keeps every pod, in order, when it succeeds.
-    let silent = pods
+    // `views` keeps every pod, in order, when it succeeds; `None` marks a pod left out.
+    let checked: Vec<((&PodRef, u32), &PodView)> = pods
         .iter()
         .zip(&views)
-        .find(|((_, port), (_, view))| !view.listening.contains(port))
-        .map(|((pod, port), _)| (pod, *port));
+        .filter_map(|((pod, port), (_, view))| view.map(|v| ((pod, *port), v)))
+        .collect();
+    // Nobody node evidence speaks for; or deciding, some Ready pod it cannot check: the
+    // Kubernetes verdict stands.
+    if checked.is_empty() || (!qualify && checked.len() < pods.len()) {
+        return Decided::kubernetes(k8s);
+    }
+    let silent = checked
+        .iter()
+        .find(|((_, port), view)| !view.listening.contains(port))
+        .map(|(pod_port, _)| *pod_port);
     match (silent, qualify) {
         (None, _) => Decided::ebpf(
             Verdict::Clear(Outcome::Observed(interface_value(interface_type, true))),
@@ -597,8 +700,11 @@ pub fn interface_rule(
 }
 
 /// The dependency rule for a dependency no sibling Pacto resolves (`k8s` is then
-/// `Unsupported`): with the Service named after the dependency, the target's pods' fresh,
-/// complete views showing an outbound connection to one of its addresses ⇒ reachable.
+/// `Unsupported`), with the Service named after the dependency: an outbound connection seen from
+/// a target pod to one of its addresses ⇒ reachable, whether or not the pod's connection history
+/// is complete (seeing it proves reachability). A stale, then a failed node of a target pod keeps
+/// its outcome; otherwise, with no such connection, the Kubernetes verdict stands — the absence
+/// of traffic is not evidence (docs/design/observation.md#node-evidence).
 pub fn dependency_rule(
     k8s: Verdict,
     addresses: Option<&BTreeSet<IpAddr>>,
@@ -608,51 +714,123 @@ pub fn dependency_rule(
     let Some(addresses) = addresses.filter(|a| !a.is_empty()) else {
         return Decided::kubernetes(k8s);
     };
-    if sources.is_empty() {
-        return Decided::kubernetes(k8s);
-    }
-    match views(sources, nodes) {
-        Err(unusable) => Decided::unusable(unusable),
-        Ok(views) => {
-            if views
-                .iter()
-                .any(|(_, v)| v.outbound.keys().any(|ip| addresses.contains(ip)))
-            {
-                Decided::ebpf(
-                    Verdict::Clear(Outcome::Observed(Value::Dependency(
-                        pacto_engine::DependencyValue { reachable: true },
-                    ))),
-                    None,
-                )
-            } else {
-                Decided::kubernetes(k8s)
+    let mut failed = None;
+    let mut seen = false;
+    for pod in sources {
+        match evidence_of(pod, nodes) {
+            PodEvidence::Stale(why, heard) => {
+                return Decided::unusable(Unusable {
+                    outcome: Outcome::Stale,
+                    why,
+                    heard,
+                });
             }
+            PodEvidence::Failed(why) => {
+                failed.get_or_insert(why);
+            }
+            PodEvidence::View(view) => {
+                seen |= view.outbound.keys().any(|ip| addresses.contains(ip));
+            }
+            PodEvidence::LeftOut | PodEvidence::Missing(_) => {}
         }
     }
+    if let Some(why) = failed {
+        return Decided::unusable(Unusable {
+            outcome: Outcome::Failed,
+            why,
+            heard: None,
+        });
+    }
+    if seen {
+        Decided::ebpf(
+            Verdict::Clear(Outcome::Observed(Value::Dependency(
+                pacto_engine::DependencyValue { reachable: true },
+            ))),
+            None,
+        )
+    } else {
+        Decided::kubernetes(k8s)
+    }
+}
+
+/// Where the node agents are: their namespace and DaemonSet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentSite {
+    /// `--node-agent-namespace`: the NodeRuntimeObservations, Leases and the DaemonSet.
+    pub namespace: String,
+    /// `--node-agent-daemonset`: the DaemonSet whose placement says which nodes should report.
+    pub daemonset: String,
+}
+
+/// A reflector cache with what its watch last said: whether it completed its first list, and
+/// its last error (e.g. the API's Forbidden), so a read fails at once with the real cause
+/// (docs/design/observation.md#node-evidence, "Sources").
+#[derive(Clone)]
+struct Reflected<K: kube::Resource<DynamicType = ()> + Clone + 'static> {
+    store: Store<K>,
+    health: Arc<Mutex<CacheHealth>>,
+    /// What is listed, for messages: `<kind> in <namespace>`.
+    what: String,
+}
+
+#[derive(Debug, Default)]
+struct CacheHealth {
+    ready: bool,
+    last_error: Option<String>,
+}
+
+impl<K: kube::Resource<DynamicType = ()> + Clone + 'static> Reflected<K> {
+    /// `Ok` once the first list completed; else the last watch error, or that it is waiting.
+    fn ready(&self) -> Result<(), String> {
+        let health = self.health.lock().unwrap_or_else(PoisonError::into_inner);
+        if health.ready {
+            return Ok(());
+        }
+        Err(match &health.last_error {
+            Some(error) => format!("list {}: {error}", self.what),
+            None => format!("waiting for the first list of {}", self.what),
+        })
+    }
+}
+
+/// What a node reads as for the logs (one INFO line per change, per replica).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Heard {
+    Fresh,
+    Stale(Option<Timestamp>),
+    Failed(String),
+    NotCovered(String),
 }
 
 /// The node evidence the observer reads: the report registry and reflector caches of the
-/// NodeRuntimeObservations and Leases in the agent namespace. Cloning shares them.
+/// NodeRuntimeObservations and Leases in the agent namespace, of the node agent's DaemonSet and
+/// of the Nodes (which nodes should report). Cloning shares them.
 #[derive(Clone)]
 pub struct NodeEvidence {
-    namespace: String,
+    site: AgentSite,
     stale_after: Duration,
     reports: NodeReports,
-    observations: Store<NodeRuntimeObservation>,
-    leases: Store<Lease>,
+    observations: Reflected<NodeRuntimeObservation>,
+    leases: Reflected<Lease>,
+    daemonsets: Reflected<DaemonSet>,
+    nodes: Reflected<Node>,
     /// What each node's evidence last read as (timestamps aside), for change notifications.
     signatures: Arc<Mutex<HashMap<String, Signature>>>,
+    /// What each node was last logged as.
+    logged: Arc<Mutex<HashMap<String, Heard>>>,
+    /// Whether the DaemonSet was last found unreadable (logged once per change).
+    daemonset_unreadable: Arc<Mutex<Option<String>>>,
 }
 
-/// What a node's evidence reads as, its timestamps aside: whether it is stale or failed, whether
-/// it has a Lease, and its pod views. A Lease renewal or a republished, unchanged observation
-/// leaves it as it is.
-type Signature = (u8, bool, Option<NodeView>);
+/// What a node's evidence reads as, its timestamps aside: whether it is stale, failed, fresh or
+/// not covered (and why not), whether it has a Lease, and its pod views. A Lease renewal or a
+/// republished, unchanged observation leaves it as it is.
+type Signature = (u8, Option<String>, bool, Option<NodeView>);
 
 impl std::fmt::Debug for NodeEvidence {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("NodeEvidence")
-            .field("namespace", &self.namespace)
+            .field("site", &self.site)
             .field("stale_after", &self.stale_after)
             .finish_non_exhaustive()
     }
@@ -661,9 +839,12 @@ impl std::fmt::Debug for NodeEvidence {
 fn spawn_reflector<K>(
     api: Api<K>,
     kind: &'static str,
+    config: watcher::Config,
+    what: String,
+    trim: fn(&mut K),
     on_change: Option<NodeNotifier>,
     shutdown: &CancellationToken,
-) -> Store<K>
+) -> Reflected<K>
 where
     K: kube::Resource<DynamicType = ()>
         + Clone
@@ -674,9 +855,19 @@ where
         + 'static,
 {
     let (store, mut writer) = reflector::store();
-    let stream = watcher::watcher(api, watcher::Config::default())
-        .modify(|o: &mut K| o.managed_fields_mut().clear())
+    let stream = watcher::watcher(api, config)
+        .modify(move |o: &mut K| {
+            o.managed_fields_mut().clear();
+            trim(o);
+        })
         .with_backoff(kind);
+    let health: Arc<Mutex<CacheHealth>> = Arc::default();
+    let reflected = Reflected {
+        store,
+        health: health.clone(),
+        what,
+    };
+    let resource = reflected.what.clone();
     let shutdown = shutdown.clone();
     tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
@@ -689,91 +880,203 @@ where
             match item {
                 Ok(event) => {
                     writer.apply_watcher_event(&event);
-                    if let (Some(notify), watcher::Event::Apply(o) | watcher::Event::Delete(o)) =
-                        (&on_change, &event)
-                    {
-                        notify(&o.name_any());
+                    if matches!(event, watcher::Event::InitDone) {
+                        let mut health = health.lock().unwrap_or_else(PoisonError::into_inner);
+                        health.ready = true;
+                        health.last_error = None;
+                    }
+                    if let Some(notify) = &on_change {
+                        match &event {
+                            watcher::Event::Apply(o) | watcher::Event::Delete(o) => {
+                                notify(&o.name_any());
+                            }
+                            watcher::Event::InitDone => notify(""),
+                            _ => {}
+                        }
                     }
                 }
                 Err(error) => {
-                    tracing::warn!(%error, resource = kind, "node-agent evidence watch failed");
+                    health
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .last_error = Some(error.to_string());
+                    tracing::warn!(%error, resource, "node-agent evidence watch failed");
                 }
             }
         }
     });
-    store
+    reflected
 }
 
 use kube::runtime::WatchStreamExt as _;
 
+/// Why the node agent does not cover `node` by design, if it does not: with `daemonset` (its
+/// pod template) the DaemonSet controller's placement rules against the Node; a Node that does
+/// not exist is not covered either. Without the DaemonSet every node is expected to report.
+pub fn not_covered(
+    site: &AgentSite,
+    daemonset: Option<&DaemonSet>,
+    node_name: &str,
+    node: Option<&Node>,
+) -> Option<String> {
+    let spec = daemonset?.spec.template.spec.as_ref()?;
+    let why = match node {
+        None => format!("node {node_name} does not exist"),
+        Some(node) => coverage::covers(spec, node).err()?,
+    };
+    Some(format!(
+        "the node agent DaemonSet {}/{} does not run on node {node_name} by design: {why}",
+        site.namespace, site.daemonset
+    ))
+}
+
 impl NodeEvidence {
-    /// Starts watching the NodeRuntimeObservations and Leases of `namespace` (stopped at
-    /// `shutdown`). With a `hub`, a change of a node's evidence (an object of either kind, a
-    /// streamed report, a stream closing) that changes what Observe would read there wakes the
-    /// Pactos whose last Observe read that node.
+    /// Starts watching the NodeRuntimeObservations and Leases of the agent namespace, the node
+    /// agent's DaemonSet and the Nodes (stopped at `shutdown`). With a `hub`, a change of a
+    /// node's evidence (an object of those kinds, a streamed report, a stream closing) that
+    /// changes what Observe would read there wakes the Pactos whose last Observe read that node.
     pub fn spawn(
         client: &Client,
-        namespace: &str,
+        site: AgentSite,
         reports: NodeReports,
         stale_after: Duration,
         hub: Option<TargetHub>,
         shutdown: &CancellationToken,
     ) -> Self {
         let cell: Arc<OnceLock<Self>> = Arc::new(OnceLock::new());
-        let on_change: Option<NodeNotifier> = hub.map(|hub| {
+        // A node's objects changed (an empty name: a cache completed a list, or the DaemonSet
+        // changed: every node read so far is looked at again).
+        let notify: NodeNotifier = {
             let cell = cell.clone();
-            let notify: NodeNotifier = Arc::new(move |node: &str| {
-                if let Some(evidence) = cell.get()
-                    && evidence.changed(node)
-                {
-                    hub.node_changed(node);
+            Arc::new(move |node: &str| {
+                let Some(evidence) = cell.get() else { return };
+                let nodes = if node.is_empty() {
+                    evidence.known_nodes()
+                } else {
+                    vec![node.to_owned()]
+                };
+                for node in nodes {
+                    if evidence.changed(&node)
+                        && let Some(hub) = &hub
+                    {
+                        hub.node_changed(&node);
+                    }
                 }
-            });
-            notify
-        });
-        if let Some(notify) = &on_change {
-            reports.on_change(notify.clone());
-        }
+            })
+        };
+        reports.on_change(notify.clone());
+        let everyone: NodeNotifier = {
+            let notify = notify.clone();
+            Arc::new(move |_: &str| notify(""))
+        };
+        // Node events: only the nodes some Observe read (a cluster's other Nodes are not ours
+        // to track).
+        let known: NodeNotifier = {
+            let (notify, cell) = (notify.clone(), cell.clone());
+            Arc::new(move |node: &str| {
+                if cell.get().is_some_and(|e| e.is_known(node)) {
+                    notify(node);
+                }
+            })
+        };
         tracing::info!(
-            namespace,
+            namespace = site.namespace.as_str(),
+            daemonset = site.daemonset.as_str(),
             stale_after_seconds = stale_after.as_secs(),
             "node-agent evidence enabled"
         );
+        let ns = site.namespace.as_str();
         let evidence = Self {
-            namespace: namespace.to_owned(),
             stale_after,
             reports,
             signatures: Arc::default(),
+            logged: Arc::default(),
+            daemonset_unreadable: Arc::default(),
             observations: spawn_reflector(
-                Api::namespaced(client.clone(), namespace),
+                Api::namespaced(client.clone(), ns),
                 "node-agent/noderuntimeobservations",
-                on_change.clone(),
+                watcher::Config::default(),
+                format!("noderuntimeobservations in {ns}"),
+                |_| {},
+                Some(notify.clone()),
                 shutdown,
             ),
             leases: spawn_reflector(
-                Api::namespaced(client.clone(), namespace),
+                Api::namespaced(client.clone(), ns),
                 "node-agent/leases",
-                on_change,
+                watcher::Config::default(),
+                format!("leases in {ns}"),
+                |_| {},
+                Some(notify.clone()),
                 shutdown,
             ),
+            daemonsets: spawn_reflector(
+                Api::namespaced(client.clone(), ns),
+                "node-agent/daemonsets",
+                watcher::Config::default().fields(&format!("metadata.name={}", site.daemonset)),
+                format!("daemonsets/{} in {ns}", site.daemonset),
+                |d: &mut DaemonSet| d.status = None,
+                Some(everyone),
+                shutdown,
+            ),
+            // Placement reads names, labels and taints only.
+            nodes: spawn_reflector(
+                Api::all(client.clone()),
+                "node-agent/nodes",
+                watcher::Config::default(),
+                "nodes".to_owned(),
+                |n: &mut Node| {
+                    n.status = None;
+                    n.metadata.annotations = None;
+                },
+                Some(known),
+                shutdown,
+            ),
+            site,
         };
         let _ = cell.set(evidence.clone());
         evidence
     }
 
+    /// The nodes whose evidence was read so far.
+    fn known_nodes(&self) -> Vec<String> {
+        self.signatures
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .keys()
+            .cloned()
+            .collect()
+    }
+
+    /// Whether `node`'s evidence was read so far.
+    fn is_known(&self, node: &str) -> bool {
+        self.signatures
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains_key(node)
+    }
+
     /// Whether `node`'s evidence now reads differently from the last time it was looked at here.
     fn changed(&self, node: &str) -> bool {
         let sources = self.sources(node);
-        let kind = match assess(node, &sources, &Timestamp::now(), self.stale_after) {
+        let now = Timestamp::now();
+        let not_covered = self.coverage(node);
+        let state = match &not_covered {
+            Some(why) => NodeState::NotCovered(why.clone()),
+            None => assess(node, &sources, &now, self.stale_after),
+        };
+        self.log_change(node, &state, &sources);
+        let kind = match state {
             NodeState::Stale(..) => 0,
             NodeState::Failed(_) => 1,
             NodeState::Fresh(_) => 2,
+            NodeState::NotCovered(_) => 3,
         };
         let view = sources.view.map(|mut v| {
             v.last_published = None;
             v
         });
-        let signature = (kind, sources.lease_renewed.is_some(), view);
+        let signature = (kind, not_covered, sources.lease_renewed.is_some(), view);
         let mut signatures = self
             .signatures
             .lock()
@@ -783,6 +1086,82 @@ impl NodeEvidence {
         }
         signatures.insert(node.to_owned(), signature);
         true
+    }
+
+    /// One INFO line when what `node` reads as changes: heard (fresh), stale since, collection
+    /// failed, not covered by design (docs/design/observation.md#node-evidence, "Logs"). Returns
+    /// the line logged, if any.
+    fn log_change(&self, node: &str, state: &NodeState, sources: &NodeSources) -> Option<String> {
+        let heard = match state {
+            NodeState::Fresh(_) => Heard::Fresh,
+            NodeState::Stale(_, at) => Heard::Stale(*at),
+            NodeState::Failed(why) => Heard::Failed(why.clone()),
+            NodeState::NotCovered(why) => Heard::NotCovered(why.clone()),
+        };
+        {
+            let mut logged = self.logged.lock().unwrap_or_else(PoisonError::into_inner);
+            if logged.get(node) == Some(&heard) {
+                return None;
+            }
+            logged.insert(node.to_owned(), heard.clone());
+        }
+        let line = match heard {
+            Heard::Fresh if sources.streamed => {
+                format!("node-agent on node {node} heard (fresh, streaming)")
+            }
+            Heard::Fresh => format!("node-agent on node {node} heard (fresh)"),
+            Heard::Stale(Some(at)) => format!(
+                "node-agent on node {node} stale since {}",
+                at.to_rfc3339_seconds()
+            ),
+            Heard::Stale(None) => format!("node-agent on node {node} stale (never heard)"),
+            Heard::Failed(why) => format!("node-agent on node {node}: collection failed ({why})"),
+            Heard::NotCovered(why) => {
+                format!("node-agent on node {node}: not covered by design ({why})")
+            }
+        };
+        tracing::info!(node, "{line}");
+        Some(line)
+    }
+
+    /// Why the node agent does not cover `node` by design; `None` when it should report — also
+    /// when the DaemonSet is absent or its cache or the Nodes' cannot be read (then a missing
+    /// agent still reads EVIDENCE_STALE; an unreadable DaemonSet logs a warning once).
+    fn coverage(&self, node: &str) -> Option<String> {
+        let unreadable = self
+            .daemonsets
+            .ready()
+            .err()
+            .or_else(|| self.nodes.ready().err());
+        {
+            let mut last = self
+                .daemonset_unreadable
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if *last != unreadable {
+                if let Some(error) = &unreadable {
+                    tracing::warn!(
+                        error = error.as_str(),
+                        "node-agent DaemonSet placement unreadable: every node is expected to report"
+                    );
+                }
+                last.clone_from(&unreadable);
+            }
+        }
+        if unreadable.is_some() {
+            return None;
+        }
+        let daemonset = self
+            .daemonsets
+            .store
+            .get(&ObjectRef::new(&self.site.daemonset).within(&self.site.namespace));
+        let node_object = self.nodes.store.get(&ObjectRef::new(node));
+        not_covered(
+            &self.site,
+            daemonset.as_deref(),
+            node,
+            node_object.as_deref(),
+        )
     }
 
     /// The configured stale-after.
@@ -802,7 +1181,8 @@ impl NodeEvidence {
         NodeSources {
             view: self
                 .observations
-                .get(&ObjectRef::new(node).within(&self.namespace))
+                .store
+                .get(&ObjectRef::new(node).within(&self.site.namespace))
                 .map(|o| NodeView::from_observation(&o)),
             streamed: false,
             lease_renewed: self.lease_renewed(node),
@@ -812,15 +1192,18 @@ impl NodeEvidence {
     fn lease_renewed(&self, node: &str) -> Option<Timestamp> {
         let lease = self
             .leases
-            .get(&ObjectRef::new(node).within(&self.namespace))?;
+            .store
+            .get(&ObjectRef::new(node).within(&self.site.namespace))?;
         let renewed = lease.spec.as_ref()?.renew_time.as_ref()?;
         time_of(&renewed.0)
     }
 
-    /// The states of `nodes` at `now`, once the caches listed (else the failure), and when the
-    /// first of the nodes that are not stale turns stale unless heard from again (observe again
-    /// then, so staleness shows without waiting for the next check interval).
-    pub async fn states(
+    /// The states of `nodes` at `now` — at once: when the NodeRuntimeObservation or Lease cache
+    /// has not completed its first list, the failure names the watch's last error (or that it is
+    /// still waiting) — and when the first of the fresh or failed nodes turns stale unless heard
+    /// from again (observe again then, so staleness shows without waiting for the next check
+    /// interval).
+    pub fn states(
         &self,
         nodes: &BTreeSet<String>,
         now: &Timestamp,
@@ -828,18 +1211,9 @@ impl NodeEvidence {
         if nodes.is_empty() {
             return Ok((NodeStates::new(), None));
         }
-        for (store, what) in [
-            (
-                self.observations.wait_until_ready().boxed(),
-                "noderuntimeobservations",
-            ),
-            (self.leases.wait_until_ready().boxed(), "leases"),
-        ] {
-            if !matches!(tokio::time::timeout(SYNC_TIMEOUT, store).await, Ok(Ok(()))) {
-                return Err(ApiFailure::new(format!(
-                    "node-agent evidence: list {what} {}: not listed yet (is the observer granted list/watch on it?)",
-                    self.namespace
-                )));
+        for cache in [self.observations.ready(), self.leases.ready()] {
+            if let Err(why) = cache {
+                return Err(ApiFailure::new(format!("node-agent evidence: {why}")));
             }
         }
         let mut due: Option<Timestamp> = None;
@@ -847,18 +1221,16 @@ impl NodeEvidence {
             .iter()
             .map(|node| {
                 let sources = self.sources(node);
-                let state = assess(node, &sources, now, self.stale_after);
-                match &state {
-                    NodeState::Stale(why, _) | NodeState::Failed(why) => {
-                        tracing::debug!(
-                            node = node.as_str(),
-                            reason = why.as_str(),
-                            "node-agent evidence unusable"
-                        );
-                    }
-                    NodeState::Fresh(_) => {}
+                let state = match self.coverage(node) {
+                    Some(why) => NodeState::NotCovered(why),
+                    None => assess(node, &sources, now, self.stale_after),
+                };
+                self.log_change(node, &state, &sources);
+                // A node an Observe read is tracked from now on (its Node's events too).
+                if !self.is_known(node) {
+                    self.changed(node);
                 }
-                if !matches!(state, NodeState::Stale(..)) {
+                if matches!(state, NodeState::Fresh(_) | NodeState::Failed(_)) {
                     let heard = newer(
                         sources.lease_renewed.as_ref(),
                         sources
@@ -886,7 +1258,6 @@ pub fn stale_instant(heard: &Timestamp, stale_after: Duration) -> Option<Timesta
     Some(Timestamp::from(at))
 }
 
-use futures::FutureExt as _;
-
+pub mod coverage;
 #[cfg(test)]
 mod tests;

@@ -141,6 +141,15 @@ pub fn validate(report: &NodeReport) -> Result<(), ReportError> {
         if pod.coverage == "Partial" {
             required(at("partial_reason"), &pod.partial_reason)?;
         }
+        // Empty: an older agent, whose `coverage` stands for the listeners too.
+        one_of(
+            at("listener_coverage"),
+            &pod.listener_coverage,
+            &["", "Complete", "Partial"],
+        )?;
+        if pod.listener_coverage == "Partial" {
+            required(at("listener_partial_reason"), &pod.listener_partial_reason)?;
+        }
         if pod.listeners.len() > MAX_LISTENERS_PER_POD {
             return Err(bad(at("listeners"), "too many listeners"));
         }
@@ -733,6 +742,7 @@ mod tests {
                     last_seen: None,
                     count: 3,
                 }],
+                ..PodSockets::default()
             }],
             truncated: false,
         }
@@ -763,6 +773,19 @@ mod tests {
             field(|r| r.pods[0].coverage = "Partial".into()),
             "pods[0].partial_reason"
         );
+        assert_eq!(
+            field(|r| r.pods[0].listener_coverage = "Unknown".into()),
+            "pods[0].listener_coverage"
+        );
+        assert_eq!(
+            field(|r| r.pods[0].listener_coverage = "Partial".into()),
+            "pods[0].listener_partial_reason"
+        );
+        for coverage in ["", "Complete"] {
+            let mut r = report("node-a");
+            r.pods[0].listener_coverage = coverage.into();
+            assert_eq!(validate(&r), Ok(()), "{coverage:?}");
+        }
         assert_eq!(
             field(|r| r.pods[0].listeners[0].port = 0),
             "pods[0].listeners[0].port"

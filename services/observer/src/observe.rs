@@ -21,8 +21,8 @@ use crate::health::{active_verdict, capability_target, passive_verdict, probe_re
 use crate::interfaces::{InterfaceInput, interface_verdict};
 use crate::metrics_capability::{self, MetricsInput};
 use crate::node_evidence::{
-    Decided, NodeEvidence, NodeStates, PodRef, dependency_rule, interface_check, interface_rule,
-    nodes_of, target_pods,
+    Decided, Need, NodeEvidence, NodeState, NodeStates, PodRef, dependency_rule, interface_check,
+    interface_rule, nodes_of, target_pods,
 };
 use crate::peers::{self, Peer, SYSTEM_SERVICES};
 use crate::probe::{Prober, service_url};
@@ -286,6 +286,12 @@ impl Observer {
     /// Observes one target at `now`: the target's objects are fetched once, then each
     /// dimension is observed in the order the EvidenceSet lists them.
     pub async fn observe(&self, input: ObserveInput, now: Timestamp) -> ObserveOutput {
+        // Boxed: the call's state lives on the heap, so callers' futures stay small
+        // (clippy::large_futures).
+        Box::pin(self.observe_call(input, now)).await
+    }
+
+    async fn observe_call(&self, input: ObserveInput, now: Timestamp) -> ObserveOutput {
         let ObserveInput {
             target,
             contract,
@@ -296,7 +302,7 @@ impl Observer {
         } = input;
         let mut errors = Errors::default();
         let state = self.fetch_target(&target, &mut errors).await;
-        let (pods, nodes, node_due) = self.node_states(&target, &state, &now, &mut errors).await;
+        let (pods, nodes, node_due) = self.node_states(&target, &state, &now, &mut errors);
         let window = stabilization_window.unwrap_or(self.options.stabilization_window);
         let mut call = Call {
             out: Assembler::new(Windows::new(windows, now, window), now),
@@ -369,7 +375,7 @@ impl Observer {
     /// With node evidence on: the target's pods (its Service's endpoints) and their nodes'
     /// states. `None` when node evidence is off or cannot be read (the Kubernetes verdicts then
     /// stand; the failure is recorded).
-    async fn node_states(
+    fn node_states(
         &self,
         target: &Target,
         state: &TargetState,
@@ -383,8 +389,19 @@ impl Observer {
             Ok(Some(slices)) => target_pods(slices),
             _ => Vec::new(),
         };
-        match node_evidence.states(&nodes_of(&pods), now).await {
-            Ok((states, due)) => (pods, Some(states), due),
+        match node_evidence.states(&nodes_of(&pods), now) {
+            Ok((states, due)) => {
+                // A fresh node whose collection failed is a failed query too, so RuntimeObserved
+                // says so (docs/design/observation.md#node-evidence).
+                for state in states.values() {
+                    if let NodeState::Failed(why) = state
+                        && !errors.0.contains(why)
+                    {
+                        errors.0.push(why.clone());
+                    }
+                }
+                (pods, Some(states), due)
+            }
             Err(failure) => {
                 tracing::warn!(
                     namespace = target.namespace.as_str(),
@@ -555,7 +572,13 @@ impl Observer {
         if call.pods.is_empty() {
             return None;
         }
-        let views = crate::node_evidence::views(&call.pods, nodes).ok()?;
+        // Every pod's connection history must be complete: a pod left out (hostNetwork, a node
+        // the agent does not cover) leaves the list incomplete too.
+        let views = crate::node_evidence::views(&call.pods, nodes, Need::Connections).ok()?;
+        let views: Vec<(&PodRef, &crate::node_evidence::PodView)> = views
+            .into_iter()
+            .map(|(pod, view)| view.map(|v| (pod, v)))
+            .collect::<Option<_>>()?;
         let state = &call.state;
         let mut excluded = call.declared_addresses.clone();
         if let Ok(Some(service)) = &state.service {

@@ -20,7 +20,7 @@ use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use pacto_api::NodeRuntimeObservation;
 use pacto_engine::{Observation, ObservationKind, Outcome, Timestamp};
-use pacto_observer::node_evidence::{COLLECTOR_WITH_EBPF, NodeEvidence};
+use pacto_observer::node_evidence::{AgentSite, COLLECTOR_WITH_EBPF, NodeEvidence};
 use pacto_observer::{KubeCluster, NodeReports, ObserveInput, Observer, Options, Prober, Target};
 use pacto_runtime::testing::eventually;
 use serde_json::json;
@@ -69,6 +69,26 @@ fn api_observation(out: &pacto_observer::ObserveOutput) -> Observation {
         .find(|o| o.kind == ObservationKind::InterfaceObserved)
         .cloned()
         .unwrap()
+}
+
+/// The collector of an observation the agent's data did not decide.
+const KUBERNETES: &str = "k8s-observer";
+
+/// Observes until the node-evidence caches completed their first lists (before, the call
+/// fails the node-evidence query at once and Kubernetes evidence alone decides).
+async fn listed<F>(observe: impl Fn() -> F) -> pacto_observer::ObserveOutput
+where
+    F: std::future::Future<Output = pacto_observer::ObserveOutput>,
+{
+    eventually(
+        "the node-evidence caches listed",
+        Duration::from_secs(30),
+        || async {
+            let out = observe().await;
+            out.api_errors.is_empty().then_some(out)
+        },
+    )
+    .await
 }
 
 fn rfc3339(at: Timestamp) -> String {
@@ -181,7 +201,10 @@ fn observer(
     )
     .with_node_evidence(NodeEvidence::spawn(
         client,
-        agents,
+        AgentSite {
+            namespace: agents.to_owned(),
+            daemonset: "pacto-node-agent".to_owned(),
+        },
         reports,
         Duration::from_secs(90),
         hub,
@@ -215,11 +238,12 @@ async fn node_evidence_freshness_failed_partial_listen_and_streams() {
     // Whole seconds: lastPublished is written with seconds precision.
     let t0 = Timestamp::from_unix(Timestamp::now().unix_parts().0, 0).unwrap();
 
-    // No observation, no Lease: EVIDENCE_STALE, never a violation, with the combined collector.
-    let out = observe(t0, vec![]).await;
+    // No observation, no Lease (once the caches listed): EVIDENCE_STALE, never a violation;
+    // the agent's data decided nothing, so the collector is Kubernetes'.
+    let out = listed(|| observe(t0, vec![])).await;
     let obs = api_observation(&out);
     assert_eq!(obs.outcome, Outcome::Stale, "{obs:?}");
-    assert_eq!(obs.provenance.collector, COLLECTOR_WITH_EBPF);
+    assert_eq!(obs.provenance.collector, KUBERNETES);
     assert!(obs.detail.unwrap().contains("no NodeRuntimeObservation"));
 
     // A Lease far older than the observation: the observation's lastPublished decides (fresh),
@@ -260,16 +284,25 @@ async fn node_evidence_freshness_failed_partial_listen_and_streams() {
         json!({"collection": {"state": "Failed", "reason": "BTFUnavailable", "message": "no BTF"}}),
     )
     .await;
-    let failed = eventually(
+    let (failed, errors) = eventually(
         "the Failed collection read",
         Duration::from_secs(30),
         || async {
-            let obs = api_observation(&observe(t0, vec![]).await);
-            (obs.outcome == Outcome::Failed).then_some(obs)
+            let out = observe(t0, vec![]).await;
+            let obs = api_observation(&out);
+            (obs.outcome == Outcome::Failed).then_some((obs, out.api_errors))
         },
     )
     .await;
+    assert_eq!(failed.provenance.collector, KUBERNETES);
     assert!(failed.detail.unwrap().contains("BTFUnavailable: no BTF"));
+    // ...and a failed query, so RuntimeObserved says which node and why.
+    assert_eq!(
+        errors,
+        [format!(
+            "the node agent on node {NODE} reports collection Failed: BTFUnavailable: no BTF"
+        )]
+    );
 
     // A connected stream's report wins over the observation; once the stream closes, the
     // observation is read again.
@@ -316,7 +349,35 @@ async fn node_evidence_freshness_failed_partial_listen_and_streams() {
         (obs.outcome == Outcome::Insufficient).then_some(obs)
     })
     .await;
+    assert_eq!(partial.provenance.collector, KUBERNETES);
     assert!(partial.detail.unwrap().contains("started after pod"));
+
+    // A restarted agent: the listeners complete at once, the connection history warming up.
+    // Interfaces read the listeners: decided by node evidence.
+    let mut warming = pod_view(&uid, "Partial", &[8080]);
+    warming["pods"][0]["listenerCoverage"] = json!("Complete");
+    observation(&client, &agents, t0, warming).await;
+    let warm = eventually("the warming view read", Duration::from_secs(30), || async {
+        let obs = api_observation(&observe(t0, vec![]).await);
+        matches!(obs.outcome, Outcome::Observed(_)).then_some(obs)
+    })
+    .await;
+    assert_eq!(warm.provenance.collector, COLLECTOR_WITH_EBPF);
+
+    // A hostNetwork pod: node evidence does not speak for it, the Kubernetes verdict stands.
+    let mut host = pod_view(&uid, "Complete", &[9090]);
+    host["pods"][0]["hostNetwork"] = json!(true);
+    observation(&client, &agents, t0, host).await;
+    let host = eventually(
+        "the hostNetwork view read",
+        Duration::from_secs(30),
+        || async {
+            let obs = api_observation(&observe(t0, vec![]).await);
+            (obs.provenance.collector == KUBERNETES).then_some(obs)
+        },
+    )
+    .await;
+    assert!(matches!(host.outcome, Outcome::Observed(_)), "{host:?}");
 
     // Ready endpoint, no LISTEN socket on 8080: a windowed negative, then a violation.
     observation(&client, &agents, t0, pod_view(&uid, "Complete", &[9090])).await;
@@ -368,6 +429,87 @@ async fn node_evidence_freshness_failed_partial_listen_and_streams() {
         batch[0].reason,
         format!("node-agent evidence of node {NODE} changed")
     );
+    shutdown.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_the_agent_does_not_cover_keep_kubernetes_and_forbidden_caches_fail_fast() {
+    let cp = cluster().await;
+    let client = cp.client().unwrap();
+    let ns = cp.create_namespace("obs-cover").await.unwrap();
+    let agents = cp.create_namespace("obs-cover-agents").await.unwrap();
+    web_on_the_simulated_node(&client, &ns).await;
+    let shutdown = pacto_runtime::CancellationToken::new();
+
+    // Node evidence read by an identity granted nothing there: the query fails at once with the
+    // API's own refusal, and Kubernetes evidence alone decides.
+    let nobody = cp.service_account_client(&agents, "nobody").await.unwrap();
+    let refused = Observer::new(
+        KubeCluster::cached(client.clone(), None, &shutdown),
+        Prober::new().unwrap(),
+        Options::default(),
+    )
+    .with_node_evidence(NodeEvidence::spawn(
+        &nobody,
+        AgentSite {
+            namespace: agents.clone(),
+            daemonset: "pacto-node-agent".to_owned(),
+        },
+        NodeReports::new(),
+        Duration::from_secs(90),
+        None,
+        &shutdown,
+    ));
+    let t0 = Timestamp::from_unix(Timestamp::now().unix_parts().0, 0).unwrap();
+    let out = eventually("the refusal recorded", Duration::from_secs(30), || async {
+        let started = std::time::Instant::now();
+        let out = refused.observe(input(&ns, vec![]), t0).await;
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "an Observe waited for the node-evidence caches"
+        );
+        out.api_errors
+            .iter()
+            .any(|e| e.contains("forbidden"))
+            .then_some(out)
+    })
+    .await;
+    let error = &out.api_errors[0];
+    assert!(
+        error.starts_with(&format!(
+            "node-agent evidence: list noderuntimeobservations in {agents}: "
+        )),
+        "{error}"
+    );
+    assert!(!error.contains("not listed yet"), "{error}");
+    let obs = api_observation(&out);
+    assert_eq!(obs.provenance.collector, KUBERNETES);
+    assert!(matches!(obs.outcome, Outcome::Observed(_)), "{obs:?}");
+
+    // The agent's DaemonSet does not run on the simulated node by design (its nodeSelector):
+    // no evidence is expected there, the Kubernetes verdict stands instead of EVIDENCE_STALE.
+    let observer = observer(&client, &agents, NodeReports::new(), None, &shutdown);
+    let obs = api_observation(&listed(|| observer.observe(input(&ns, vec![]), t0)).await);
+    assert_eq!(
+        obs.outcome,
+        Outcome::Stale,
+        "no DaemonSet: every node should report"
+    );
+    apply::<k8s_openapi::api::apps::v1::DaemonSet>(&client, &agents, json!({
+        "metadata": {"name": "pacto-node-agent"},
+        "spec": {"selector": {"matchLabels": {"app": "agent"}},
+                 "template": {"metadata": {"labels": {"app": "agent"}},
+                              "spec": {"nodeSelector": {"pacto.test/agent": "yes"},
+                                       "containers": [{"name": "agent", "image": "registry.example/agent:1"}]}}}
+    }))
+    .await;
+    let obs = eventually("the DaemonSet read", Duration::from_secs(30), || async {
+        let obs = api_observation(&observer.observe(input(&ns, vec![]), t0).await);
+        (obs.outcome != Outcome::Stale).then_some(obs)
+    })
+    .await;
+    assert!(matches!(obs.outcome, Outcome::Observed(_)), "{obs:?}");
+    assert_eq!(obs.provenance.collector, KUBERNETES);
     shutdown.cancel();
 }
 
@@ -473,7 +615,7 @@ async fn undeclared_peers_are_resolved_listed_and_never_judged() {
     ];
 
     // No node evidence yet (stale): nothing is said.
-    let out = observe(t0).await;
+    let out = listed(|| observe(t0)).await;
     assert_eq!(out.undeclared_peers, None);
 
     lease(&client, &agents, t0).await;

@@ -150,6 +150,7 @@ async fn only_the_agent_on_a_node_reports_about_that_node() {
         token_audience: AUDIENCE.to_owned(),
         namespace: ns.clone(),
         service_account: agent.to_owned(),
+        daemonset: "pacto-node-agent".to_owned(),
         node_evidence: false,
         stale_after: pacto_observer::node_evidence::DEFAULT_STALE_AFTER,
     };

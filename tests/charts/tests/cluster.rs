@@ -10,9 +10,9 @@ use std::{path::PathBuf, time::Duration};
 
 use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::{
-    apps::v1::Deployment,
+    apps::v1::{DaemonSet, Deployment},
     coordination::v1::Lease,
-    core::v1::{ConfigMap, Event, Namespace, Pod, Secret, Service, ServiceAccount},
+    core::v1::{ConfigMap, Event, Namespace, Node, Pod, Secret, Service, ServiceAccount},
     discovery::v1::EndpointSlice,
 };
 use kube::{
@@ -479,6 +479,8 @@ fn rbac_matrix<'a>(team: &'a str, agents: &'a str) -> Vec<Row<'a>> {
     let configmaps = ApiResource::erase::<ConfigMap>(&());
     let secrets = ApiResource::erase::<Secret>(&());
     let leases = ApiResource::erase::<Lease>(&());
+    let daemonsets = ApiResource::erase::<DaemonSet>(&());
+    let nodes = ApiResource::erase::<Node>(&());
     let events = ApiResource::erase::<Event>(&());
     let namespaces = ApiResource::erase::<Namespace>(&());
     let (pactos, revisions) = (pacto_resource(), revision_resource());
@@ -524,6 +526,8 @@ fn rbac_matrix<'a>(team: &'a str, agents: &'a str) -> Vec<Row<'a>> {
         row(o, Allowed, &pactos, All, List),
         row(o, Allowed, &observation_resource(), Agents, List),
         row(o, Allowed, &leases, Agents, List),
+        row(o, Allowed, &daemonsets, Agents, List),
+        row(o, Allowed, &nodes, All, List),
         row(o, Forbidden, &secrets, Team, Get("pull")),
         row(o, Forbidden, &secrets, Team, GetMetadata("pull")),
         row(o, Forbidden, &secrets, Team, List),

@@ -514,6 +514,12 @@ fn troubleshooting_values_reach_flags_and_rbac() -> Result<()> {
         "cluster monitoring.coreos.com/podmonitors watch",
         "ns=pacto-node-agent pacto.trianalab.io/noderuntimeobservations watch",
         "ns=pacto-node-agent coordination.k8s.io/leases get",
+        // Which nodes the agent DaemonSet covers by design.
+        "ns=pacto-node-agent apps/daemonsets list",
+        "ns=pacto-node-agent apps/daemonsets watch",
+        "cluster /nodes get",
+        "cluster /nodes list",
+        "cluster /nodes watch",
     ] {
         ensure!(perms.contains(p), "{p} missing: {perms:?}");
     }
@@ -582,6 +588,10 @@ fn troubleshooting_values_reach_flags_and_rbac() -> Result<()> {
             .iter()
             .any(|p| p.starts_with("ns=kube-system") || p.starts_with("ns=default")),
         "system reads without nodeAgent.enabled"
+    );
+    ensure!(
+        !permissions(&docs).iter().any(|p| p.contains("/nodes ")),
+        "Node reads without nodeAgent.enabled"
     );
 
     // Resolver: insecure registries; status-writer: check interval, node agent namespace labels.

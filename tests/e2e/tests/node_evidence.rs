@@ -11,8 +11,9 @@
 //! evidence decides it). Found → agent stops (EVIDENCE_STALE, detectedAt frozen while
 //! `metadata.generation` moves on) → agent back (Compliant) → collection Failed (COLLECTION_FAILED,
 //! not STALE) → a Partial pod view (EVIDENCE_INSUFFICIENT) → the listener closes (Unknown inside
-//! the stabilization window, then NonCompliant `INTERFACE_ABSENT`). Every finding on the way
-//! carries `collector: k8s-observer+ebpf`.
+//! the stabilization window, then NonCompliant `INTERFACE_ABSENT`). A finding the agent's data
+//! decided carries `collector: k8s-observer+ebpf`; one whose agent data was unusable (stale,
+//! failed, partial) carries `k8s-observer` (docs/design/observation.md#node-evidence).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
 
@@ -259,9 +260,14 @@ fn finding<'a>(pacto: &'a Value, subject: &str) -> Option<&'a Value> {
 
 /// Whether the Pacto has a finding `code` about `subject` with the node-agent collector.
 fn has(pacto: &Value, subject: &str, code: &str) -> bool {
-    finding(pacto, subject).is_some_and(|f| {
-        f["code"] == code && f["evidenceRefs"][0]["collector"] == "k8s-observer+ebpf"
-    })
+    // Who decided: the agent's data (INTERFACE_ABSENT), or Kubernetes alone because the agent's
+    // data was unusable (the three unknowns).
+    let collector = match code {
+        "EVIDENCE_STALE" | "COLLECTION_FAILED" | "EVIDENCE_INSUFFICIENT" => "k8s-observer",
+        _ => "k8s-observer+ebpf",
+    };
+    finding(pacto, subject)
+        .is_some_and(|f| f["code"] == code && f["evidenceRefs"][0]["collector"] == collector)
 }
 
 /// A Service's ClusterIP.
@@ -507,7 +513,7 @@ async fn node_agent_evidence_found_stale_recovered_failed_partial_and_absent() {
     stack
         .wait_describe(
             name,
-            &["EVIDENCE_STALE", "k8s-observer+ebpf"],
+            &["EVIDENCE_STALE", "k8s-observer"],
             STATUS_DEADLINE,
         )
         .await
@@ -551,6 +557,21 @@ async fn node_agent_evidence_found_stale_recovered_failed_partial_and_absent() {
         .unwrap()
         .to_owned();
     assert!(message.contains("BTFUnavailable"), "{message}");
+    // The guide: "Check the RuntimeObserved condition and the operator logs" — the condition
+    // names the node and the agent's reason.
+    let observed = failed["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "RuntimeObserved")
+        .cloned()
+        .unwrap();
+    assert_eq!(observed["status"], "False", "{observed:#}");
+    let text = observed["message"].as_str().unwrap();
+    assert!(
+        text.contains(&node) && text.contains("BTFUnavailable"),
+        "{observed:#}"
+    );
 
     // A partial view of the pod: EVIDENCE_INSUFFICIENT with the partial reason.
     agent.set(Some(running(&uid, &pod, &ns, "Partial", &[8080, 9090])));

@@ -146,7 +146,8 @@ fn fresh(pods: &[(&str, PodView)]) -> NodeState {
 #[test]
 fn partial_or_absent_pods_are_insufficient_failed_beats_them_and_stale_beats_all() {
     let partial = PodView {
-        partial: Some("ring buffer overflow".into()),
+        listeners_partial: Some("ring buffer overflow".into()),
+        connections_partial: Some("ring buffer overflow".into()),
         ..PodView::default()
     };
     let nodes = NodeStates::from([
@@ -160,24 +161,36 @@ fn partial_or_absent_pods_are_insufficient_failed_beats_them_and_stale_beats_all
         ),
         ("s".into(), NodeState::Stale("stale".into(), Some(at(5)))),
     ]);
-    assert_eq!(views([&pod("p1", Some("a"))], &nodes).unwrap().len(), 1);
-    let partial = views([&pod("p2", Some("a"))], &nodes).unwrap_err();
+    assert_eq!(
+        views([&pod("p1", Some("a"))], &nodes, Need::Listeners)
+            .unwrap()
+            .len(),
+        1
+    );
+    let partial = views([&pod("p2", Some("a"))], &nodes, Need::Listeners).unwrap_err();
     assert_eq!(partial.outcome, Outcome::Insufficient);
     assert!(
-        partial.why.contains("Partial (ring buffer overflow)"),
+        partial
+            .why
+            .contains("listeners of pod ns/p2 on node a are Partial (ring buffer overflow)"),
         "{}",
         partial.why
     );
-    let absent = views([&pod("p3", Some("a"))], &nodes).unwrap_err();
+    let absent = views([&pod("p3", Some("a"))], &nodes, Need::Listeners).unwrap_err();
     assert_eq!(absent.outcome, Outcome::Insufficient);
     assert!(
         absent
             .why
             .contains("missing from the observation of node a")
     );
-    let no_node = views([&pod("p4", None)], &nodes).unwrap_err();
+    let no_node = views([&pod("p4", None)], &nodes, Need::Listeners).unwrap_err();
     assert_eq!(no_node.outcome, Outcome::Insufficient);
-    let failed = views([&pod("p3", Some("a")), &pod("x", Some("f"))], &nodes).unwrap_err();
+    let failed = views(
+        [&pod("p3", Some("a")), &pod("x", Some("f"))],
+        &nodes,
+        Need::Listeners,
+    )
+    .unwrap_err();
     assert_eq!(failed.outcome, Outcome::Failed);
     let stale = views(
         [
@@ -186,11 +199,12 @@ fn partial_or_absent_pods_are_insufficient_failed_beats_them_and_stale_beats_all
             &pod("y", Some("s")),
         ],
         &nodes,
+        Need::Listeners,
     )
     .unwrap_err();
     assert_eq!((stale.outcome, stale.heard), (Outcome::Stale, Some(at(5))));
     // A node nobody read is stale too.
-    let unread = views([&pod("z", Some("elsewhere"))], &nodes).unwrap_err();
+    let unread = views([&pod("z", Some("elsewhere"))], &nodes, Need::Listeners).unwrap_err();
     assert_eq!(unread.outcome, Outcome::Stale);
 }
 
@@ -235,6 +249,8 @@ fn interfaces_qualified_and_decided_by_listen_sockets() {
     let decided = interface_rule(k8s_found.clone(), &stale, "openapi", &nodes);
     assert_eq!(decided.verdict, Verdict::Report(Outcome::Stale));
     assert_eq!(decided.detected_at, Some(at(7)));
+    // The agent's data decided nothing: the Kubernetes collector.
+    assert_eq!(decided.collector, crate::verdict::COLLECTOR);
     // Nothing to check: the Kubernetes verdict, with the Kubernetes collector.
     let negative = Verdict::Negative(present(false));
     let decided = interface_rule(
@@ -385,6 +401,7 @@ fn dependencies_without_a_sibling_are_decided_by_outbound_connections() {
         &nodes,
     );
     assert_eq!(decided.verdict, Verdict::Report(Outcome::Failed));
+    assert_eq!(decided.collector, crate::verdict::COLLECTOR);
     assert!(decided.detail.unwrap().contains("collection Failed: x"));
     // No such Service: nothing to decide with.
     assert_eq!(
@@ -425,9 +442,11 @@ fn observations_and_reports_read_the_same() {
         BTreeSet::from([8080])
     );
     assert_eq!(from_observation.pods["u1"].outbound.len(), 1);
-    assert!(from_observation.pods["u1"].partial.is_none());
+    assert!(from_observation.pods["u1"].listeners_partial.is_none());
+    assert!(from_observation.pods["u1"].connections_partial.is_none());
     // No coverage stated is not a claim of completeness.
-    assert!(from_observation.pods["u2"].partial.is_some());
+    assert!(from_observation.pods["u2"].listeners_partial.is_some());
+    assert!(from_observation.pods["u2"].connections_partial.is_some());
 
     let report = NodeReport {
         node_name: "n1".into(),
@@ -456,8 +475,390 @@ fn observations_and_reports_read_the_same() {
         from_report.failed,
         Some(("BTFUnavailable".into(), "no BTF".into()))
     );
+    // An older agent (no listener coverage): `coverage` stands for the listeners too.
     assert_eq!(
-        from_report.pods["u1"].partial.as_deref(),
+        from_report.pods["u1"].listeners_partial.as_deref(),
         Some("hostNetwork")
     );
+    assert_eq!(
+        from_report.pods["u1"].connections_partial.as_deref(),
+        Some("hostNetwork")
+    );
+}
+
+fn pod_view(edit: impl FnOnce(&mut PodView)) -> PodView {
+    let mut view = PodView::default();
+    edit(&mut view);
+    view
+}
+
+#[test]
+fn listener_and_connection_coverage_are_read_separately_older_agents_fall_back() {
+    let observation: NodeRuntimeObservation = serde_json::from_value(json!({
+        "apiVersion": "pacto.trianalab.io/v1alpha1",
+        "kind": "NodeRuntimeObservation",
+        "metadata": {"name": "n1", "namespace": "agents"},
+        "spec": {"nodeName": "n1"},
+        "status": {
+            "collection": {"state": "Running"},
+            "pods": [
+                // A restarted agent: listeners complete at once, the history warming up.
+                {"uid": "warm", "namespace": "ns", "name": "p1", "coverage": "Partial",
+                 "partialReason": "started after pod", "listenerCoverage": "Complete"},
+                {"uid": "lossy", "namespace": "ns", "name": "p2", "coverage": "Complete",
+                 "listenerCoverage": "Partial", "listenerPartialReason": "ring buffer overflow"},
+                {"uid": "old", "namespace": "ns", "name": "p3", "coverage": "Partial",
+                 "partialReason": "started after pod"},
+                {"uid": "host", "namespace": "ns", "name": "p4", "coverage": "Complete",
+                 "listenerCoverage": "Complete", "hostNetwork": true}
+            ]
+        }
+    }))
+    .unwrap();
+    let report = NodeReport {
+        pods: vec![
+            pacto_proto::observer::PodSockets {
+                uid: "warm".into(),
+                coverage: "Partial".into(),
+                partial_reason: "started after pod".into(),
+                listener_coverage: "Complete".into(),
+                ..Default::default()
+            },
+            pacto_proto::observer::PodSockets {
+                uid: "lossy".into(),
+                coverage: "Complete".into(),
+                listener_coverage: "Partial".into(),
+                listener_partial_reason: "ring buffer overflow".into(),
+                ..Default::default()
+            },
+            pacto_proto::observer::PodSockets {
+                uid: "old".into(),
+                coverage: "Partial".into(),
+                partial_reason: "started after pod".into(),
+                ..Default::default()
+            },
+            pacto_proto::observer::PodSockets {
+                uid: "host".into(),
+                coverage: "Complete".into(),
+                listener_coverage: "Complete".into(),
+                host_network: true,
+                ..Default::default()
+            },
+        ],
+        ..Default::default()
+    };
+    for view in [
+        NodeView::from_observation(&observation),
+        NodeView::from_report(&report),
+    ] {
+        let claims = |uid: &str| {
+            let p = &view.pods[uid];
+            (
+                p.listeners_partial.clone(),
+                p.connections_partial.clone(),
+                p.host_network,
+            )
+        };
+        let partial = |why: &str| Some(why.to_owned());
+        assert_eq!(claims("warm"), (None, partial("started after pod"), false));
+        assert_eq!(
+            claims("lossy"),
+            (partial("ring buffer overflow"), None, false)
+        );
+        assert_eq!(
+            claims("old"),
+            (
+                partial("started after pod"),
+                partial("started after pod"),
+                false
+            )
+        );
+        assert_eq!(claims("host"), (None, None, true));
+    }
+}
+
+#[test]
+fn interfaces_read_listener_coverage_and_dependencies_take_what_was_seen() {
+    let warming = pod_view(|v| {
+        v.listening = BTreeSet::from([8080]);
+        v.connections_partial = Some("started after pod".into());
+        v.outbound = BTreeMap::from([("10.96.0.20".parse().unwrap(), BTreeSet::from([5432]))]);
+    });
+    let quiet_warming = pod_view(|v| {
+        v.connections_partial = Some("started after pod".into());
+    });
+    let nodes = NodeStates::from([(
+        "a".into(),
+        fresh(&[("warm", warming), ("quiet", quiet_warming)]),
+    )]);
+    // Listeners complete, connection history warming up: the interface is decided.
+    let found = Verdict::Clear(Outcome::Observed(present(true)));
+    let check = InterfaceCheck::Qualify(vec![(pod("warm", Some("a")), 8080)]);
+    let decided = interface_rule(found.clone(), &check, "openapi", &nodes);
+    assert_eq!(
+        (decided.verdict, decided.collector),
+        (found, COLLECTOR_WITH_EBPF)
+    );
+    // ...and undeclared peers say nothing (they need the whole history).
+    assert!(views([&pod("warm", Some("a"))], &nodes, Need::Connections).is_err());
+
+    // A connection seen proves reachability even with a partial history; none seen is no
+    // evidence: Unsupported stands with the Kubernetes collector, never Insufficient.
+    let addresses = BTreeSet::from(["10.96.0.20".parse().unwrap()]);
+    let unsupported = Verdict::unsupported();
+    let decided = dependency_rule(
+        unsupported.clone(),
+        Some(&addresses),
+        &[pod("warm", Some("a")), pod("gone", Some("a"))],
+        &nodes,
+    );
+    assert_eq!(decided.collector, COLLECTOR_WITH_EBPF);
+    assert!(matches!(decided.verdict, Verdict::Clear(_)));
+    for sources in [
+        vec![pod("quiet", Some("a"))],
+        vec![pod("gone", Some("a"))],
+        vec![pod("nowhere", None)],
+    ] {
+        assert_eq!(
+            dependency_rule(unsupported.clone(), Some(&addresses), &sources, &nodes),
+            Decided::kubernetes(unsupported.clone()),
+            "{sources:?}"
+        );
+    }
+}
+
+#[test]
+fn only_tcp_service_ports_are_checked() {
+    let mut dhcp = port(Some("dhcp"), 67, Some(IntOrString::Int(67)));
+    dhcp.protocol = Some("UDP".into());
+    let mut sctp = port(Some("sig"), 3868, Some(IntOrString::Int(3868)));
+    sctp.protocol = Some("SCTP".into());
+    let mut tcp = port(Some("http"), 80, Some(IntOrString::Int(8080)));
+    tcp.protocol = Some("TCP".into());
+    let svc = service(vec![dhcp, sctp, tcp]);
+    let slices = vec![slice(
+        &[
+            (Some("dhcp"), 67),
+            (Some("sig"), 3868),
+            (Some("http"), 8080),
+        ],
+        vec![endpoint("p1", "a", "10.0.0.1", true)],
+    )];
+    let (svc, slices) = (Ok(Some(svc)), Ok(Some(slices)));
+    for binding in ["dhcp", "sig"] {
+        let binding = IntOrString::String(binding.into());
+        assert_eq!(
+            interface_check(Some(&binding), &svc, &slices),
+            InterfaceCheck::Nothing,
+            "{binding:?}"
+        );
+    }
+    assert_eq!(
+        interface_check(Some(&IntOrString::Int(67)), &svc, &slices),
+        InterfaceCheck::Nothing
+    );
+    let http = IntOrString::String("http".into());
+    assert!(matches!(
+        interface_check(Some(&http), &svc, &slices),
+        InterfaceCheck::Qualify(_)
+    ));
+}
+
+#[test]
+fn pods_node_evidence_cannot_speak_for_are_left_out() {
+    let host = pod_view(|v| v.host_network = true);
+    let nodes = NodeStates::from([
+        (
+            "a".into(),
+            fresh(&[
+                ("host", host),
+                ("p1", listening(&[8080])),
+                ("p2", listening(&[9090])),
+            ]),
+        ),
+        (
+            "tainted".into(),
+            NodeState::NotCovered("not run there by design".into()),
+        ),
+    ]);
+    let found = Verdict::Clear(Outcome::Observed(present(true)));
+    let qualify = |pods: &[(&str, &str)], port: u32| {
+        InterfaceCheck::Qualify(
+            pods.iter()
+                .map(|(uid, node)| (pod(uid, Some(node)), port))
+                .collect(),
+        )
+    };
+    // Nobody left to check: the Kubernetes verdict, with the Kubernetes collector.
+    let check = qualify(&[("host", "a"), ("x", "tainted")], 8080);
+    let decided = interface_rule(found.clone(), &check, "openapi", &nodes);
+    assert_eq!(decided, Decided::kubernetes(found.clone()));
+    // Qualifying: the checked pods decide, a positive or a negative.
+    let check = qualify(&[("host", "a"), ("x", "tainted"), ("p1", "a")], 8080);
+    let decided = interface_rule(found.clone(), &check, "openapi", &nodes);
+    assert_eq!(
+        (&decided.verdict, decided.collector),
+        (&found, COLLECTOR_WITH_EBPF)
+    );
+    let check = qualify(&[("host", "a"), ("p1", "a"), ("p2", "a")], 8080);
+    let decided = interface_rule(found.clone(), &check, "openapi", &nodes);
+    assert_eq!(decided.verdict, Verdict::Negative(present(false)));
+    // Deciding: every Ready pod must be checkable.
+    let insufficient = Verdict::insufficient();
+    let decide = |pods: &[(&str, &str)]| {
+        InterfaceCheck::Decide(
+            pods.iter()
+                .map(|(uid, node)| (pod(uid, Some(node)), 9090))
+                .collect(),
+        )
+    };
+    let decided = interface_rule(
+        insufficient.clone(),
+        &decide(&[("p2", "a")]),
+        "openapi",
+        &nodes,
+    );
+    assert_eq!(decided.collector, COLLECTOR_WITH_EBPF);
+    for pods in [
+        &[("p2", "a"), ("host", "a")][..],
+        &[("p2", "a"), ("x", "tainted")],
+    ] {
+        let decided = interface_rule(insufficient.clone(), &decide(pods), "openapi", &nodes);
+        assert_eq!(
+            decided,
+            Decided::kubernetes(insufficient.clone()),
+            "{pods:?}"
+        );
+    }
+    // Undeclared peers: a pod left out leaves the list incomplete (the caller says nothing).
+    let pods = [pod("p1", Some("a")), pod("host", Some("a"))];
+    let read = views(&pods, &nodes, Need::Connections).unwrap();
+    assert_eq!(read.iter().filter(|(_, v)| v.is_none()).count(), 1);
+}
+
+#[test]
+fn nodes_the_daemonset_does_not_cover_by_design() {
+    let site = AgentSite {
+        namespace: "agents".into(),
+        daemonset: "pacto-node-agent".into(),
+    };
+    let daemonset: DaemonSet = serde_json::from_value(json!({
+        "metadata": {"name": "pacto-node-agent", "namespace": "agents"},
+        "spec": {"selector": {"matchLabels": {"app": "agent"}},
+                 "template": {"metadata": {"labels": {"app": "agent"}},
+                              "spec": {"nodeSelector": {"kubernetes.io/os": "linux"},
+                                       "containers": [{"name": "agent"}]}}}
+    }))
+    .unwrap();
+    let node = |os: &str| -> Node {
+        serde_json::from_value(
+            json!({"metadata": {"name": "n1", "labels": {"kubernetes.io/os": os}}}),
+        )
+        .unwrap()
+    };
+    assert_eq!(
+        not_covered(&site, Some(&daemonset), "n1", Some(&node("linux"))),
+        None
+    );
+    let windows = not_covered(&site, Some(&daemonset), "n1", Some(&node("windows"))).unwrap();
+    assert!(
+        windows.contains("agents/pacto-node-agent does not run on node n1 by design"),
+        "{windows}"
+    );
+    let missing = not_covered(&site, Some(&daemonset), "n9", None).unwrap();
+    assert!(missing.contains("node n9 does not exist"), "{missing}");
+    // No DaemonSet: every node is expected to report.
+    assert_eq!(not_covered(&site, None, "n9", None), None);
+    assert_eq!(not_covered(&site, None, "n1", Some(&node("windows"))), None);
+}
+
+/// A client of an API server nobody listens on: watches fail at once with a connection error.
+fn offline_client() -> Client {
+    pacto_testenv::controlplane::ensure_crypto_provider();
+    Client::try_from(kube::Config::new("http://127.0.0.1:1".parse().unwrap())).unwrap()
+}
+
+#[tokio::test]
+async fn unlisted_caches_fail_the_query_at_once_with_the_watch_error() {
+    let client = offline_client();
+    let shutdown = CancellationToken::new();
+    let evidence = NodeEvidence::spawn(
+        &client,
+        AgentSite {
+            namespace: "agents".into(),
+            daemonset: "pacto-node-agent".into(),
+        },
+        NodeReports::new(),
+        STALE_AFTER,
+        None,
+        &shutdown,
+    );
+    let nodes = BTreeSet::from(["n1".to_owned()]);
+    let waiting = evidence.states(&nodes, &at(0)).unwrap_err();
+    assert_eq!(
+        waiting.message,
+        "node-agent evidence: waiting for the first list of noderuntimeobservations in agents"
+    );
+    let failed = pacto_runtime::testing::eventually(
+        "the watch error recorded",
+        Duration::from_secs(30),
+        || async {
+            let failure = evidence.states(&nodes, &at(0)).unwrap_err();
+            (!failure.message.contains("waiting")).then_some(failure)
+        },
+    )
+    .await;
+    assert!(
+        failed
+            .message
+            .starts_with("node-agent evidence: list noderuntimeobservations in agents: "),
+        "{}",
+        failed.message
+    );
+    assert!(!failed.message.contains("not listed yet"));
+    // No read waits for a list (the old read waited 2 s per cache).
+    let one = std::time::Instant::now();
+    let _ = evidence.states(&nodes, &at(0));
+    assert!(one.elapsed() < Duration::from_millis(500));
+    shutdown.cancel();
+}
+
+#[tokio::test]
+async fn each_node_logs_one_line_per_change() {
+    let client = offline_client();
+    let shutdown = CancellationToken::new();
+    let evidence = NodeEvidence::spawn(
+        &client,
+        AgentSite {
+            namespace: "agents".into(),
+            daemonset: "pacto-node-agent".into(),
+        },
+        NodeReports::new(),
+        STALE_AFTER,
+        None,
+        &shutdown,
+    );
+    let quiet = sources(None, None);
+    let log = |state: NodeState| evidence.log_change("n1", &state, &quiet);
+    assert_eq!(
+        log(fresh(&[])).as_deref(),
+        Some("node-agent on node n1 heard (fresh)")
+    );
+    assert_eq!(log(fresh(&[("p", listening(&[80]))])), None, "no change");
+    assert_eq!(
+        log(NodeState::Stale("why".into(), Some(at(0)))).as_deref(),
+        Some("node-agent on node n1 stale since 2027-01-15T08:00:00Z")
+    );
+    assert_eq!(log(NodeState::Stale("again".into(), Some(at(0)))), None);
+    assert_eq!(
+        log(NodeState::Failed("BTFUnavailable".into())).as_deref(),
+        Some("node-agent on node n1: collection failed (BTFUnavailable)")
+    );
+    assert_eq!(
+        log(NodeState::NotCovered("tainted".into())).as_deref(),
+        Some("node-agent on node n1: not covered by design (tainted)")
+    );
+    // Another node keeps its own record.
+    assert!(evidence.log_change("n2", &fresh(&[]), &quiet).is_some());
+    shutdown.cancel();
 }
