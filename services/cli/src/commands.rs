@@ -167,6 +167,45 @@ fn parse_error_report(message: String) -> ValidationReport {
     report
 }
 
+/// Whether a contract that could not be loaded is invalid, by the operator's rule
+/// (docs/design/resolution.md#invalid-or-unavailable): a failure that says something about the
+/// contract itself (a malformed reference, a corrupt or oversized artifact, a bundle without
+/// `pacto.yaml`, no tag matching) is Invalid, like `ContractValid=False/Invalid`; one that does not
+/// (the registry unreachable, credentials rejected, not found, no semver tag at all, a local path
+/// that cannot be read, a usage error) means the contract cannot be obtained (`Unavailable`).
+fn load_error_is_invalid(e: &CommandError) -> bool {
+    use pacto_contract::bundle::BundleError;
+    match e {
+        CommandError::Reference(_) => true,
+        CommandError::Bundle(b) => !matches!(
+            b,
+            BundleError::ReadDir { .. } | BundleError::ReadFile { .. }
+        ),
+        CommandError::Registry(r) => {
+            // No semver tag at all is Unavailable for the operator too (a repository not pushed
+            // to yet), although its class is NoMatchingVersion.
+            let class = r.class();
+            !matches!(r, OciError::NoSemverTags { .. })
+                && !class.is_unavailable()
+                && class != ErrorClass::Client
+        }
+        CommandError::Io { .. }
+        | CommandError::Constraint(_)
+        | CommandError::Runtime(_)
+        | CommandError::Usage(_) => false,
+    }
+}
+
+/// `validate`'s exit code for a contract that could not be loaded: 1 when the operator would call
+/// it Invalid, else 2 ([`load_error_is_invalid`]).
+fn load_exit_code(e: &CommandError) -> u8 {
+    if load_error_is_invalid(e) {
+        EXIT_INVALID
+    } else {
+        EXIT_ERROR
+    }
+}
+
 fn print_report(subject: &str, report: &ValidationReport, format: OutputFormat) {
     match format {
         OutputFormat::Json => println!("{}", output::json(report)),
@@ -271,7 +310,7 @@ impl Ctx<'_> {
                 if format == OutputFormat::Json {
                     print_report(source, &parse_error_report(e.to_string()), format);
                 }
-                return EXIT_ERROR;
+                return load_exit_code(&e);
             }
         };
         let outcome = match self.check(&mut loaded, values, set, true, offline) {

@@ -4,9 +4,10 @@
 //! evidence envelopes and lists the records stored for a contract.
 //!
 //! Exit codes: `0` success (for `validate`: the contract is valid), `1` the contract is invalid
-//! (for `evidence`: the evidence set or envelope is refused),
-//! `2` usage errors or when the contract cannot be obtained (missing files, registry
-//! unreachable, authentication rejected, not found, corrupt artifact).
+//! as the operator judges it (also a malformed reference, a corrupt artifact, a bundle without
+//! `pacto.yaml`; for `evidence`: the evidence set or envelope is refused), `2` usage errors or
+//! when the contract cannot be obtained (a missing local path, registry unreachable,
+//! authentication rejected, not found).
 
 mod cache;
 mod commands;

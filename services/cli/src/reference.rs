@@ -128,10 +128,11 @@ pub fn markdown() -> String {
     let _ = writeln!(
         out,
         "Exit codes: `{EXIT_OK}` success (for `validate`: the contract is valid), `{EXIT_INVALID}` the \
-         contract is invalid (for `evidence`: the evidence set or envelope is refused), \
-         `{EXIT_ERROR}` usage errors or the contract cannot be obtained \
-         (missing files, registry unreachable, authentication rejected, not found, corrupt \
-         artifact).\n"
+         contract is invalid, as the operator's `ContractValid=False/Invalid` (also a malformed \
+         reference, a corrupt or oversized artifact, a bundle without `pacto.yaml`; for \
+         `evidence`: the evidence set or envelope is refused), `{EXIT_ERROR}` usage errors or the \
+         contract cannot be obtained, as the operator's `Unavailable` (a missing local path, \
+         registry unreachable, authentication rejected, not found).\n"
     );
     out.push_str("## Global options\n\nAccepted by every command.\n\n");
     let globals: Vec<&clap::Arg> = root.get_arguments().collect();
