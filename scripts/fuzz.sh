@@ -1,22 +1,32 @@
 #!/usr/bin/env bash
-# Builds and runs every fuzz target of fuzz/ (a cargo-fuzz project, see fuzz/README.md) for a
-# bounded time each, under a memory limit, and fails on any crash, out-of-memory or timeout.
+# Builds and runs every fuzz target of fuzz/ (a cargo-fuzz project, see fuzz/README.md) under a
+# memory limit, and fails on any crash, out-of-memory or timeout.
 #
-#   scripts/fuzz.sh                      build, then run every target for PACTO_FUZZ_SECONDS each
-#   scripts/fuzz.sh [--seconds N] [TARGET...]
+#   scripts/fuzz.sh                      build, then the gate: every target, a fixed seed and a fixed
+#                                        number of runs (its depth never depends on the machine's
+#                                        speed; coverage feedback still varies run to run, fuzz/README.md)
+#   scripts/fuzz.sh [TARGET...]          the gate for some targets
+#   scripts/fuzz.sh --explore SECONDS [TARGET...]
+#                                        time-boxed exploration with a random seed (not a gate: its
+#                                        result depends on the machine and the clock); run it locally
 #   scripts/fuzz.sh --build-only         build only
 #   scripts/fuzz.sh --list               print the targets
 #
-# Each run starts from the committed corpus fuzz/seeds/<target> (read only; new inputs go to a
-# scratch corpus under the target directory) and prints its executions and wall time. A failing
-# input is saved to fuzz/artifacts/<target>/ and the run's last lines are printed; reproduce it with
+# Each run starts from the committed corpus fuzz/seeds/<target> and the kept crash inputs
+# fuzz/regressions/<target> (both read only; new inputs go to a scratch corpus under the target
+# directory) and prints its executions and wall time. A failing input is saved to
+# fuzz/artifacts/<target>/ and the run's last lines are printed; keep it as a regression case by
+# copying it into fuzz/regressions/<target>/ (`cargo test -p pacto-fuzz-checks` then replays it
+# on the stable toolchain), and reproduce it with
 # `cargo +nightly fuzz run <target> fuzz/artifacts/<target>/<file>` from the repository root.
 #
 # Installs what it needs when missing: the nightly toolchain (rustup, minimal profile) and cargo-fuzz
 # (pinned version, into $PACTO_CACHE/cargo-fuzz/<version>, reused afterwards).
 #
 # Environment:
-#   PACTO_FUZZ_SECONDS     run time per target (default 20)
+#   PACTO_FUZZ_SEED        libFuzzer -seed of the gate (default 1)
+#   PACTO_FUZZ_RUNS_SCALE  multiplies every target's gate run count (default 1; 10 for a deeper,
+#                          still deterministic run)
 #   PACTO_FUZZ_RSS_MB      libFuzzer -rss_limit_mb (default 256): an input that makes the process
 #                          use more memory is reported as out-of-memory
 #   PACTO_FUZZ_MALLOC_MB   libFuzzer -malloc_limit_mb (default 256): one allocation that large fails
@@ -28,7 +38,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 CARGO_FUZZ_VERSION="0.13.2"
-SECONDS_EACH="${PACTO_FUZZ_SECONDS:-20}"
+SEED="${PACTO_FUZZ_SEED:-1}"
+RUNS_SCALE="${PACTO_FUZZ_RUNS_SCALE:-1}"
+EXPLORE_SECONDS=""
 RSS_MB="${PACTO_FUZZ_RSS_MB:-256}"
 MALLOC_MB="${PACTO_FUZZ_MALLOC_MB:-256}"
 TIMEOUT="${PACTO_FUZZ_TIMEOUT:-10}"
@@ -38,17 +50,28 @@ CACHE="${PACTO_CACHE:-${HOME:-/root}/.cache/pacto}"
 TOOL_ROOT="$CACHE/cargo-fuzz/$CARGO_FUZZ_VERSION"
 export PATH="$HOME/.cargo/bin:$PATH"
 
-# target  max input length  extra libFuzzer flags
+# target  max input length  gate runs  extra libFuzzer flags
+# The gate's run counts give each target 10-90 s on our 2-core machine under load (fuzz/README.md
+# has the measurement); they are counts, not times, so a slow machine takes longer, never less deep.
 TARGETS=(
-  "parse_validate 20480 -dict=fuzz/pacto.dict"
-  "extract_bundle 65536"
-  "registry_manifest 65536"
-  "registry_tag_list 65536"
-  "registry_layer 131072"
-  "grpc_requests 16384"
-  "evidence_envelope 65536 -dict=fuzz/pacto.dict"
-  "evidence_record 65536 -dict=fuzz/pacto.dict"
+  "parse_validate 20480 RUNS_parse_validate -dict=fuzz/pacto.dict"
+  "extract_bundle 65536 RUNS_extract_bundle"
+  "registry_manifest 65536 RUNS_registry_manifest"
+  "registry_tag_list 65536 RUNS_registry_tag_list"
+  "registry_layer 131072 RUNS_registry_layer"
+  "grpc_requests 16384 RUNS_grpc_requests"
+  "evidence_envelope 65536 RUNS_evidence_envelope -dict=fuzz/pacto.dict"
+  "evidence_record 65536 RUNS_evidence_record -dict=fuzz/pacto.dict"
 )
+
+RUNS_parse_validate=3000
+RUNS_extract_bundle=100000
+RUNS_registry_manifest=200000
+RUNS_registry_tag_list=40000
+RUNS_registry_layer=50000
+RUNS_grpc_requests=200000
+RUNS_evidence_envelope=40000
+RUNS_evidence_record=100000
 
 log() { echo "fuzz: $*" >&2; }
 die() { echo "fuzz: error: $*" >&2; exit 1; }
@@ -57,10 +80,10 @@ build_only=0
 selected=()
 while [ $# -gt 0 ]; do
   case "$1" in
-    --seconds) SECONDS_EACH="${2:?--seconds needs a value}"; shift 2 ;;
+    --explore) EXPLORE_SECONDS="${2:?--explore needs a number of seconds}"; shift 2 ;;
     --build-only) build_only=1; shift ;;
     --list) for t in "${TARGETS[@]}"; do echo "${t%% *}"; done; exit 0 ;;
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,38p' "$0"; exit 0 ;;
     -*) die "unknown option $1" ;;
     *) selected+=("$1"); shift ;;
   esac
@@ -120,24 +143,33 @@ bin_dir="$TARGET_DIR/$triple/release"
 failed=()
 summary=()
 for entry in "${TARGETS[@]}"; do
-  read -r name max_len extra <<<"$entry"
+  read -r name max_len runs_gate extra <<<"$entry"
   wanted "$name" || continue
   corpus="$TARGET_DIR/corpus/$name"
   artifacts="fuzz/artifacts/$name"
   output="$TARGET_DIR/logs/$name.log"
   rm -rf "$corpus"
   mkdir -p "$corpus" "$artifacts" "$(dirname "$output")"
-  log "running $name for $SECONDS_EACH s (rss ${RSS_MB} MiB, malloc ${MALLOC_MB} MiB, timeout ${TIMEOUT} s)"
+  inputs=("fuzz/seeds/$name")
+  [ -d "fuzz/regressions/$name" ] && inputs+=("fuzz/regressions/$name")
+  if [ -n "$EXPLORE_SECONDS" ]; then
+    mode=(-max_total_time="$EXPLORE_SECONDS")
+    log "exploring $name for $EXPLORE_SECONDS s, random seed (rss ${RSS_MB} MiB, malloc ${MALLOC_MB} MiB, timeout ${TIMEOUT} s)"
+  else
+    runs=$(( ${!runs_gate} * RUNS_SCALE ))
+    mode=(-seed="$SEED" -runs="$runs")
+    log "running $name: seed $SEED, $runs runs (rss ${RSS_MB} MiB, malloc ${MALLOC_MB} MiB, timeout ${TIMEOUT} s)"
+  fi
   started="$(date +%s.%N)"
   rc=0
   # shellcheck disable=SC2086 # $extra is a list of flags
-  "$bin_dir/$name" "$corpus" "fuzz/seeds/$name" \
-    -max_total_time="$SECONDS_EACH" -rss_limit_mb="$RSS_MB" -malloc_limit_mb="$MALLOC_MB" \
+  "$bin_dir/$name" "$corpus" "${inputs[@]}" "${mode[@]}" \
+    -rss_limit_mb="$RSS_MB" -malloc_limit_mb="$MALLOC_MB" \
     -timeout="$TIMEOUT" -max_len="$max_len" -print_final_stats=1 \
     -artifact_prefix="$artifacts/" $extra >"$output" 2>&1 || rc=$?
   wall="$(awk -v a="$started" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')"
-  runs="$(sed -n 's/^stat::number_of_executed_units: *//p' "$output" | tail -1)"
-  line="$(printf '%-18s runs %-10s wall %6s s' "$name" "${runs:-?}" "$wall")"
+  done_runs="$(sed -n 's/^stat::number_of_executed_units: *//p' "$output" | tail -1)"
+  line="$(printf '%-18s runs %-10s wall %6s s' "$name" "${done_runs:-?}" "$wall")"
   if [ "$rc" = 0 ]; then
     summary+=("$line  ok")
   else
@@ -146,7 +178,7 @@ for entry in "${TARGETS[@]}"; do
     echo "----- $name: last lines of $output" >&2
     grep -E 'ERROR: libFuzzer|==ERROR|panicked at|SUMMARY|Test unit written' "$output" >&2 || true
     tail -n 25 "$output" >&2
-    echo "-----" >&2
+    echo "----- keep the input as a regression case: cp $artifacts/<file> fuzz/regressions/$name/" >&2
   fi
 done
 printf '%s\n' "${summary[@]}" >&2

@@ -13,20 +13,28 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 /// Errors of this module.
 #[derive(Debug, thiserror::Error)]
 pub enum TimestampError {
-    /// The text is not an RFC3339 timestamp (`2006-01-02T15:04:05Z07:00`, optional fraction).
-    #[error("{value:?} is not an RFC3339 timestamp")]
-    Parse {
-        /// The rejected text.
-        value: String,
-        /// The parser's complaint.
-        #[source]
-        source: chrono::ParseError,
-    },
-    /// The text is not in the exact RFC3339 layout Go accepts (upper-case `T`, 4-digit year).
+    /// The text is not in the RFC3339 layout Go accepts (upper-case `T`, 4-digit year, 2-digit
+    /// month, day, minute and second, `Z` or `±hh:mm`).
     #[error(
         "{value:?} is not an RFC3339 timestamp (expected YYYY-MM-DDTHH:MM:SS[.frac](Z|±hh:mm))"
     )]
     Layout {
+        /// The rejected text.
+        value: String,
+    },
+    /// A field is out of its range (Go's "month out of range", "second out of range", …).
+    #[error("{value:?} is not an RFC3339 timestamp: {field} out of range")]
+    Range {
+        /// The rejected text.
+        value: String,
+        /// The field, in Go's words (`month`, `day`, `hour`, `minute`, `second`,
+        /// `time zone offset hour`, `time zone offset minute`).
+        field: &'static str,
+    },
+    /// Go accepts offsets of 24 hours and more (`+24:00`, `+23:60`); an instant here keeps
+    /// offsets strictly within a day, so such a text is refused (docs/design/evaluation.md#timestamps).
+    #[error("{value:?}: a time zone offset of 24 hours or more is not supported")]
+    OffsetTooLarge {
         /// The rejected text.
         value: String,
     },
@@ -58,27 +66,97 @@ impl Timestamp {
         Self::from(Utc::now())
     }
 
-    /// Parses an RFC3339 timestamp with Go's accepted layout.
+    /// Parses an RFC3339 timestamp exactly as Go's `time.Parse(time.RFC3339, …)` and
+    /// `time.Time`'s JSON decoding do (go1.26, docs/design/evaluation.md#timestamps): a 4-digit
+    /// year, 2-digit month, day, minute and second (second 60 refused), a 1- or 2-digit hour, an
+    /// optional fraction after `.` or `,` (digits past the ninth dropped), then `Z` or `±hh:mm`
+    /// (Go allows hh up to 24 and mm up to 60; offsets of a day or more are refused here, see
+    /// [`TimestampError::OffsetTooLarge`]).
     pub fn parse(value: &str) -> Result<Self, TimestampError> {
-        let bytes = value.as_bytes();
-        let layout_ok = bytes.len() >= 20
-            && bytes[4] == b'-'
-            && bytes[7] == b'-'
-            && bytes[10] == b'T'
-            && bytes[13] == b':'
-            && bytes[16] == b':'
-            && bytes[..4].iter().all(u8::is_ascii_digit);
-        if !layout_ok {
-            return Err(TimestampError::Layout {
-                value: value.to_owned(),
-            });
+        let layout = || TimestampError::Layout {
+            value: value.to_owned(),
+        };
+        let range = |field| TimestampError::Range {
+            value: value.to_owned(),
+            field,
+        };
+        let mut rest = value.as_bytes();
+        let year = take_digits(&mut rest, 4).ok_or_else(layout)?;
+        expect(&mut rest, b'-').ok_or_else(layout)?;
+        let month = take_digits(&mut rest, 2).ok_or_else(layout)?;
+        expect(&mut rest, b'-').ok_or_else(layout)?;
+        let day = take_digits(&mut rest, 2).ok_or_else(layout)?;
+        expect(&mut rest, b'T').ok_or_else(layout)?;
+        // Go reads the hour of this layout ("15") with one or two digits.
+        let hour = match take_digits(&mut rest, 2) {
+            Some(h) => h,
+            None => take_digits(&mut rest, 1).ok_or_else(layout)?,
+        };
+        expect(&mut rest, b':').ok_or_else(layout)?;
+        let minute = take_digits(&mut rest, 2).ok_or_else(layout)?;
+        expect(&mut rest, b':').ok_or_else(layout)?;
+        let second = take_digits(&mut rest, 2).ok_or_else(layout)?;
+        let mut nanos = 0u32;
+        if let [b'.' | b',', next, ..] = rest
+            && next.is_ascii_digit()
+        {
+            let digits = rest[1..].iter().take_while(|b| b.is_ascii_digit()).count();
+            for (i, d) in rest[1..=digits].iter().enumerate() {
+                if i < 9 {
+                    nanos = nanos * 10 + u32::from(d - b'0');
+                }
+            }
+            for _ in digits..9 {
+                nanos *= 10;
+            }
+            rest = &rest[1 + digits..];
         }
-        DateTime::parse_from_rfc3339(value)
-            .map(Self)
-            .map_err(|source| TimestampError::Parse {
+        let offset_seconds = match rest {
+            [b'Z'] => 0,
+            [sign @ (b'+' | b'-'), h1, h2, b':', m1, m2] => {
+                let hh = two_digits(*h1, *h2).ok_or_else(layout)?;
+                let mm = two_digits(*m1, *m2).ok_or_else(layout)?;
+                if hh > 24 {
+                    return Err(range("time zone offset hour"));
+                }
+                if mm > 60 {
+                    return Err(range("time zone offset minute"));
+                }
+                let seconds = i32::try_from((hh * 60 + mm) * 60).unwrap_or(i32::MAX);
+                if *sign == b'-' { -seconds } else { seconds }
+            }
+            _ => return Err(layout()),
+        };
+        // Go checks the ranges in this order.
+        if !(1..=12).contains(&month) {
+            return Err(range("month"));
+        }
+        if hour > 23 {
+            return Err(range("hour"));
+        }
+        if minute > 59 {
+            return Err(range("minute"));
+        }
+        if second > 59 {
+            return Err(range("second"));
+        }
+        let date = i32::try_from(year)
+            .ok()
+            .and_then(|y| NaiveDate::from_ymd_opt(y, month, day))
+            .ok_or_else(|| range("day"))?;
+        let naive = date
+            .and_hms_nano_opt(hour, minute, second, nanos)
+            .ok_or_else(layout)?;
+        let offset = FixedOffset::east_opt(offset_seconds).ok_or_else(|| {
+            TimestampError::OffsetTooLarge {
                 value: value.to_owned(),
-                source,
-            })
+            }
+        })?;
+        naive
+            .and_local_timezone(offset)
+            .single()
+            .map(Self)
+            .ok_or_else(layout)
     }
 
     /// The wrapped date-time with its offset.
@@ -137,6 +215,30 @@ impl Timestamp {
         );
         out
     }
+}
+
+/// Takes exactly `n` ASCII digits from the front of `rest`.
+fn take_digits(rest: &mut &[u8], n: usize) -> Option<u32> {
+    let digits = rest.get(..n)?;
+    if !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    *rest = &rest[n..];
+    Some(
+        digits
+            .iter()
+            .fold(0, |acc, d| acc * 10 + u32::from(d - b'0')),
+    )
+}
+
+fn expect(rest: &mut &[u8], byte: u8) -> Option<()> {
+    let (first, tail) = rest.split_first()?;
+    (*first == byte).then(|| *rest = tail)
+}
+
+fn two_digits(a: u8, b: u8) -> Option<u32> {
+    (a.is_ascii_digit() && b.is_ascii_digit())
+        .then(|| u32::from(a - b'0') * 10 + u32::from(b - b'0'))
 }
 
 fn push_offset(out: &mut String, offset_seconds: i32) {
@@ -254,6 +356,75 @@ mod tests {
         ] {
             assert!(Timestamp::parse(bad).is_err(), "{bad:?} accepted");
         }
+    }
+
+    /// What go1.26.8 prints for each input, through both `json.Unmarshal` into a `time.Time`
+    /// and `time.Parse(time.RFC3339, …)`, formatted with `time.RFC3339Nano` ("ERR": refused).
+    /// Both gave the same answer for every input (a small Go program reading one input per line,
+    /// `var t time.Time; err := t.UnmarshalJSON([]byte(strconv.Quote(in)))`).
+    const GO_VECTORS: &[(&str, &str)] = &[
+        ("2026-08-22T21:31:04Z", "2026-08-22T21:31:04Z"),
+        ("2026-08-22T21:31:60Z", "ERR"),
+        ("2026-12-31T23:59:60Z", "ERR"),
+        ("2026-01-01T00:00:60Z", "ERR"),
+        ("2026-08-22T21:31:04z", "ERR"),
+        ("2026-08-22t21:31:04Z", "ERR"),
+        ("2026-08-22T21:31:04.Z", "ERR"),
+        (
+            "2026-08-22T21:31:04.123456789123Z",
+            "2026-08-22T21:31:04.123456789Z",
+        ),
+        ("2026-08-22T21:31:04,5Z", "2026-08-22T21:31:04.5Z"),
+        ("2026-08-22T21:31:04+23:59", "2026-08-22T21:31:04+23:59"),
+        ("2026-08-22T21:31:04+01:60", "2026-08-22T21:31:04+02:00"),
+        ("2026-08-22T21:31:04-00:00", "2026-08-22T21:31:04Z"),
+        ("0000-01-01T00:00:00Z", "0000-01-01T00:00:00Z"),
+        ("2024-02-29T00:00:00Z", "2024-02-29T00:00:00Z"),
+        ("2023-02-29T00:00:00Z", "ERR"),
+        ("2026-08-22T24:00:00Z", "ERR"),
+        ("2026-08-22T1:31:04Z", "2026-08-22T01:31:04Z"),
+        ("2026-08-22T21:31:04+0100", "ERR"),
+        ("2026-08-22T21:31:04.5+01:00", "2026-08-22T21:31:04.5+01:00"),
+        ("2026-08-22T21:31:04 Z", "ERR"),
+        ("2026-08-22T21:31:04.000000000Z", "2026-08-22T21:31:04Z"),
+        ("2026-13-01T00:00:00Z", "ERR"),
+        ("2026-00-01T00:00:00Z", "ERR"),
+        ("2026-01-00T00:00:00Z", "ERR"),
+        ("+026-08-22T21:31:04Z", "ERR"),
+        ("2026-08-22T21:31:04.1e3Z", "ERR"),
+        ("2026-08-22T21:60:04Z", "ERR"),
+        ("2026-08-22T21:31:04+25:00", "ERR"),
+        ("2026-08-22T21:31:04+01:61", "ERR"),
+    ];
+
+    #[test]
+    fn parses_exactly_what_go_parses() {
+        for (input, want) in GO_VECTORS {
+            let got =
+                Timestamp::parse(input).map_or_else(|_| "ERR".to_owned(), |t| t.to_rfc3339_nano());
+            assert_eq!(&got, want, "{input:?}");
+        }
+    }
+
+    #[test]
+    fn offsets_of_a_day_or_more_are_refused_with_their_own_error() {
+        // Go accepts both (printing +24:00 and +24:60 → +25:00); an offset here stays within a day.
+        for input in ["2026-08-22T21:31:04+24:00", "2026-08-22T21:31:04-23:60"] {
+            let err = Timestamp::parse(input).unwrap_err();
+            assert!(
+                matches!(err, TimestampError::OffsetTooLarge { .. }),
+                "{input}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_leap_second_names_the_field() {
+        let err = Timestamp::parse("2026-01-01T00:00:60Z").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "\"2026-01-01T00:00:60Z\" is not an RFC3339 timestamp: second out of range"
+        );
     }
 
     #[test]
