@@ -3,7 +3,6 @@
 //! resolves to), over mTLS with the pod's service-account token as bearer metadata
 //! (docs/design/node-agent.md#reports).
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -152,32 +151,13 @@ pub async fn stream_reports(
     reports: watch::Receiver<Option<wire::NodeReport>>,
     shutdown: CancellationToken,
 ) {
-    let mut endpoints = target.observer.endpoints();
     let open = Arc::new(AtomicUsize::new(0));
-    let mut streams: BTreeMap<SocketAddr, (CancellationToken, tokio::task::JoinHandle<()>)> =
-        BTreeMap::new();
-    loop {
-        let current: Vec<(SocketAddr, Channel)> = endpoints
-            .borrow_and_update()
-            .endpoints
-            .iter()
-            .map(|e| (e.addr(), e.channel()))
-            .collect();
-        streams.retain(|addr, (token, _)| {
-            let keep = current.iter().any(|(a, _)| a == addr);
-            if !keep {
-                tracing::info!(endpoint = %addr, "observer endpoint gone; its report stream ends");
-                token.cancel();
-            }
-            keep
-        });
-        for (addr, channel) in current {
-            if streams.contains_key(&addr) {
-                continue;
-            }
-            tracing::info!(endpoint = %addr, "observer endpoint found; opening a report stream");
-            let token = shutdown.child_token();
-            let task = tokio::spawn(stream_to(
+    pacto_runtime::balance::for_each_endpoint(
+        target.observer.endpoints(),
+        shutdown,
+        "node-agent report stream",
+        |addr, channel, token| {
+            tokio::spawn(stream_to(
                 Endpoint {
                     addr,
                     channel,
@@ -185,20 +165,12 @@ pub async fn stream_reports(
                     open: Arc::clone(&open),
                 },
                 reports.clone(),
-                token.clone(),
-            ));
-            streams.insert(addr, (token, task));
-        }
-        metrics::gauge!(crate::metrics::REPORT_ENDPOINTS).set(streams.len() as f64);
-        tokio::select! {
-            () = shutdown.cancelled() => break,
-            changed = endpoints.changed() => if changed.is_err() { break },
-        }
-    }
-    for (token, task) in streams.into_values() {
-        token.cancel();
-        let _ = task.await;
-    }
+                token,
+            ))
+        },
+        |count| metrics::gauge!(crate::metrics::REPORT_ENDPOINTS).set(count as f64),
+    )
+    .await;
 }
 
 /// One observer replica's stream.

@@ -222,6 +222,61 @@ impl BalancedChannel {
     }
 }
 
+/// Runs one task per endpoint of `endpoints` until `shutdown` or until the channel is dropped: a
+/// stream or subscription that every replica of a backend must get, not one of them (the node
+/// agent's report stream, the status-writer's WatchTargets;
+/// docs/design/scaling.md#replicas-and-client-side-balancing). `start(addr, channel, token)`
+/// spawns the task of an endpoint that appears; its token is cancelled when the endpoint goes
+/// away. `on_count` hears the number of endpoints after every change. At the end every token is
+/// cancelled and every task awaited. `what` names the task in the log lines.
+pub async fn for_each_endpoint<S, C>(
+    mut endpoints: watch::Receiver<EndpointSet>,
+    shutdown: crate::CancellationToken,
+    what: &'static str,
+    mut start: S,
+    mut on_count: C,
+) where
+    S: FnMut(SocketAddr, Channel, crate::CancellationToken) -> tokio::task::JoinHandle<()>,
+    C: FnMut(usize),
+{
+    let mut running: BTreeMap<SocketAddr, (crate::CancellationToken, tokio::task::JoinHandle<()>)> =
+        BTreeMap::new();
+    loop {
+        let current: Vec<(SocketAddr, Channel)> = endpoints
+            .borrow_and_update()
+            .endpoints
+            .iter()
+            .map(|e| (e.addr(), e.channel()))
+            .collect();
+        running.retain(|addr, (token, _)| {
+            let keep = current.iter().any(|(a, _)| a == addr);
+            if !keep {
+                tracing::info!(endpoint = %addr, what, "endpoint gone; its task ends");
+                token.cancel();
+            }
+            keep
+        });
+        for (addr, channel) in current {
+            if running.contains_key(&addr) {
+                continue;
+            }
+            tracing::info!(endpoint = %addr, what, "endpoint found; starting its task");
+            let token = shutdown.child_token();
+            let task = start(addr, channel, token.clone());
+            running.insert(addr, (token, task));
+        }
+        on_count(running.len());
+        tokio::select! {
+            () = shutdown.cancelled() => break,
+            changed = endpoints.changed() => if changed.is_err() { break },
+        }
+    }
+    for (token, task) in running.into_values() {
+        token.cancel();
+        let _ = task.await;
+    }
+}
+
 /// Resolves the name every interval, and soon after a failure asks for it, while the channel
 /// lives.
 async fn resolve_loop(shared: Weak<Shared>, refresh: Arc<Notify>) {

@@ -2,7 +2,7 @@
 //! and annotations; not our own status writes), the watch of the PactoRevisions it owns, the
 //! observer's WatchTargets notifications, the namespaces entering the scope, and a metadata watch that drops the gauges and the last-write memo of deleted Pactos.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -113,35 +113,15 @@ pub fn watch_targets(
     shutdown: CancellationToken,
 ) -> tokio::sync::mpsc::Receiver<ObjectRef<Pacto>> {
     let (tx, rx) = tokio::sync::mpsc::channel(256);
-    let mut endpoints = ctx.backends.observer_endpoints.endpoints();
+    let endpoints = ctx.backends.observer_endpoints.endpoints();
     let ctx = Arc::clone(ctx);
     tokio::spawn(async move {
-        // Stops every subscription when this task ends, for whatever reason.
-        let stop = shutdown.child_token();
-        let _stop = stop.clone().drop_guard();
         let open = Arc::new(AtomicUsize::new(0));
-        let mut subscriptions: BTreeMap<SocketAddr, CancellationToken> = BTreeMap::new();
-        loop {
-            let current: Vec<(SocketAddr, Channel)> = endpoints
-                .borrow_and_update()
-                .endpoints
-                .iter()
-                .map(|e| (e.addr(), e.channel()))
-                .collect();
-            subscriptions.retain(|addr, token| {
-                let keep = current.iter().any(|(a, _)| a == addr);
-                if !keep {
-                    tracing::info!(endpoint = %addr, "observer endpoint gone; its WatchTargets subscription ends");
-                    token.cancel();
-                }
-                keep
-            });
-            for (addr, channel) in current {
-                if subscriptions.contains_key(&addr) {
-                    continue;
-                }
-                let token = stop.child_token();
-                subscriptions.insert(addr, token.clone());
+        pacto_runtime::balance::for_each_endpoint(
+            endpoints,
+            shutdown,
+            "observer WatchTargets subscription",
+            |addr, channel, token| {
                 tokio::spawn(subscribe(Subscription {
                     ctx: Arc::clone(&ctx),
                     pactos: pactos.clone(),
@@ -150,13 +130,11 @@ pub fn watch_targets(
                     tx: tx.clone(),
                     open: Arc::clone(&open),
                     token,
-                }));
-            }
-            tokio::select! {
-                () = shutdown.cancelled() => return,
-                changed = endpoints.changed() => if changed.is_err() { return },
-            }
-        }
+                }))
+            },
+            |_| {},
+        )
+        .await;
     });
     rx
 }
