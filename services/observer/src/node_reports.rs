@@ -675,8 +675,14 @@ impl node_agent_reports_server::NodeAgentReports for NodeReportsService {
     ) -> Result<Response<Self::ReportStream>, Status> {
         let token = bearer(request.metadata());
         // Refuse a stream without a usable token at once, before any report.
-        let node = self.node_of(token.as_deref()).await.inspect_err(|_| {
+        let node = self.node_of(token.as_deref()).await.inspect_err(|status| {
             metrics::counter!(NODE_REPORTS_TOTAL, "result" => "refused").increment(1);
+            // docs/troubleshooting.md: refused reports show in the log (the token itself never).
+            tracing::warn!(
+                code = ?status.code(),
+                reason = status.message(),
+                "node-agent report stream refused"
+            );
         })?;
         tracing::info!(node = %node, "node-agent report stream opened");
         let service = self.clone();
