@@ -296,6 +296,10 @@ fn documented_flags_and_variables_exist() -> Result<()> {
         "installation.md",
         "metrics.md",
         "upgrade.md",
+        "turn-it-on.md",
+        "opt-in-features.md",
+        "runtime-observations.md",
+        "rbac.md",
     ] {
         let text = std::fs::read_to_string(repo_root().join("docs").join(doc))
             .with_context(|| format!("docs/{doc}"))?;
