@@ -156,6 +156,17 @@ pub fn rehearse(registry: &Registry, out: &Path) -> Result<Vec<Released>> {
     Ok(released)
 }
 
+/// `git rev-parse HEAD` of the repository.
+fn head_commit() -> Result<String> {
+    let out = Command::new("git")
+        .current_dir(repo_root())
+        .args(["rev-parse", "HEAD"])
+        .output()
+        .context("git rev-parse HEAD")?;
+    ensure!(out.status.success(), "git rev-parse HEAD failed");
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
 /// A real node with the helm tools pointed at it, the charts and service images coming from the
 /// rehearsal registry.
 pub struct Deployed {
@@ -164,6 +175,7 @@ pub struct Deployed {
     kubeconfig: PathBuf,
     archives: Vec<PathBuf>,
     released: Vec<Released>,
+    commit: String,
     chart_repository: String,
     _artifacts: tempfile::TempDir,
     // Dropped after the node (fields drop in order): containerd pulls from it until the end.
@@ -190,7 +202,14 @@ impl Deployed {
             .tempdir()
             .context("creating the rehearsal's artifact directory")?;
         let started = Instant::now();
+        let commit = head_commit()?;
         let released = rehearse(&registry, artifacts.path())?;
+        let after = head_commit()?;
+        ensure!(
+            after == commit,
+            "HEAD moved from {commit} to {after} during the release rehearsal (a commit meanwhile): \
+             the released components may carry different commits; run the tier again"
+        );
         timed(
             &format!(
                 "release rehearsal: {} components to {}",
@@ -212,6 +231,7 @@ impl Deployed {
             kubeconfig,
             archives,
             released,
+            commit,
             chart_repository: format!("{}/{RELEASE_PREFIX}/charts", registry.host()),
             _artifacts: artifacts,
             _registry: registry,
@@ -221,6 +241,11 @@ impl Deployed {
     /// What the rehearsal released.
     pub fn released(&self) -> &[Released] {
         &self.released
+    }
+
+    /// The commit (`git rev-parse HEAD`) the rehearsal released, read when it began.
+    pub fn released_commit(&self) -> &str {
+        &self.commit
     }
 
     /// The OCI chart repository every `helmfile` run installs from.
@@ -343,6 +368,29 @@ impl Deployed {
         }
     }
 
+    /// Checks `check` every 500 ms for `duration`: an error naming `what` and the reason at the
+    /// first failed check, `Ok` once `duration` has passed with every check holding.
+    pub async fn hold(
+        &self,
+        what: &str,
+        duration: Duration,
+        mut check: impl FnMut(&Self) -> Result<(), String>,
+    ) -> Result<()> {
+        let started = Instant::now();
+        loop {
+            if let Err(e) = check(self) {
+                bail!(
+                    "{what}: broken after {:.1} s: {e}",
+                    started.elapsed().as_secs_f64()
+                );
+            }
+            if started.elapsed() >= duration {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
     /// Waits until Deployment `namespace/name` has all its replicas updated and available.
     pub async fn wait_available(
         &self,
@@ -395,4 +443,358 @@ impl Deployed {
         );
         Ok(took)
     }
+}
+
+/// A `kubectl get … --watch` whose output lines are read by a thread and stamped with the time
+/// they arrived, measured from a base instant shared between watches (so that two timelines
+/// line up).
+pub struct KubectlWatch {
+    child: std::process::Child,
+    rx: tokio::sync::mpsc::UnboundedReceiver<(Instant, String)>,
+    base: Instant,
+    lines: Vec<(Duration, String)>,
+    ended: bool,
+}
+
+impl std::fmt::Debug for KubectlWatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KubectlWatch")
+            .field("lines", &self.lines.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl KubectlWatch {
+    /// Starts `kubectl args… --watch` (`args` should carry the output format).
+    pub fn start(d: &Deployed, args: &[&str], base: Instant) -> Result<Self> {
+        let mut cmd = d.node().control_plane().kubectl()?;
+        cmd.args(args)
+            .arg("--watch")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null());
+        let mut child = cmd
+            .spawn()
+            .with_context(|| format!("starting kubectl {args:?} --watch"))?;
+        let stdout = child.stdout.take().context("kubectl stdout")?;
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead as _;
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send((Instant::now(), line.trim().to_owned())).is_err() {
+                    break;
+                }
+            }
+        });
+        Ok(Self {
+            child,
+            rx,
+            base,
+            lines: Vec::new(),
+            ended: false,
+        })
+    }
+
+    fn push(&mut self, at: Instant, line: String) {
+        self.lines
+            .push((at.saturating_duration_since(self.base), line));
+    }
+
+    /// Takes in every line received so far; an error when the watch has ended.
+    pub fn drain(&mut self) -> Result<&[(Duration, String)]> {
+        loop {
+            match self.rx.try_recv() {
+                Ok((at, line)) => self.push(at, line),
+                Err(tokio::sync::mpsc::error::TryRecvError::Empty) => break,
+                Err(tokio::sync::mpsc::error::TryRecvError::Disconnected) => {
+                    self.ended = true;
+                    break;
+                }
+            }
+        }
+        ensure!(!self.ended, "kubectl --watch ended");
+        Ok(&self.lines)
+    }
+
+    /// Waits for one more line until `deadline`; `None` when the deadline passed.
+    pub async fn next_line(&mut self, deadline: tokio::time::Instant) -> Result<Option<()>> {
+        match tokio::time::timeout_at(deadline, self.rx.recv()).await {
+            Ok(Some((at, line))) => {
+                self.push(at, line);
+                Ok(Some(()))
+            }
+            Ok(None) => {
+                self.ended = true;
+                bail!("kubectl --watch ended")
+            }
+            Err(_) => Ok(None),
+        }
+    }
+
+    /// Every line so far.
+    pub fn lines(&self) -> &[(Duration, String)] {
+        &self.lines
+    }
+}
+
+impl Drop for KubectlWatch {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One change of a Pacto's `contractStatus`, as a [`VerdictWatch`] saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerdictChange {
+    /// Since the watch's base instant.
+    pub at: Duration,
+    /// `namespace/name`.
+    pub pacto: String,
+    /// The status before.
+    pub from: String,
+    /// The status after.
+    pub to: String,
+}
+
+impl std::fmt::Display for VerdictChange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} {} -> {} at +{:.1} s",
+            self.pacto,
+            self.from,
+            self.to,
+            self.at.as_secs_f64()
+        )
+    }
+}
+
+/// `kubectl get pactos --watch` (one namespace or all) printing `namespace/name=contractStatus`
+/// for every write of every Pacto. Unlike polling it sees every status the API server stored,
+/// even one that lasted less than a poll: [`VerdictWatch::changes`] lists every change of a
+/// Pacto's `contractStatus` after its first line (its state when the watch's list was taken).
+#[derive(Debug)]
+pub struct VerdictWatch {
+    watch: KubectlWatch,
+    read: usize,
+    current: std::collections::BTreeMap<String, String>,
+    changes: Vec<VerdictChange>,
+}
+
+impl VerdictWatch {
+    /// Starts the watch over `namespace` (every namespace when `None`), its times measured from
+    /// `base`, and waits until its initial list has printed every Pacto that exists now, so
+    /// that no change after this returns is missed.
+    pub async fn start(d: &Deployed, namespace: Option<&str>, base: Instant) -> Result<Self> {
+        let mut args = vec!["get", "pactos"];
+        match namespace {
+            Some(ns) => args.extend(["-n", ns]),
+            None => args.push("-A"),
+        }
+        let existing = d.kubectl_json(&args)?["items"]
+            .as_array()
+            .map_or(0, Vec::len);
+        args.extend([
+            "-o",
+            "jsonpath={.metadata.namespace}/{.metadata.name}={.status.contractStatus}{\"\\n\"}",
+        ]);
+        let watch = KubectlWatch::start(d, &args, base)?;
+        let mut watch = Self {
+            watch,
+            read: 0,
+            current: std::collections::BTreeMap::new(),
+            changes: Vec::new(),
+        };
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while watch.current.len() < existing {
+            if watch.watch.next_line(deadline).await?.is_none() {
+                bail!(
+                    "the Pacto watch listed {} of {existing} Pactos in 30 s",
+                    watch.current.len()
+                );
+            }
+            watch.absorb();
+        }
+        Ok(watch)
+    }
+
+    fn absorb(&mut self) {
+        let lines = self.watch.lines();
+        for (at, line) in &lines[self.read..] {
+            let Some((pacto, status)) = line.split_once('=') else {
+                continue;
+            };
+            if let Some(before) = self.current.get(pacto)
+                && before != status
+                && !before.is_empty()
+            {
+                self.changes.push(VerdictChange {
+                    at: *at,
+                    pacto: pacto.to_owned(),
+                    from: before.clone(),
+                    to: status.to_owned(),
+                });
+            }
+            self.current.insert(pacto.to_owned(), status.to_owned());
+        }
+        self.read = lines.len();
+    }
+
+    /// Every change seen so far.
+    pub fn changes(&mut self) -> Result<Vec<VerdictChange>> {
+        self.watch.drain()?;
+        self.absorb();
+        Ok(self.changes.clone())
+    }
+
+    /// How long since the watch's base instant.
+    pub fn elapsed(&self) -> Duration {
+        self.watch.base.elapsed()
+    }
+
+    /// The latest status of every Pacto seen, by `namespace/name`.
+    pub fn current(&mut self) -> Result<std::collections::BTreeMap<String, String>> {
+        self.watch.drain()?;
+        self.absorb();
+        Ok(self.current.clone())
+    }
+}
+
+/// The pods of `namespaces` over time: one `kubectl get pods --watch` per namespace printing
+/// `namespace/name ready=<Ready condition> deleting=<deletionTimestamp>` for every write, its
+/// times from `base`. Shows which component was rolling when a verdict changed.
+#[derive(Debug)]
+pub struct PodTimeline {
+    watches: Vec<KubectlWatch>,
+}
+
+impl PodTimeline {
+    /// Starts the watches.
+    pub fn start(d: &Deployed, namespaces: &[&str], base: Instant) -> Result<Self> {
+        let watches = namespaces
+            .iter()
+            .map(|ns| {
+                KubectlWatch::start(
+                    d,
+                    &[
+                        "get",
+                        "pods",
+                        "-n",
+                        ns,
+                        "-o",
+                        "jsonpath={.metadata.namespace}/{.metadata.name} ready={.status.conditions[?(@.type==\"Ready\")].status} deleting={.metadata.deletionTimestamp}{\"\\n\"}",
+                    ],
+                    base,
+                )
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Self { watches })
+    }
+
+    /// Every distinct line so far (a pod's line repeated unchanged is left out), in time order,
+    /// as `+<seconds> s <line>`.
+    pub fn lines(&mut self) -> Vec<String> {
+        let mut all: Vec<(Duration, String)> = Vec::new();
+        for w in &mut self.watches {
+            let _ = w.drain();
+            all.extend(w.lines().iter().cloned());
+        }
+        all.sort();
+        let mut last = std::collections::BTreeMap::<String, String>::new();
+        let mut out = Vec::new();
+        for (at, line) in all {
+            let pod = line.split(' ').next().unwrap_or_default().to_owned();
+            if last.get(&pod) == Some(&line) {
+                continue;
+            }
+            last.insert(pod, line.clone());
+            out.push(format!("+{:.1} s {line}", at.as_secs_f64()));
+        }
+        out
+    }
+}
+
+/// One Pacto event (core/v1 Event whose involved object is a Pacto).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PactoEvent {
+    /// `namespace/name` of the Pacto.
+    pub pacto: String,
+    /// The event's reason (`ValidationFailed`, `ContractRecovered`, …).
+    pub reason: String,
+    /// How many times it was recorded (`count`, 1 when absent).
+    pub count: u64,
+    /// Its message.
+    pub message: String,
+    /// When it was last recorded (`lastTimestamp`, else `eventTime`).
+    pub last: String,
+}
+
+impl Deployed {
+    /// Every event about a Pacto of the cluster, sorted.
+    pub fn pacto_events(&self) -> Result<Vec<PactoEvent>> {
+        let list = self.kubectl_json(&[
+            "get",
+            "events",
+            "-A",
+            "--field-selector",
+            "involvedObject.kind=Pacto",
+        ])?;
+        let text = |v: &serde_json::Value| v.as_str().unwrap_or("?").to_owned();
+        let mut out: Vec<PactoEvent> = list["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|e| PactoEvent {
+                pacto: format!(
+                    "{}/{}",
+                    text(&e["involvedObject"]["namespace"]),
+                    text(&e["involvedObject"]["name"])
+                ),
+                reason: text(&e["reason"]),
+                count: e["count"].as_u64().unwrap_or(1),
+                message: e["message"].as_str().unwrap_or_default().to_owned(),
+                last: e["lastTimestamp"]
+                    .as_str()
+                    .or_else(|| e["eventTime"].as_str())
+                    .unwrap_or("?")
+                    .to_owned(),
+            })
+            .collect();
+        out.sort_by(|a, b| (&a.pacto, &a.reason, &a.last).cmp(&(&b.pacto, &b.reason, &b.last)));
+        Ok(out)
+    }
+}
+
+/// The Pacto events recorded between `before` and `after` (both from
+/// [`Deployed::pacto_events`]): per Pacto and reason, how many more times than before, with the
+/// latest message and time, as `namespace/name reason +N at <time>: <message>`.
+pub fn new_pacto_events(before: &[PactoEvent], after: &[PactoEvent]) -> Vec<String> {
+    let mut counts = std::collections::BTreeMap::<(String, String), u64>::new();
+    for e in before {
+        *counts
+            .entry((e.pacto.clone(), e.reason.clone()))
+            .or_insert(0) += e.count;
+    }
+    let mut now = std::collections::BTreeMap::<(String, String), (u64, &PactoEvent)>::new();
+    for e in after {
+        let entry = now
+            .entry((e.pacto.clone(), e.reason.clone()))
+            .or_insert((0, e));
+        entry.0 += e.count;
+        if e.last >= entry.1.last {
+            entry.1 = e;
+        }
+    }
+    now.into_iter()
+        .filter_map(|(key, (count, latest))| {
+            let new = count.saturating_sub(counts.get(&key).copied().unwrap_or(0));
+            (new > 0).then(|| {
+                format!(
+                    "{} {} +{new} at {}: {}",
+                    key.0, key.1, latest.last, latest.message
+                )
+            })
+        })
+        .collect()
 }

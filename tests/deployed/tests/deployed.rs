@@ -7,10 +7,10 @@ mod agent;
 
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, Result, ensure};
+use anyhow::{Context as _, Result, bail, ensure};
 use pacto_deployed::{
-    Deployed, IMAGE_HOST, OPERATOR_NAMESPACE, RELEASE_PREFIX, SAMPLE_HTTP_IMAGE, SERVICES, may_run,
-    step, timed,
+    Deployed, IMAGE_HOST, OPERATOR_NAMESPACE, PactoEvent, PodTimeline, RELEASE_PREFIX,
+    SAMPLE_HTTP_IMAGE, SERVICES, VerdictWatch, may_run, new_pacto_events, step, timed,
 };
 
 const SERVICES_READY: Duration = Duration::from_mins(3);
@@ -47,6 +47,26 @@ async fn deployed_tier() -> Result<()> {
     )
     .await?;
 
+    // Early, while the services' logs still hold their first lines: at debug level the kubelet
+    // rotates the status-writer's container log (10 MiB) within minutes, and `kubectl logs`
+    // shows only the current file.
+    step(
+        "Invalid, Reference, Unknown (EVIDENCE_MISSING); pactorevisions and describe events",
+        verdicts_without_a_workload(&deployed),
+    )
+    .await?;
+
+    step("the guide's kubectl commands", async {
+        the_guide_commands_run(&deployed)
+    })
+    .await?;
+
+    step(
+        "observer at 2 replicas (its chart's replicaCount): both Ready, the status-writer balancing over both",
+        agent::stream::scale_observer(&deployed, agent::stream::OBSERVER_REPLICAS),
+    )
+    .await?;
+
     step(
         "node agent: DaemonSet Ready, observation Running with a real pod's listener, Lease renewed",
         agent::the_agent_sees_real_pods(&deployed),
@@ -60,14 +80,44 @@ async fn deployed_tier() -> Result<()> {
     .await?;
 
     step(
-        "node evidence: listener closed -> status flip, 20 runs (p50/p99 printed)",
+        "node evidence: listener closed -> INTERFACE_ABSENT after the window, then 20 flips (p50/p99 printed), reports streamed to both observer replicas",
         agent::evidence::listener_closed_flips_the_status(&deployed),
     )
     .await?;
 
     step(
-        "node evidence: agent stopped -> EVIDENCE_STALE after stale-after; back -> Compliant",
+        "node evidence: report stream refused (token audience) -> the verdict follows the NodeRuntimeObservation; stream open again",
+        agent::evidence::refused_stream_falls_back_to_the_object(&deployed),
+    )
+    .await?;
+
+    step(
+        "node evidence: agent stopped (image missing) -> EVIDENCE_STALE after stale-after; back -> Compliant",
         agent::evidence::agent_stopped_reads_stale_then_recovers(&deployed),
+    )
+    .await?;
+
+    step(
+        "node evidence: a UDP Service port and a hostNetwork pod keep the Kubernetes verdict (Compliant past the window)",
+        agent::fleet::udp_and_host_network_keep_the_kubernetes_verdict(&deployed),
+    )
+    .await?;
+
+    step(
+        "node evidence: 20 Pactos Compliant, nudged through both observer replicas: no verdict change",
+        agent::fleet::twenty_pactos_balanced_over_the_replicas(&deployed),
+    )
+    .await?;
+
+    step(
+        "node agent: kubectl rollout restart with 20 Compliant Pactos: no verdict change, no Pacto event",
+        agent::fleet::agent_rollout_changes_no_verdict(&deployed),
+    )
+    .await?;
+
+    step(
+        "node agent: the node outside the DaemonSet's nodeSelector -> Kubernetes verdicts past stale-after, never EVIDENCE_STALE; restored",
+        agent::fleet::excluded_node_keeps_the_kubernetes_verdict(&deployed),
     )
     .await?;
 
@@ -102,14 +152,9 @@ async fn deployed_tier() -> Result<()> {
     .await?;
 
     step(
-        "Invalid, Reference, Unknown (EVIDENCE_MISSING); pactorevisions and describe events",
-        verdicts_without_a_workload(&deployed),
+        "observer back to 1 replica: no verdict change",
+        agent::stream::scale_observer(&deployed, 1),
     )
-    .await?;
-
-    step("the guide's kubectl commands", async {
-        the_guide_commands_run(&deployed)
-    })
     .await?;
 
     step("configuration: Compliant, ConfigMap violated -> NonCompliant at once, restored -> Compliant", configuration_on_the_node(&deployed)).await?;
@@ -195,6 +240,23 @@ fn sync_args<'a>(extra: &[&'a str], command: &'a str) -> Vec<String> {
     args
 }
 
+/// `helmfile` as [`sync_args`] does, for the release `name` alone (`--selector name=<name>`),
+/// with chart values `sets` (`--set`, for that release only).
+fn sync_release(d: &Deployed, name: &str, sets: &[&str]) -> Result<()> {
+    let mut args = sync_args(&[], "sync");
+    args.pop();
+    args.extend([
+        "--selector".to_owned(),
+        format!("name={name}"),
+        "sync".to_owned(),
+    ]);
+    for set in sets {
+        args.extend(["--set".to_owned(), (*set).to_owned()]);
+    }
+    d.helmfile(&args)?;
+    Ok(())
+}
+
 /// `helmfile -e local sync` of the unmodified charts (two environment knobs set: the
 /// stabilization window, and metrics observation on; probing is already on in the `local`
 /// environment): every service Deployment Available, its pods Ready through the charts' own probes
@@ -245,12 +307,8 @@ async fn helmfile_sync_brings_every_service_up(d: &Deployed) -> Result<()> {
 /// `/version` (admin port, through its metrics Service and the API server's proxy) names the
 /// version the rehearsal released and the commit it was built from.
 fn installed_services_report_the_rehearsed_release(d: &Deployed) -> Result<()> {
-    let head = std::process::Command::new("git")
-        .current_dir(pacto_chart_tests::repo_root())
-        .args(["rev-parse", "HEAD"])
-        .output()
-        .context("git rev-parse HEAD")?;
-    let head = String::from_utf8_lossy(&head.stdout).trim().to_owned();
+    // The commit the rehearsal released (HEAD when it began; a later commit does not matter).
+    let head = d.released_commit().to_owned();
     for service in SERVICES {
         let component = service.trim_start_matches("pacto-");
         let released = d
@@ -1397,33 +1455,6 @@ async fn wait_rolled(
     Ok(())
 }
 
-/// The events about Pactos, as `namespace/object reason count`, for the before/after comparison.
-fn pacto_events(d: &Deployed) -> Result<Vec<String>> {
-    let list = d.kubectl_json(&[
-        "get",
-        "events",
-        "-A",
-        "--field-selector",
-        "involvedObject.kind=Pacto",
-    ])?;
-    let mut out: Vec<String> = list["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|e| {
-            format!(
-                "{}/{} {} {}",
-                e["involvedObject"]["namespace"].as_str().unwrap_or("?"),
-                e["involvedObject"]["name"].as_str().unwrap_or("?"),
-                e["reason"].as_str().unwrap_or("?"),
-                e["count"].as_u64().unwrap_or(1)
-            )
-        })
-        .collect();
-    out.sort();
-    Ok(out)
-}
-
 /// The status-writer's finished reconciles so far (`pacto_status_writer_reconciles_total`, every
 /// result), read through its metrics Service (0 when unreadable).
 fn reconciles_finished(d: &Deployed) -> u64 {
@@ -1463,90 +1494,104 @@ async fn wait_reconciled_after_roll(d: &Deployed) -> Result<()> {
     .await
 }
 
-/// Event counts per (Pacto, reason), from [`pacto_events`] lines.
-fn event_counts(lines: &[String]) -> std::collections::BTreeMap<(String, String), u64> {
-    let mut counts = std::collections::BTreeMap::new();
-    for line in lines {
-        let mut parts = line.split(' ');
-        let (Some(pacto), Some(reason), Some(count)) = (parts.next(), parts.next(), parts.next())
-        else {
-            continue;
-        };
-        *counts
-            .entry((pacto.to_owned(), reason.to_owned()))
-            .or_insert(0) += count.parse::<u64>().unwrap_or(1);
+/// Holds for `quiet` while the [`VerdictWatch`] sees no change (a change ends the hold at
+/// once), then checks that nothing changed and no Pacto event was recorded since `events_before`.
+/// The error names each change (Pacto, from, to, when), each new event (reason, message, time)
+/// and the pods' timeline of `pods`, so that a blip shows which component was rolling.
+async fn expect_no_verdict_change(
+    d: &Deployed,
+    what: &str,
+    watch: &mut VerdictWatch,
+    pods: &mut PodTimeline,
+    events_before: &[PactoEvent],
+    quiet: Duration,
+) -> Result<()> {
+    // Ends early at the first change; what changed is reported below.
+    let _ = d
+        .hold(&format!("{what}: no verdict change"), quiet, |_| {
+            let changes = watch.changes().map_err(|e| e.to_string())?;
+            if changes.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("{} change(s)", changes.len()))
+            }
+        })
+        .await;
+    let changes = watch.changes()?;
+    let events = new_pacto_events(events_before, &d.pacto_events()?);
+    eprintln!(
+        "deployed: {what}: {} verdict change(s), {} new Pacto event(s) over {:.1} s",
+        changes.len(),
+        events.len(),
+        watch.elapsed().as_secs_f64()
+    );
+    if changes.is_empty() && events.is_empty() {
+        return Ok(());
     }
-    counts
+    let changes: Vec<String> = changes.iter().map(ToString::to_string).collect();
+    bail!(
+        "{what} changed verdicts or recorded Pacto events.\nverdict changes:\n  {}\nnew Pacto events:\n  {}\npods meanwhile:\n  {}",
+        changes.join("\n  "),
+        events.join("\n  "),
+        pods.lines().join("\n  ")
+    )
 }
 
-/// The Pactos whose events changed between `before` and `after` only by Unknown blips: as many
-/// new `ValidationFailed` as new `ContractRecovered` events and nothing else. Any other new event
-/// is an error naming it.
-fn unknown_blips(before: &[String], after: &[String]) -> Result<Vec<String>, String> {
-    let before = event_counts(before);
-    let mut added = std::collections::BTreeMap::<String, (u64, u64)>::new();
-    for ((pacto, reason), count) in event_counts(after) {
-        let new = count.saturating_sub(*before.get(&(pacto.clone(), reason.clone())).unwrap_or(&0));
-        if new == 0 {
-            continue;
-        }
-        let entry = added.entry(pacto.clone()).or_default();
-        match reason.as_str() {
-            "ValidationFailed" => entry.0 += new,
-            "ContractRecovered" => entry.1 += new,
-            _ => return Err(format!("{pacto}: {new} new {reason} event(s)")),
-        }
-    }
-    let mut blips = Vec::new();
-    for (pacto, (failed, recovered)) in added {
-        if failed != recovered {
-            return Err(format!(
-                "{pacto}: {failed} new ValidationFailed but {recovered} new ContractRecovered"
-            ));
-        }
-        blips.push(format!("{pacto} x{failed}"));
-    }
-    Ok(blips)
+/// The generation of the agent DaemonSet.
+fn agent_generation(d: &Deployed) -> Result<i64> {
+    let ds = d.kubectl_json(&["get", "daemonset", "-n", agent::AGENT_NS, agent::AGENT])?;
+    Ok(ds["metadata"]["generation"].as_i64().unwrap_or(0))
 }
 
 /// Upgrade and rollback: `helmfile sync` with another log level (harmless) rolls every service
-/// Deployment (a new revision, new pods), and `helm rollback` of the evaluator's release rolls it
-/// back; across both every Pacto ends with its verdict from before, and the only events recorded
-/// are Unknown blips (a reconcile that met a backend while its pod was replaced reads Unknown until
-/// its retry: a `ValidationFailed` then a `ContractRecovered`), which are printed. That blip is a
-/// known limit of single-replica backends (docs/testing.md, deployed tier), not hidden: any other
-/// event or an unpaired one fails.
+/// Deployment and the node agent's DaemonSet (a new revision, new pods), and `helm rollback` of
+/// the evaluator's release rolls it back. Across both, watched from before the command until every
+/// component has rolled, the new status-writer reconciled every Pacto, the agent's report stream
+/// is open again and a quiet period passed: no Pacto's `contractStatus` changes even for a moment
+/// (a `kubectl get pactos -A --watch`) and no Pacto event is recorded. The agent's roll is covered
+/// too: the node-evidence Pactos of the agent scenarios (20 of them) keep `Compliant` with the
+/// chart's default warm-up.
 async fn upgrade_and_rollback_change_no_verdict(d: &Deployed) -> Result<()> {
     let verdicts_before = all_verdicts(d)?;
-    let events_before = pacto_events(d)?;
+    let events_before = d.pacto_events()?;
     let revisions = deployment_revisions(d)?;
+    let agent_before = agent_generation(d)?;
+    let base = Instant::now();
+    let mut watch = VerdictWatch::start(d, None, base).await?;
+    let mut pods = PodTimeline::start(d, &[OPERATOR_NAMESPACE, agent::AGENT_NS], base)?;
     d.helmfile(&sync_args(&["logLevel=info"], "sync"))?;
     wait_rolled(d, &SERVICES, &revisions).await?;
+    agent::wait_daemonset_rolled(d, agent_before).await?;
     wait_reconciled_after_roll(d).await?;
-    d.wait(
-        "every Pacto back to its verdict from before the upgrade",
-        VERDICT,
-        |d| {
-            let now = all_verdicts(d).map_err(|e| e.to_string())?;
-            if now == verdicts_before {
-                Ok(())
-            } else {
-                Err(format!("before {verdicts_before:?}, now {now:?}"))
-            }
-        },
+    agent::stream::wait_streams_open(d, 1).await?;
+    agent::wait_published(d).await?;
+    expect_no_verdict_change(
+        d,
+        "upgrade (every service and the agent rolled)",
+        &mut watch,
+        &mut pods,
+        &events_before,
+        QUIET,
     )
-    .await
-    .context("the upgrade changed verdicts")?;
-    let events = pacto_events(d)?;
-    let blips = unknown_blips(&events_before, &events).map_err(|e| {
-        anyhow::anyhow!(
-            "the upgrade recorded Pacto events other than Unknown blips ({e}): before {events_before:#?}, after {events:#?}"
-        )
-    })?;
-    eprintln!("deployed: upgrade: Unknown blips while the services rolled: {blips:?}");
-    let events_before = events;
+    .await?;
+    let now = all_verdicts(d)?;
+    ensure!(
+        now == verdicts_before,
+        "before {verdicts_before:?}, now {now:?}"
+    );
+    eprintln!(
+        "deployed: upgrade: {} Pactos, every component rolled and settled {:.1} s after the sync began",
+        now.len(),
+        base.elapsed().as_secs_f64()
+    );
+    drop(watch);
+    drop(pods);
 
+    let events_before = d.pacto_events()?;
     let revisions = deployment_revisions(d)?;
+    let base = Instant::now();
+    let mut watch = VerdictWatch::start(d, None, base).await?;
+    let mut pods = PodTimeline::start(d, &[OPERATOR_NAMESPACE], base)?;
     d.helm(&[
         "rollback",
         "pacto-evaluator",
@@ -1592,7 +1637,7 @@ async fn upgrade_and_rollback_change_no_verdict(d: &Deployed) -> Result<()> {
         "the rollback did not restore the evaluator's log level: {args}"
     );
     // A reconcile of every Pacto through the rolled-back evaluator (the guide's nudge).
-    let base = reconciles_finished(d);
+    let base_reconciles = reconciles_finished(d);
     let pactos = all_pactos(d)?;
     for (ns, name) in &pactos {
         d.kubectl(&[
@@ -1605,29 +1650,34 @@ async fn upgrade_and_rollback_change_no_verdict(d: &Deployed) -> Result<()> {
             "--overwrite",
         ])?;
     }
-    let after = d
-        .wait("the verdicts after the rollback", VERDICT, |d| {
-            let now = all_verdicts(d).map_err(|e| e.to_string())?;
-            let done = reconciles_finished(d).saturating_sub(base);
-            if done >= pactos.len() as u64 && now == verdicts_before {
-                Ok(now)
-            } else {
-                Err(format!(
-                    "{done} reconciles since the nudge; verdicts {now:?}, before {verdicts_before:?}"
-                ))
-            }
-        })
-        .await?;
-    ensure!(after == verdicts_before, "{after:?}");
-    let events = pacto_events(d)?;
-    let blips = unknown_blips(&events_before, &events).map_err(|e| {
-        anyhow::anyhow!(
-            "the rollback recorded Pacto events other than Unknown blips ({e}): before {events_before:#?}, after {events:#?}"
-        )
-    })?;
-    eprintln!("deployed: rollback: Unknown blips while the evaluator rolled: {blips:?}");
+    d.wait("every Pacto reconciled after the rollback", VERDICT, |d| {
+        let done = reconciles_finished(d).saturating_sub(base_reconciles);
+        if done >= pactos.len() as u64 {
+            Ok(())
+        } else {
+            Err(format!("{done} reconciles since the nudge"))
+        }
+    })
+    .await?;
+    expect_no_verdict_change(
+        d,
+        "rollback of the evaluator",
+        &mut watch,
+        &mut pods,
+        &events_before,
+        QUIET,
+    )
+    .await?;
+    let after = all_verdicts(d)?;
+    ensure!(
+        after == verdicts_before,
+        "{after:?}, before {verdicts_before:?}"
+    );
     Ok(())
 }
+
+/// How long a roll's result is watched for after everything settled.
+const QUIET: Duration = Duration::from_secs(10);
 
 /// Every Pacto of the cluster as (namespace, name).
 fn all_pactos(d: &Deployed) -> Result<Vec<(String, String)>> {

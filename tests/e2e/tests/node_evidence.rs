@@ -511,11 +511,7 @@ async fn node_agent_evidence_found_stale_recovered_failed_partial_and_absent() {
         finding(&stale, "interface/http").unwrap()["evidenceRefs"][0]["detectedAt"].clone();
     let generation = stale["metadata"]["generation"].as_i64().unwrap();
     stack
-        .wait_describe(
-            name,
-            &["EVIDENCE_STALE", "k8s-observer"],
-            STATUS_DEADLINE,
-        )
+        .wait_describe(name, &["EVIDENCE_STALE", "k8s-observer"], STATUS_DEADLINE)
         .await
         .unwrap();
     // metadata.generation moves on; the stale reading's detectedAt (when the node was last heard

@@ -1,9 +1,13 @@
 //! The node agent on the real node: its DaemonSet installed by `helmfile -e local sync` (with
 //! [`AGENT_VALUES`]), the `NodeRuntimeObservation` and Lease it writes about real pods, the
 //! admission policy with tokens bound to its real pod, collection Failed, Pod Security, and its
-//! footprint (docs/design/real-node.md#node-agent); [`evidence`]: that evidence in the verdicts.
+//! footprint (docs/design/real-node.md#node-agent); [`evidence`]: that evidence in the verdicts;
+//! [`stream`]: its report stream to every observer replica; [`fleet`]: 20 Pactos across an agent
+//! rollout, UDP and hostNetwork targets, a node the DaemonSet excludes.
 
 pub mod evidence;
+pub mod fleet;
+pub mod stream;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -21,17 +25,23 @@ pub const NODE: &str = "pacto-node";
 /// The namespace of the agent scenarios' workloads.
 pub const WORKLOAD_NS: &str = "deployed-agent";
 
-/// The helmfile state values the tier installs the agent with: on, publishing every 5 s (so that
-/// a scenario waits seconds, not the default 30 s), a warm-up of 10 s (pods that ran before
-/// the agent started read Partial "started after pod" only that long, not 5 minutes), and the
-/// observer's stale-after at 20 s (four publish intervals; a stopped agent reads EVIDENCE_STALE
-/// after 20 s, not the default 90 s).
-pub const AGENT_VALUES: [&str; 4] = [
+/// The helmfile state values the tier installs the agent with: on, publishing every 5 s and the
+/// observer's stale-after at 20 s (four publish intervals). Both only for time: a scenario waits
+/// for a publish in seconds rather than the default 30 s, and a stopped agent reads
+/// EVIDENCE_STALE after 20 s rather than the default 90 s. The warm-up is the chart's default
+/// (5 minutes): pods that ran before an agent (re)start read connection coverage Partial
+/// "started after pod" that long, while their listeners are Complete at once, which the agent
+/// scenarios rely on (a rollout, the agent's return, the upgrade change no verdict).
+pub const AGENT_VALUES: [&str; 3] = [
     "nodeAgent.enabled=true",
     "nodeAgent.publishInterval=5s",
-    "nodeAgent.warmUp=10s",
     "nodeAgent.staleAfter=20s",
 ];
+
+/// `nodeAgent.publishInterval` of [`AGENT_VALUES`].
+pub const PUBLISH_INTERVAL: Duration = Duration::from_secs(5);
+/// `nodeAgent.staleAfter` of [`AGENT_VALUES`].
+pub const STALE_AFTER: Duration = Duration::from_secs(20);
 
 /// The BTF path of the collection-Failed scenario: inside the agent's mount of the host's
 /// `/sys/kernel/btf`, a file that does not exist.
@@ -211,16 +221,8 @@ pub async fn the_agent_sees_real_pods(d: &Deployed) -> Result<()> {
         web["coverage"] == "Complete",
         "a pod started after the agent must be covered completely: {web:#}"
     );
-    for p in st["pods"].as_array().into_iter().flatten() {
-        eprintln!(
-            "deployed: node agent: pod {}/{} coverage {} {} listeners {:?}, {} connection entries",
-            p["namespace"].as_str().unwrap_or("?"),
-            p["name"].as_str().unwrap_or("?"),
-            p["coverage"].as_str().unwrap_or("-"),
-            p["partialReason"].as_str().unwrap_or(""),
-            listener_ports(p),
-            p["connections"].as_array().map_or(0, Vec::len)
-        );
+    for line in coverage_lines(&obs) {
+        eprintln!("deployed: node agent: pod {line}");
     }
 
     let first = renew_time(d).map_err(anyhow::Error::msg)?;
@@ -422,12 +424,169 @@ pub fn the_admission_policy_refuses_other_nodes(d: &Deployed) -> Result<()> {
     Ok(())
 }
 
-/// `helmfile sync` of the agent's release alone with [`AGENT_VALUES`] and `extra`.
-fn sync_agent(d: &Deployed, extra: &[&str]) -> Result<()> {
+/// `helmfile sync` of the agent's release alone with [`AGENT_VALUES`] and `extra` (state
+/// values), and the chart values `sets` (`--set`).
+fn sync_agent_with(d: &Deployed, extra: &[&str], sets: &[&str]) -> Result<()> {
     let mut args = vec!["-e", "local"];
     args.extend(state_values(extra));
     args.extend(["--selector", "name=pacto-node-agent", "sync"]);
+    for set in sets {
+        args.extend(["--set", set]);
+    }
     d.helmfile(&args)?;
+    Ok(())
+}
+
+/// `helmfile sync` of the agent's release alone with [`AGENT_VALUES`] and `extra`.
+fn sync_agent(d: &Deployed, extra: &[&str]) -> Result<()> {
+    sync_agent_with(d, extra, &[])
+}
+
+/// The agent's pods as (name, Ready), terminating ones left out.
+pub fn agent_pod_states(d: &Deployed) -> Result<Vec<(String, bool)>> {
+    let pods = d.kubectl_json(&[
+        "get",
+        "pods",
+        "-n",
+        AGENT_NS,
+        "-l",
+        &format!("app.kubernetes.io/name={AGENT}"),
+    ])?;
+    Ok(pods["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+        .map(|p| {
+            let ready = p["status"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True");
+            (
+                p["metadata"]["name"].as_str().unwrap_or("?").to_owned(),
+                ready,
+            )
+        })
+        .collect())
+}
+
+/// Waits until the DaemonSet's generation is past `before` and its new template is rolled out
+/// ([`wait_daemonset_ready`]), with no other agent pod left.
+pub async fn wait_daemonset_rolled(d: &Deployed, before: i64) -> Result<()> {
+    d.wait("the agent DaemonSet's new generation", READY, |d| {
+        let ds = d
+            .kubectl_json(&["get", "daemonset", "-n", AGENT_NS, AGENT])
+            .map_err(|e| e.to_string())?;
+        let generation = ds["metadata"]["generation"].as_i64().unwrap_or(0);
+        if generation > before {
+            Ok(())
+        } else {
+            Err(format!("generation {generation}"))
+        }
+    })
+    .await?;
+    wait_daemonset_ready(d, READY).await?;
+    d.wait("one agent pod left", READY, |d| {
+        let all = d
+            .kubectl(&[
+                "get",
+                "pods",
+                "-n",
+                AGENT_NS,
+                "-l",
+                &format!("app.kubernetes.io/name={AGENT}"),
+                "-o",
+                "name",
+            ])
+            .map_err(|e| e.to_string())?;
+        if all.lines().count() == 1 {
+            Ok(())
+        } else {
+            Err(all)
+        }
+    })
+    .await
+}
+
+/// Waits for one publish of the observation after now (its `lastPublished` moves on).
+pub async fn wait_published(d: &Deployed) -> Result<()> {
+    let first = observation(d).map_err(anyhow::Error::msg)?["status"]["lastPublished"].clone();
+    d.wait("the next publish of the observation", PUBLISHED, |d| {
+        let now = observation(d)?["status"]["lastPublished"].clone();
+        if now != first && !now.is_null() {
+            Ok(())
+        } else {
+            Err(format!("lastPublished still {now}"))
+        }
+    })
+    .await
+}
+
+/// One line per pod of the observation: coverage of connections and of listeners, hostNetwork,
+/// listener ports.
+fn coverage_lines(obs: &Value) -> Vec<String> {
+    obs["status"]["pods"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            format!(
+                "{}/{} coverage {} {} listenerCoverage {} {}{} listeners {:?}, {} connection entries",
+                p["namespace"].as_str().unwrap_or("?"),
+                p["name"].as_str().unwrap_or("?"),
+                p["coverage"].as_str().unwrap_or("-"),
+                p["partialReason"].as_str().unwrap_or(""),
+                p["listenerCoverage"].as_str().unwrap_or("-"),
+                p["listenerPartialReason"].as_str().unwrap_or(""),
+                if p["hostNetwork"] == true {
+                    " hostNetwork"
+                } else {
+                    ""
+                },
+                listener_ports(p),
+                p["connections"].as_array().map_or(0, Vec::len)
+            )
+        })
+        .collect()
+}
+
+/// Waits until every Pacto of [`WORKLOAD_NS`] is `Compliant` again (after a scenario that made
+/// the agent's evidence unusable on purpose); prints how long it took.
+pub async fn wait_workload_pactos_compliant(d: &Deployed, after: &str) -> Result<()> {
+    let started = Instant::now();
+    d.wait(
+        &format!("every Pacto of {WORKLOAD_NS} Compliant after {after}"),
+        READY,
+        |d| {
+            let list = d
+                .kubectl_json(&["get", "pactos", "-n", WORKLOAD_NS])
+                .map_err(|e| e.to_string())?;
+            let not: Vec<String> = list["items"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|p| p["status"]["contractStatus"] != "Compliant")
+                .map(|p| {
+                    format!(
+                        "{}={}",
+                        p["metadata"]["name"].as_str().unwrap_or("?"),
+                        p["status"]["contractStatus"].as_str().unwrap_or("-")
+                    )
+                })
+                .collect();
+            if not.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("not Compliant: {not:?}"))
+            }
+        },
+    )
+    .await?;
+    eprintln!(
+        "deployed: node evidence: every Pacto of {WORKLOAD_NS} Compliant {:.1} s after {after}",
+        started.elapsed().as_secs_f64()
+    );
     Ok(())
 }
 
@@ -501,8 +660,8 @@ pub async fn collection_failed_keeps_the_heartbeat(d: &Deployed) -> Result<()> {
         "deployed: node agent: back to Running in {:.1} s",
         started.elapsed().as_secs_f64()
     );
-    evidence::collection_running_again_then_done(d, started).await?;
-    Ok(())
+    evidence::collection_running_again(d, started).await?;
+    wait_workload_pactos_compliant(d, "collection Running again").await
 }
 
 const PSA_ENFORCE: &str = "pod-security.kubernetes.io/enforce";
@@ -614,7 +773,8 @@ pub async fn pod_security_refusal_is_healed(d: &Deployed) -> Result<()> {
         "deployed: node agent: pod Ready again {:.1} s after the label came back",
         labelled.elapsed().as_secs_f64()
     );
-    Ok(())
+    // The agent was away longer than stale-after: its Pactos read EVIDENCE_STALE meanwhile.
+    wait_workload_pactos_compliant(d, "the agent pod came back").await
 }
 
 /// The host pid of the agent (it runs with hostPID; the test runs on the host).
