@@ -277,20 +277,37 @@ pub fn assess(
     now: &Timestamp,
     stale_after: Duration,
 ) -> NodeState {
+    // Every stale message says when the node was last heard from, or that it never was
+    // (docs/troubleshooting.md: the message names the node and the time it was last heard from).
+    let last_heard = |heard: Option<&Timestamp>| {
+        heard.map_or_else(
+            || "never heard from".to_owned(),
+            |t| format!("last heard at {}", t.to_rfc3339_seconds()),
+        )
+    };
     let Some(view) = &sources.view else {
         return NodeState::Stale(
-            format!("node-agent evidence of node {node} is stale: no NodeRuntimeObservation"),
+            format!(
+                "node-agent evidence of node {node} is stale: no NodeRuntimeObservation, {}",
+                last_heard(sources.lease_renewed.as_ref())
+            ),
             sources.lease_renewed,
         );
     };
     if sources.lease_renewed.is_none() {
         return NodeState::Stale(
-            format!("node-agent evidence of node {node} is stale: no renewed Lease"),
+            format!(
+                "node-agent evidence of node {node} is stale: no renewed Lease, {}",
+                last_heard(view.last_published.as_ref())
+            ),
             view.last_published,
         );
     }
     let Some(heard) = newer(sources.lease_renewed.as_ref(), view.last_published.as_ref()) else {
-        return NodeState::Stale(format!("node-agent evidence of node {node} is stale"), None);
+        return NodeState::Stale(
+            format!("node-agent evidence of node {node} is stale: never heard from"),
+            None,
+        );
     };
     let limit = chrono::Duration::from_std(stale_after).unwrap_or(chrono::TimeDelta::MAX);
     let age = now

@@ -40,6 +40,50 @@ fn helmfile_lints_in_every_environment() -> Result<()> {
     Ok(())
 }
 
+/// docs/upgrade.md: with `chartRepository` set, EVERY release comes from that OCI repository at the
+/// version of this checkout's chart (the Evidence Server's once came from ./charts regardless).
+#[test]
+fn chart_repository_is_where_every_release_comes_from() -> Result<()> {
+    let tools = Tools::new()?;
+    for env in ENVIRONMENTS {
+        let out = tools.run(
+            "helmfile",
+            [
+                "--state-values-set",
+                "chartRepository=registry.example/pacto/charts",
+                "--state-values-set",
+                "nodeAgent.enabled=true",
+                "--state-values-set",
+                "evidenceServer.enabled=true",
+                "--environment",
+                env,
+                "list",
+                "--output",
+                "json",
+                "--skip-charts",
+            ],
+        )?;
+        let releases: serde_json::Value =
+            serde_json::from_str(&out).context("helmfile list json")?;
+        let releases = releases.as_array().context("list")?;
+        ensure!(
+            releases
+                .iter()
+                .any(|r| r["name"] == "pacto-evidence-server"),
+            "{env}: no evidence-server release to check: {releases:?}"
+        );
+        for release in releases {
+            let name = release["name"].as_str().unwrap_or_default();
+            let chart = release["chart"].as_str().unwrap_or_default();
+            ensure!(
+                chart == format!("pacto/{name}"),
+                "{env}: release {name} comes from {chart:?}, not from chartRepository"
+            );
+        }
+    }
+    Ok(())
+}
+
 #[test]
 fn helmfile_orders_crds_first_and_needs_are_declared() -> Result<()> {
     let tools = Tools::new()?;

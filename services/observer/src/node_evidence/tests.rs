@@ -102,6 +102,30 @@ fn a_missing_observation_or_lease_is_stale() {
 }
 
 #[test]
+fn every_stale_message_says_when_the_node_was_last_heard_from() {
+    let now = at(1000);
+    let heard = at(999).to_rfc3339_seconds();
+    for (sources, want) in [
+        (sources(None, Some(999)), format!("last heard at {heard}")),
+        (
+            sources(Some(view(Some(999), &[])), None),
+            format!("last heard at {heard}"),
+        ),
+        (sources(None, None), "never heard from".to_owned()),
+        (
+            sources(Some(view(Some(900), &[])), Some(900)),
+            format!("last heard at {}", at(900).to_rfc3339_seconds()),
+        ),
+    ] {
+        let state = assess("n1", &sources, &now, STALE_AFTER);
+        assert!(
+            matches!(&state, NodeState::Stale(why, _) if why.contains(&want)),
+            "{state:?} should say {want:?}"
+        );
+    }
+}
+
+#[test]
 fn failed_collection_carries_the_agents_reason_unless_stale() {
     let now = at(1000);
     let mut failed = view(Some(999), &[]);
