@@ -360,24 +360,31 @@ fn service_charts_state_a_crd_range_the_crd_chart_meets() -> Result<()> {
 }
 
 /// `git args…` in the repository; `None` when git or the repository is not there.
-fn git(args: &[&str]) -> Option<std::process::Output> {
+/// `git <args>` in the repository at `root`; `None` when git cannot run there (or failed with an
+/// exit code above 1: `git diff --quiet` uses 1 for "differs").
+fn git_in(root: &Path, args: &[&str]) -> Option<std::process::Output> {
     Command::new("git")
-        .current_dir(repo_root())
+        .current_dir(root)
         .args(args)
         .output()
         .ok()
         .filter(|o| o.status.code().is_some_and(|c| c <= 1))
 }
 
-#[test]
-fn a_component_changed_since_its_release_tag_has_a_higher_version() -> Result<()> {
-    let Some(tags) = git(&["tag", "--list"]) else {
-        eprintln!("skipped: no git repository here (release tags cannot be read)");
-        return Ok(());
+/// The components of the git repository at `root` whose files (their `paths`) changed since their
+/// newest release tag `<name>-v<semver>` while their version stayed at or below the tagged one,
+/// and how many components had a tag to compare with; `None` when `root` is not a git repository.
+fn unbumped_since_tag(
+    root: &Path,
+    components: &[Component],
+) -> Result<Option<(Vec<String>, usize)>> {
+    let Some(tags) = git_in(root, &["tag", "--list"]) else {
+        return Ok(None);
     };
     let tags = String::from_utf8_lossy(&tags.stdout).into_owned();
     let mut problems = Vec::new();
-    for c in components()? {
+    let mut compared = 0;
+    for c in components {
         let prefix = format!("{}-v", c.name);
         let newest = tags
             .lines()
@@ -389,10 +396,11 @@ fn a_component_changed_since_its_release_tag_has_a_higher_version() -> Result<()
         let Some((tagged, tag)) = newest else {
             continue;
         };
-        let current = component_version(&repo_root(), &c)?;
+        compared += 1;
+        let current = component_version(root, c)?;
         let mut args = vec!["diff", "--quiet", tag.as_str(), "HEAD", "--"];
         args.extend(c.paths.iter().map(String::as_str));
-        let changed = git(&args).is_some_and(|o| o.status.code() == Some(1));
+        let changed = git_in(root, &args).is_some_and(|o| o.status.code() == Some(1));
         if changed && current <= tagged {
             problems.push(format!(
                 "{}: files under {} changed since {tag} but the version is still {current}",
@@ -401,7 +409,80 @@ fn a_component_changed_since_its_release_tag_has_a_higher_version() -> Result<()
             ));
         }
     }
+    Ok(Some((problems, compared)))
+}
+
+#[test]
+fn a_component_changed_since_its_release_tag_has_a_higher_version() -> Result<()> {
+    let Some((problems, compared)) = unbumped_since_tag(&repo_root(), &components()?)? else {
+        eprintln!("skipped: no git repository here (release tags cannot be read)");
+        return Ok(());
+    };
+    // A checkout without release tags compares nothing here; the rule itself is checked on a
+    // fixture repository with tags (next test).
+    eprintln!("release tags compared: {compared} component(s)");
     ensure!(problems.is_empty(), "{}", problems.join("\n"));
+    Ok(())
+}
+
+/// The rule on a fixture repository with release tags: a change under a component's paths after
+/// its tag needs a higher version; a change elsewhere does not.
+#[test]
+fn the_version_rule_holds_on_a_repository_with_release_tags() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let root = dir.path();
+    let run = |args: &[&str]| -> Result<()> {
+        let out = Command::new("git")
+            .current_dir(root)
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+            .args(args)
+            .output()?;
+        ensure!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(())
+    };
+    let chart_yaml = |version: &str| {
+        format!("apiVersion: v2\nname: demo\nversion: {version}\nappVersion: \"{version}\"\n")
+    };
+    std::fs::create_dir_all(root.join("charts/demo/templates"))?;
+    std::fs::write(root.join("charts/demo/Chart.yaml"), chart_yaml("0.1.0"))?;
+    std::fs::write(root.join("charts/demo/templates/a.yaml"), "a: 1\n")?;
+    std::fs::write(root.join("README.md"), "fixture\n")?;
+    let components = parse_components("demo chart - demo charts/demo\n")?;
+    run(&["init", "-q", "-b", "main"])?;
+    run(&["add", "-A"])?;
+    run(&["commit", "-q", "-m", "first"])?;
+    run(&["tag", "demo-v0.1.0"])?;
+
+    let problems = |root: &Path| -> Result<Vec<String>> {
+        let (problems, compared) =
+            unbumped_since_tag(root, &components)?.context("a git repository")?;
+        ensure!(compared == 1, "the tag demo-v0.1.0 was not compared");
+        Ok(problems)
+    };
+    ensure!(problems(root)?.is_empty(), "nothing changed since the tag");
+
+    // A change outside the component's paths needs no new version.
+    std::fs::write(root.join("README.md"), "fixture, changed\n")?;
+    run(&["commit", "-q", "-am", "docs"])?;
+    ensure!(problems(root)?.is_empty(), "a change outside charts/demo");
+
+    // A change under its paths with the version left at the tag's is refused, naming both.
+    std::fs::write(root.join("charts/demo/templates/a.yaml"), "a: 2\n")?;
+    run(&["commit", "-q", "-am", "change"])?;
+    let found = problems(root)?;
+    ensure!(
+        found.len() == 1 && found[0].contains("demo-v0.1.0") && found[0].contains("0.1.0"),
+        "{found:?}"
+    );
+
+    // Bumped: accepted again.
+    std::fs::write(root.join("charts/demo/Chart.yaml"), chart_yaml("0.2.0"))?;
+    run(&["commit", "-q", "-am", "bump"])?;
+    ensure!(problems(root)?.is_empty(), "bumped to 0.2.0");
     Ok(())
 }
 
