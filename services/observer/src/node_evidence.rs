@@ -541,17 +541,14 @@ fn evidence_of<'a>(pod: &PodRef, nodes: &'a NodeStates) -> PodEvidence<'a> {
     }
 }
 
-/// The views of `pods` for an assertion reading `need`, in the order of `pods` (`None`: a pod
-/// node evidence does not speak for by design, left out), or why they cannot be used. Precedence
-/// over the pods: a stale node, then a failed node, then a pod without a node, missing from its
-/// node's view or `Partial` in `need` (docs/design/observation.md#node-evidence).
-pub fn views<'a>(
+/// Each pod's evidence, in the order of `pods`, once none of their nodes is stale or failed; else
+/// why not. Precedence: a stale node (the first one met), then a failed node
+/// (docs/design/observation.md#node-evidence). What remains is a view, left out or missing.
+fn usable_evidence<'a>(
     pods: impl IntoIterator<Item = &'a PodRef>,
     nodes: &'a NodeStates,
-    need: Need,
-) -> Result<Vec<(&'a PodRef, Option<&'a PodView>)>, Unusable> {
+) -> Result<Vec<(&'a PodRef, PodEvidence<'a>)>, Unusable> {
     let mut failed = None;
-    let mut insufficient = None;
     let mut out = Vec::new();
     for pod in pods {
         match evidence_of(pod, nodes) {
@@ -565,10 +562,35 @@ pub fn views<'a>(
             PodEvidence::Failed(why) => {
                 failed.get_or_insert(why);
             }
+            evidence => out.push((pod, evidence)),
+        }
+    }
+    match failed {
+        Some(why) => Err(Unusable {
+            outcome: Outcome::Failed,
+            why,
+            heard: None,
+        }),
+        None => Ok(out),
+    }
+}
+
+/// The views of `pods` for an assertion reading `need`, in the order of `pods` (`None`: a pod
+/// node evidence does not speak for by design, left out), or why they cannot be used. Precedence
+/// over the pods: a stale node, then a failed node, then a pod without a node, missing from its
+/// node's view or `Partial` in `need` (docs/design/observation.md#node-evidence).
+pub fn views<'a>(
+    pods: impl IntoIterator<Item = &'a PodRef>,
+    nodes: &'a NodeStates,
+    need: Need,
+) -> Result<Vec<(&'a PodRef, Option<&'a PodView>)>, Unusable> {
+    let mut insufficient = None;
+    let mut out = Vec::new();
+    for (pod, evidence) in usable_evidence(pods, nodes)? {
+        match evidence {
             PodEvidence::Missing(why) => {
                 insufficient.get_or_insert(why);
             }
-            PodEvidence::LeftOut => out.push((pod, None)),
             PodEvidence::View(view) => match view.partial(need) {
                 Some(reason) => {
                     insufficient.get_or_insert_with(|| {
@@ -585,23 +607,20 @@ pub fn views<'a>(
                 }
                 None => out.push((pod, Some(view))),
             },
+            // `usable_evidence` keeps no stale or failed pod.
+            PodEvidence::LeftOut | PodEvidence::Stale(..) | PodEvidence::Failed(_) => {
+                out.push((pod, None));
+            }
         }
     }
-    if let Some(why) = failed {
-        return Err(Unusable {
-            outcome: Outcome::Failed,
-            why,
-            heard: None,
-        });
-    }
-    if let Some(why) = insufficient {
-        return Err(Unusable {
+    match insufficient {
+        Some(why) => Err(Unusable {
             outcome: Outcome::Insufficient,
             why,
             heard: None,
-        });
+        }),
+        None => Ok(out),
     }
-    Ok(out)
 }
 
 /// Why pods' views cannot be used.
@@ -731,33 +750,13 @@ pub fn dependency_rule(
     let Some(addresses) = addresses.filter(|a| !a.is_empty()) else {
         return Decided::kubernetes(k8s);
     };
-    let mut failed = None;
-    let mut seen = false;
-    for pod in sources {
-        match evidence_of(pod, nodes) {
-            PodEvidence::Stale(why, heard) => {
-                return Decided::unusable(Unusable {
-                    outcome: Outcome::Stale,
-                    why,
-                    heard,
-                });
-            }
-            PodEvidence::Failed(why) => {
-                failed.get_or_insert(why);
-            }
-            PodEvidence::View(view) => {
-                seen |= view.outbound.keys().any(|ip| addresses.contains(ip));
-            }
-            PodEvidence::LeftOut | PodEvidence::Missing(_) => {}
-        }
-    }
-    if let Some(why) = failed {
-        return Decided::unusable(Unusable {
-            outcome: Outcome::Failed,
-            why,
-            heard: None,
-        });
-    }
+    let evidence = match usable_evidence(sources, nodes) {
+        Ok(evidence) => evidence,
+        Err(unusable) => return Decided::unusable(unusable),
+    };
+    let seen = evidence.iter().any(|(_, e)| {
+        matches!(e, PodEvidence::View(view) if view.outbound.keys().any(|ip| addresses.contains(ip)))
+    });
     if seen {
         Decided::ebpf(
             Verdict::Clear(Outcome::Observed(Value::Dependency(
