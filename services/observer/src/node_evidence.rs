@@ -1075,18 +1075,13 @@ impl NodeEvidence {
     /// Whether `node`'s evidence now reads differently from the last time it was looked at here.
     fn changed(&self, node: &str) -> bool {
         let sources = self.sources(node);
-        let now = Timestamp::now();
-        let not_covered = self.coverage(node);
-        let state = match &not_covered {
-            Some(why) => NodeState::NotCovered(why.clone()),
-            None => assess(node, &sources, &now, self.stale_after),
-        };
+        let state = self.state(node, &sources, &Timestamp::now());
         self.log_change(node, &state, &sources);
-        let kind = match state {
-            NodeState::Stale(..) => 0,
-            NodeState::Failed(_) => 1,
-            NodeState::Fresh(_) => 2,
-            NodeState::NotCovered(_) => 3,
+        let (kind, not_covered) = match state {
+            NodeState::Stale(..) => (0, None),
+            NodeState::Failed(_) => (1, None),
+            NodeState::Fresh(_) => (2, None),
+            NodeState::NotCovered(why) => (3, Some(why)),
         };
         let view = sources.view.map(|mut v| {
             v.last_published = None;
@@ -1102,6 +1097,15 @@ impl NodeEvidence {
         }
         signatures.insert(node.to_owned(), signature);
         true
+    }
+
+    /// What `node` reads as at `now`: not covered by design, else its evidence judged by
+    /// [`assess`].
+    fn state(&self, node: &str, sources: &NodeSources, now: &Timestamp) -> NodeState {
+        match self.coverage(node) {
+            Some(why) => NodeState::NotCovered(why),
+            None => assess(node, sources, now, self.stale_after),
+        }
     }
 
     /// One INFO line when what `node` reads as changes: heard (fresh), stale since, collection
@@ -1237,10 +1241,7 @@ impl NodeEvidence {
             .iter()
             .map(|node| {
                 let sources = self.sources(node);
-                let state = match self.coverage(node) {
-                    Some(why) => NodeState::NotCovered(why),
-                    None => assess(node, &sources, now, self.stale_after),
-                };
+                let state = self.state(node, &sources, now);
                 self.log_change(node, &state, &sources);
                 // A node an Observe read is tracked from now on (its Node's events too).
                 if !self.is_known(node) {
