@@ -11,6 +11,8 @@ use std::{
 
 use serde::Deserialize;
 
+pub mod values;
+
 /// The versions `scripts/chart-tools.sh` installs (its cache directory name); a test keeps the two
 /// in step.
 pub const TOOLS_VERSION_KEY: &str = "helm-3.19.0-helmfile-0.166.0-kv-1.37.0";

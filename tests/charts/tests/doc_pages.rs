@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail, ensure};
 use clap::{ArgAction, CommandFactory};
+use pacto_chart_tests::values::{has_path, schema_has, values_files};
 use pacto_chart_tests::{Tools, documents, repo_root, required_sets};
 use pacto_contract::codes::{Category, FindingCode};
 use serde_json::Value;
@@ -937,55 +938,12 @@ fn rbac_page_lists_what_each_chart_grants() -> Result<()> {
 // ---------------------------------------------------------------------------------------------
 // Names in the new pages
 
-fn values_files() -> Result<Vec<(String, Value)>> {
-    let root = repo_root().join("charts");
-    let mut files = Vec::new();
-    for entry in fs::read_dir(&root)? {
-        let dir = entry?.path();
-        let candidates: Vec<PathBuf> = if dir.file_name().is_some_and(|n| n == "environments") {
-            fs::read_dir(&dir)?
-                .map(|e| e.map(|e| e.path()))
-                .collect::<Result<_, _>>()?
-        } else {
-            vec![dir.join("values.yaml")]
-        };
-        for path in candidates {
-            if path.extension().is_some_and(|e| e == "yaml") && path.is_file() {
-                let value: Value = serde_norway::from_str(&fs::read_to_string(&path)?)
-                    .with_context(|| format!("parsing {}", path.display()))?;
-                files.push((path.display().to_string(), value));
-            }
-        }
-    }
-    ensure!(files.len() > 2, "no chart values files found");
-    Ok(files)
-}
-
 fn environments() -> Result<Vec<Value>> {
     Ok(values_files()?
         .into_iter()
         .filter(|(p, _)| p.contains("environments"))
         .map(|(_, v)| v)
         .collect())
-}
-
-fn has_path(value: &Value, path: &str) -> bool {
-    path.split('.')
-        .try_fold(value, |v, key| v.get(key))
-        .is_some()
-}
-
-fn schema_has(schema: &Value, path: &[&str]) -> bool {
-    let Some((first, rest)) = path.split_first() else {
-        return true;
-    };
-    let mut node = schema;
-    while node["type"] == "array" {
-        node = &node["items"];
-    }
-    node["properties"]
-        .get(*first)
-        .is_some_and(|child| schema_has(child, rest))
 }
 
 /// The schemas of our CRDs (Pacto, PactoRevision, NodeRuntimeObservation).

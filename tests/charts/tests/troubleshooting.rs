@@ -18,6 +18,7 @@ use anyhow::{Context, Result, bail, ensure};
 use pacto_api::conditions;
 use pacto_api::labels::event_reason;
 use pacto_chart_tests::repo_root;
+use pacto_chart_tests::values::{has_path, schema_has, values_files};
 use pacto_engine::{ContractStatus, FindingCode};
 use pacto_status_writer::ConditionState;
 use serde_json::Value;
@@ -326,54 +327,6 @@ fn every_finding_code_exists() -> Result<()> {
         ensure!(named.contains(code), "the guide does not explain {code}");
     }
     Ok(())
-}
-
-/// The YAML files holding chart values: every chart's `values.yaml` and the helmfile environments.
-fn values_files() -> Result<Vec<(String, Value)>> {
-    let root = repo_root().join("charts");
-    let mut files = Vec::new();
-    for entry in fs::read_dir(&root).with_context(|| format!("listing {}", root.display()))? {
-        let dir = entry?.path();
-        let candidates: Vec<_> = if dir.file_name().is_some_and(|n| n == "environments") {
-            fs::read_dir(&dir)?
-                .map(|e| e.map(|e| e.path()))
-                .collect::<Result<_, _>>()?
-        } else {
-            vec![dir.join("values.yaml")]
-        };
-        for path in candidates {
-            if path.extension().is_some_and(|e| e == "yaml") && path.is_file() {
-                let text = fs::read_to_string(&path)?;
-                let value: Value = serde_norway::from_str(&text)
-                    .with_context(|| format!("parsing {}", path.display()))?;
-                files.push((path.display().to_string(), value));
-            }
-        }
-    }
-    ensure!(files.len() > 2, "no chart values files found");
-    Ok(files)
-}
-
-fn has_path(value: &Value, path: &str) -> bool {
-    path.split('.')
-        .try_fold(value, |v, key| v.get(key))
-        .is_some()
-}
-
-/// Whether `path` (`status.findings.evidenceRefs.collector`) is a field of the CRD schema,
-/// descending through arrays.
-fn schema_has(schema: &Value, path: &[&str]) -> bool {
-    let Some((first, rest)) = path.split_first() else {
-        return true;
-    };
-    let mut node = schema;
-    while node["type"] == "array" {
-        node = &node["items"];
-    }
-    match node["properties"].get(*first) {
-        Some(child) => schema_has(child, rest),
-        None => false,
-    }
 }
 
 fn pacto_schema() -> Result<Value> {
