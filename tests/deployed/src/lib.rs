@@ -320,6 +320,29 @@ impl Deployed {
         serde_json::from_str(&text).with_context(|| format!("kubectl {args:?}: not JSON"))
     }
 
+    /// The pods of `namespace` matching the label `selector`, as (name, Ready), terminating ones
+    /// left out.
+    pub fn pod_readiness(&self, namespace: &str, selector: &str) -> Result<Vec<(String, bool)>> {
+        let pods = self.kubectl_json(&["get", "pods", "-n", namespace, "-l", selector])?;
+        Ok(pods["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+            .map(|p| {
+                let ready = p["status"]["conditions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True");
+                (
+                    p["metadata"]["name"].as_str().unwrap_or("?").to_owned(),
+                    ready,
+                )
+            })
+            .collect())
+    }
+
     /// `kubectl apply -f -` of `yaml` in `namespace`.
     pub fn apply(&self, namespace: &str, yaml: &str) -> Result<()> {
         let mut cmd = self.node().control_plane().kubectl()?;

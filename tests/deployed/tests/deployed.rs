@@ -975,31 +975,7 @@ fn verdicts(d: &Deployed) -> Result<Vec<String>> {
 
 /// The evaluator's pods as (name, Ready).
 fn evaluator_pods(d: &Deployed) -> Result<Vec<(String, bool)>> {
-    let pods = d.kubectl_json(&[
-        "get",
-        "pods",
-        "-n",
-        OPERATOR_NAMESPACE,
-        "-l",
-        "app.kubernetes.io/name=pacto-evaluator",
-    ])?;
-    Ok(pods["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
-        .map(|p| {
-            let ready = p["status"]["conditions"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .any(|c| c["type"] == "Ready" && c["status"] == "True");
-            (
-                p["metadata"]["name"].as_str().unwrap_or("?").to_owned(),
-                ready,
-            )
-        })
-        .collect())
+    d.pod_readiness(OPERATOR_NAMESPACE, "app.kubernetes.io/name=pacto-evaluator")
 }
 
 /// `kubectl delete pod` of the evaluator while Pactos are reconciled (the probed one nudged

@@ -444,31 +444,7 @@ fn sync_agent(d: &Deployed, extra: &[&str]) -> Result<()> {
 
 /// The agent's pods as (name, Ready), terminating ones left out.
 pub fn agent_pod_states(d: &Deployed) -> Result<Vec<(String, bool)>> {
-    let pods = d.kubectl_json(&[
-        "get",
-        "pods",
-        "-n",
-        AGENT_NS,
-        "-l",
-        &format!("app.kubernetes.io/name={AGENT}"),
-    ])?;
-    Ok(pods["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
-        .map(|p| {
-            let ready = p["status"]["conditions"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .any(|c| c["type"] == "Ready" && c["status"] == "True");
-            (
-                p["metadata"]["name"].as_str().unwrap_or("?").to_owned(),
-                ready,
-            )
-        })
-        .collect())
+    d.pod_readiness(AGENT_NS, &format!("app.kubernetes.io/name={AGENT}"))
 }
 
 /// Waits until the DaemonSet's generation is past `before` and its new template is rolled out
