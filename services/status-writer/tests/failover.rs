@@ -172,8 +172,7 @@ impl Replica {
 }
 
 fn free_addr() -> SocketAddr {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap()
+    pacto_testenv::ports::free_addr().unwrap()
 }
 
 struct Backends {

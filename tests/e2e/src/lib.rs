@@ -150,8 +150,7 @@ pub async fn cluster() -> anyhow::Result<&'static ControlPlane> {
 }
 
 fn free_addr() -> anyhow::Result<SocketAddr> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").context("binding a free port")?;
-    listener.local_addr().context("reading the free port")
+    pacto_testenv::ports::free_addr().context("finding a free port")
 }
 
 /// How a service process is started (kept so that a test can stop and restart it).
@@ -228,25 +227,13 @@ fn replica_addrs(count: usize) -> anyhow::Result<Vec<SocketAddr>> {
     let ip = |i: usize| -> anyhow::Result<std::net::Ipv4Addr> {
         Ok(std::net::Ipv4Addr::new(127, 0, 0, u8::try_from(2 + i)?))
     };
-    for _ in 0..20 {
-        let first = std::net::TcpListener::bind((ip(0)?, 0)).context("binding a free port")?;
-        let port = first.local_addr()?.port();
-        let mut held = vec![first];
-        let mut all = true;
-        for i in 1..count {
-            let Ok(listener) = std::net::TcpListener::bind((ip(i)?, port)) else {
-                all = false;
-                break;
-            };
-            held.push(listener);
-        }
-        if all {
-            return (0..count)
-                .map(|i| Ok(SocketAddr::from((ip(i)?, port))))
-                .collect();
-        }
-    }
-    bail!("no port free on all of 127.0.0.2..127.0.0.{}", 1 + count)
+    let ips = (0..count).map(ip).collect::<anyhow::Result<Vec<_>>>()?;
+    let port = pacto_testenv::ports::free_port_on(&ips)
+        .with_context(|| format!("no port free on all of 127.0.0.2..127.0.0.{}", 1 + count))?;
+    Ok(ips
+        .into_iter()
+        .map(|ip| SocketAddr::from((ip, port)))
+        .collect())
 }
 
 /// Everything one end-to-end test runs against.
@@ -395,6 +382,9 @@ fn spawn_service(
 ) -> anyhow::Result<ManagedProcess> {
     let mut cmd = Command::new(&launch.argv[0]);
     cmd.args(&launch.argv[1..]);
+    // An error that stops the service ends its log instead of sitting above a backtrace that
+    // fills the tail a failure message shows (RUST_BACKTRACE still applies to panics).
+    cmd.env("RUST_LIB_BACKTRACE", "0");
     if let Some(kubeconfig) = &launch.kubeconfig {
         cmd.env("KUBECONFIG", kubeconfig);
     } else {

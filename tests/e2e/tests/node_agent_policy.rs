@@ -115,7 +115,7 @@ fn service_account(docs: &[Value]) -> Result<String> {
 }
 
 fn free_addr() -> Result<SocketAddr> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?)
+    Ok(pacto_testenv::ports::free_addr()?)
 }
 
 /// A token of `sa` for `audience`, bound to a new Pod on Node `node`.

@@ -283,13 +283,7 @@ pub fn ensure_crypto_provider() {
 }
 
 fn free_port() -> Result<u16, ControlPlaneError> {
-    let listener =
-        std::net::TcpListener::bind("127.0.0.1:0").map_err(ControlPlaneError::FreePort)?;
-    let port = listener
-        .local_addr()
-        .map_err(ControlPlaneError::FreePort)?
-        .port();
-    Ok(port)
+    crate::ports::free_port().map_err(ControlPlaneError::FreePort)
 }
 
 fn write_file(path: &Path, contents: &str) -> Result<(), ControlPlaneError> {

@@ -9,7 +9,7 @@
 //! [`GgcrRegistry::start`] runs the registry (in-memory storage) on a free loopback port and
 //! waits until `GET /v2/` answers 200 within a deadline; dropping it kills the process.
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -106,10 +106,7 @@ impl GgcrRegistry {
         let log = dir.path().join("registry.log");
         let mut last = None;
         for _ in 0..START_ATTEMPTS {
-            let port = TcpListener::bind(("127.0.0.1", 0))
-                .and_then(|l| l.local_addr())
-                .map_err(GgcrError::Prepare)?
-                .port();
+            let port = crate::ports::free_port().map_err(GgcrError::Prepare)?;
             let addr = SocketAddr::from(([127, 0, 0, 1], port));
             let mut command = Command::new(&binary);
             command.arg(addr.to_string());

@@ -10,6 +10,7 @@
 //! * [`ggcr`]: go-containerregistry's registry (Referrers API on) and `oras`.
 //! * [`bins`]: where the binaries come from.
 //! * [`process`]: child processes that never outlive the test.
+//! * [`ports`]: free ports for the servers a test starts.
 //! * [`privilege`]: which tiers may run (root), skipped or failing under CI.
 //!
 //! See `docs/testing.md` for what is real and what is simulated.
@@ -19,6 +20,7 @@ pub mod controlplane;
 pub mod ggcr;
 pub mod node;
 pub mod pki;
+pub mod ports;
 pub mod privilege;
 pub mod process;
 pub mod prometheus;

@@ -134,11 +134,7 @@ impl Prometheus {
                 source,
             }
         })?;
-        let port = {
-            let l =
-                std::net::TcpListener::bind("127.0.0.1:0").map_err(PrometheusError::FreePort)?;
-            l.local_addr().map_err(PrometheusError::FreePort)?.port()
-        };
+        let port = crate::ports::free_port().map_err(PrometheusError::FreePort)?;
         let mut cmd = Command::new(bin);
         cmd.arg(format!("--config.file={}", config.display()))
             .arg(format!(

@@ -8,7 +8,7 @@
 //! `/usr/bin/docker-registry` (Debian's `docker-registry` package).
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -340,8 +340,7 @@ fn binary() -> String {
 }
 
 fn free_port() -> Result<u16, RegistryError> {
-    let listener = TcpListener::bind(("127.0.0.1", 0)).map_err(RegistryError::Port)?;
-    Ok(listener.local_addr().map_err(RegistryError::Port)?.port())
+    crate::ports::free_port().map_err(RegistryError::Port)
 }
 
 fn write_htpasswd(dir: &Path, user: &str, password: &str) -> Result<PathBuf, RegistryError> {
