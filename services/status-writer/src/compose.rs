@@ -443,9 +443,10 @@ impl Writer<'_> {
         }
     }
 
-    /// The observer did not answer: RuntimeObserved Unknown naming it.
+    /// The observer did not answer: RuntimeObserved False/ObservationFailed naming it (the
+    /// observer is how the operator queries the cluster; docs/design/status.md#conditions).
     fn observer_unavailable(&mut self, failure: &BackendFailure) -> ContractStatus {
-        self.set(ConditionState::RuntimeUnavailable, failure.message());
+        self.set(ConditionState::RuntimeObservationFailed, failure.message());
         self.unevaluated()
     }
 

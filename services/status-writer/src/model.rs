@@ -212,10 +212,11 @@ condition_states! {
     ContractUnavailable = (CONTRACT_VALID, Unknown, reason::UNAVAILABLE),
     /// The observer answered and no Kubernetes query failed.
     RuntimeFound = (RUNTIME_OBSERVED, True, reason::FOUND),
-    /// The observer answered and a Kubernetes query failed.
+    /// A query for the runtime failed: the observer answered that a Kubernetes query failed, or
+    /// the observer itself could not be reached (or answered something malformed; the message
+    /// then starts `observer unavailable: `). The guide allows RuntimeObserved only True/Found
+    /// and False/ObservationFailed (docs/design/status.md#conditions).
     RuntimeObservationFailed = (RUNTIME_OBSERVED, False, reason::OBSERVATION_FAILED),
-    /// The observer could not be reached (or answered something malformed).
-    RuntimeUnavailable = (RUNTIME_OBSERVED, Unknown, reason::UNAVAILABLE),
     /// The readiness score meets minScore.
     ReadinessSatisfied = (READINESS_SATISFIED, True, reason::SATISFIED),
     /// The readiness assessment is past its expiry date.

@@ -651,14 +651,15 @@ async fn a_backend_that_is_down_reads_unknown_naming_it_and_recovers() {
     assert_eq!(condition(&back, "ContractValid").unwrap().1, "Parsed");
     assert_eq!(kept_fields(&back), kept);
 
-    // The observer is down: RuntimeObserved Unknown naming it; the contract is still valid.
+    // The observer is down: RuntimeObserved False/ObservationFailed naming it (the guide's two
+    // states only); the contract is still valid.
     stack.stop_service("observer").unwrap();
     stack.nudge("payments", "observer-down").await.unwrap();
     let down = stack
         .wait_contract_status("payments", "Unknown", STATUS_DEADLINE)
         .await
         .unwrap();
-    let message = expect_condition(&down, "RuntimeObserved", "Unknown", "Unavailable");
+    let message = expect_condition(&down, "RuntimeObserved", "False", "ObservationFailed");
     assert!(message.starts_with("observer unavailable: "), "{message}");
     assert_eq!(condition(&down, "ContractValid").unwrap().1, "Parsed");
     assert_eq!(kept_fields(&down), kept, "{down}");
