@@ -69,6 +69,11 @@ case "$PROFILE" in
   *) die "--profile must be release or debug, not '$PROFILE'" ;;
 esac
 [[ "$VERSION" =~ ^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$ ]] || die "version '$VERSION' is not semver (MAJOR.MINOR.PATCH[-PRE])"
+# A release never ships the committed kernel object in place of one built from source: with this
+# set, the node agent's build fails when clang is missing (services/node-agent/build.rs).
+[ "${SOCKWATCH_REQUIRE_CLANG:-1}" = 1 ] \
+  || die "SOCKWATCH_REQUIRE_CLANG=$SOCKWATCH_REQUIRE_CLANG: a release builds the node agent's kernel program from source, so clang is required"
+export SOCKWATCH_REQUIRE_CLANG=1
 
 # ---------------------------------------------------------------- the component
 line="$(awk -v n="$COMPONENT" '$1 !~ /^#/ && NF == 5 && $1 == n' "$REPO/release/components")"

@@ -498,3 +498,67 @@ fn a_malformed_component_line_is_refused_with_its_line() {
         "{err}"
     );
 }
+
+/// A release builds the node agent's kernel program from source: `SOCKWATCH_REQUIRE_CLANG=0`
+/// (which lets a developer build fall back to the committed object) is refused before anything
+/// is built.
+#[test]
+fn a_release_without_the_kernel_program_built_from_source_is_refused() -> Result<()> {
+    let root = repo_root();
+    let version = Command::new(root.join("scripts/release.sh"))
+        .args(["--version-of", "node-agent"])
+        .output()?;
+    ensure!(version.status.success(), "{version:?}");
+    let version = String::from_utf8(version.stdout)?;
+    let out = Command::new(root.join("scripts/release.sh"))
+        .args([
+            "node-agent",
+            version.trim(),
+            "--registry",
+            "none",
+            "--no-push",
+        ])
+        .env("SOCKWATCH_REQUIRE_CLANG", "0")
+        .output()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    ensure!(!out.status.success(), "the release went ahead: {stderr}");
+    ensure!(
+        stderr.contains("SOCKWATCH_REQUIRE_CLANG=0") && stderr.contains("clang is required"),
+        "{stderr}"
+    );
+    Ok(())
+}
+
+/// The workflows pin every action by commit (a tag can be moved to other code) and give the token
+/// write access only in the job that publishes.
+#[test]
+fn workflows_pin_actions_by_commit_and_scope_write_permissions() -> Result<()> {
+    let root = repo_root();
+    for name in ["ci.yml", "release.yml"] {
+        let path = root.join(".github/workflows").join(name);
+        let text = std::fs::read_to_string(&path)?;
+        for line in text
+            .lines()
+            .filter(|l| l.trim_start().starts_with("- uses:"))
+        {
+            let reference = line
+                .split_once('@')
+                .map(|(_, r)| r.split_whitespace().next().unwrap_or(""))
+                .unwrap_or("");
+            ensure!(
+                reference.len() == 40 && reference.chars().all(|c| c.is_ascii_hexdigit()),
+                "{name}: not pinned by commit: {line}"
+            );
+        }
+        let doc: Value = serde_norway::from_str(&text)?;
+        ensure!(
+            doc["permissions"]["contents"].as_str() == Some("read")
+                && doc["permissions"]
+                    .as_mapping()
+                    .map(serde_norway::Mapping::len)
+                    == Some(1),
+            "{name}: workflow-wide permissions must be contents: read only"
+        );
+    }
+    Ok(())
+}
