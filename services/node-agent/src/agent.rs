@@ -26,6 +26,10 @@ const RESCAN_MIN: Duration = Duration::from_secs(1);
 /// At most one early report and early status write (a listener opened or closed between two
 /// publishes) per this long (docs/design/node-agent.md#reports).
 const EARLY_REPORT_MIN: Duration = Duration::from_secs(1);
+/// While a pod's listener set is incomplete because it hit a bound (more listeners or listening
+/// sockets than the agent keeps), a socket snapshot repairs it at most this often
+/// (docs/design/node-agent.md#bounds).
+const BOUND_RESYNC_EVERY: Duration = Duration::from_secs(30);
 /// How long the start waits for the first list of the node's pods.
 const PODS_WAIT: Duration = Duration::from_secs(10);
 
@@ -223,9 +227,13 @@ pub async fn run_agent(
                     let drops = source.drops();
                     metrics::counter!(crate::metrics::EVENTS_DROPPED_TOTAL).absolute(drops);
                     agg.note_drops(drops);
-                    if agg.wants_snapshot() && last_snapshot.elapsed() >= RESCAN_MIN {
-                        // Dropped events (or a failed start-up snapshot): repair the listeners
-                        // from a socket snapshot; events drained after it apply on top.
+                    let since_snapshot = last_snapshot.elapsed();
+                    let snapshot_due = (agg.wants_snapshot() && since_snapshot >= RESCAN_MIN)
+                        || (agg.wants_listener_resync() && since_snapshot >= BOUND_RESYNC_EVERY);
+                    if snapshot_due {
+                        // Dropped events (or a failed start-up snapshot, or a pod beyond a
+                        // listener bound): repair the listeners from a socket snapshot; events
+                        // drained after it apply on top.
                         match scan(&scanner, true).await {
                             Some(view) => agg.resync_listeners(view, Timestamp::now()),
                             None => agg.snapshot_failed(),

@@ -10,6 +10,9 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use pacto_api::{Connection, Direction, Listener, PodCoverage, PodObservation, Protocol};
+use pacto_proto::node_limits::{
+    MAX_CONNECTIONS_PER_POD, MAX_LISTENERS_PER_POD, MAX_PODS, TOO_MANY_LISTENERS,
+};
 
 use crate::facts::{HostView, SocketEvent, SocketEventKind};
 
@@ -25,6 +28,16 @@ pub const NETNS_NOT_FOUND: &str = "network namespace not found";
 /// Listener Partial reason: collection runs but no socket snapshot succeeded yet, so listeners
 /// opened before collection started may be missing.
 pub const SNAPSHOT_FAILED: &str = "socket snapshot failed";
+/// Listener Partial reason: the pod opened more listeners than a report carries
+/// ([`MAX_LISTENERS_PER_POD`], shared with the observer); the ones beyond it are not kept.
+pub const LISTENERS_BEYOND_BOUND: &str = TOO_MANY_LISTENERS;
+/// Listener Partial reason: the pod has more listening sockets than the agent tracks
+/// ([`MAX_LISTENING_SOCKETS_PER_POD`]), so a listener with an untracked socket cannot tell when
+/// its last socket closes.
+pub const SOCKETS_BEYOND_BOUND: &str = "more than 4096 listening sockets";
+/// Listening sockets (the socket sets of all its listeners together; SO_REUSEPORT puts several
+/// on one address and port) tracked per pod (docs/design/node-agent.md#bounds).
+pub const MAX_LISTENING_SOCKETS_PER_POD: usize = 4096;
 
 /// Events whose namespace is not (yet) known to belong to a pod are kept this long, waiting for
 /// the next host scan, and at most [`PENDING_CAP`] of them.
@@ -86,9 +99,30 @@ struct ConnStats {
 
 #[derive(Clone, Debug, Default)]
 struct PodState {
-    /// Listening sockets and the cookies of the sockets behind each (0: from the snapshot).
+    /// Listening sockets and the cookies of the sockets behind each (0: from the snapshot); at
+    /// most [`MAX_LISTENERS_PER_POD`] listeners and [`MAX_LISTENING_SOCKETS_PER_POD`] cookies
+    /// in all (docs/design/node-agent.md#bounds).
     listeners: BTreeMap<ListenerKey, BTreeSet<u64>>,
+    /// A listener was not kept because the pod had [`MAX_LISTENERS_PER_POD`] already: its
+    /// listener set is incomplete until a socket snapshot within the bound replaces it.
+    listeners_beyond: bool,
+    /// Listeners with a socket that was not tracked (the pod had
+    /// [`MAX_LISTENING_SOCKETS_PER_POD`] already): closes never remove them, only a snapshot
+    /// that no longer lists them.
+    untracked: BTreeSet<ListenerKey>,
     connections: HashMap<ConnKey, ConnStats>,
+}
+
+impl PodState {
+    /// Listening sockets tracked.
+    fn sockets(&self) -> usize {
+        self.listeners.values().map(BTreeSet::len).sum()
+    }
+
+    /// Whether a bound left its listener set incomplete.
+    fn beyond_bounds(&self) -> bool {
+        self.listeners_beyond || !self.untracked.is_empty()
+    }
 }
 
 /// A pod, its state and its connections in publishing order.
@@ -289,8 +323,15 @@ impl Aggregator {
             if meta.host_network || !self.found.contains(&meta.uid) {
                 continue;
             }
-            let want = wanted.remove(&meta.uid).unwrap_or_default();
+            let mut want = wanted.remove(&meta.uid).unwrap_or_default();
             let state = self.state.entry(meta.uid.clone()).or_default();
+            let was_beyond = state.beyond_bounds();
+            // Beyond the bound the lowest listeners are kept, still Partial
+            // (docs/design/node-agent.md#bounds).
+            state.listeners_beyond = want.len() > MAX_LISTENERS_PER_POD;
+            want = want.into_iter().take(MAX_LISTENERS_PER_POD).collect();
+            state.untracked.retain(|key| want.contains(key));
+            changed |= state.beyond_bounds() != was_beyond;
             let gone: Vec<ListenerKey> = state
                 .listeners
                 .keys()
@@ -309,15 +350,36 @@ impl Aggregator {
                 }
             }
             for key in want {
-                state.listeners.entry(key).or_insert_with(|| {
-                    changed = true;
-                    BTreeSet::from([0])
-                });
+                if state.listeners.contains_key(&key) {
+                    continue;
+                }
+                changed = true;
+                if state.sockets() >= MAX_LISTENING_SOCKETS_PER_POD {
+                    state.listeners.insert(key, BTreeSet::new());
+                    state.untracked.insert(key);
+                } else {
+                    state.listeners.insert(key, BTreeSet::from([0]));
+                }
             }
         }
         self.listeners_changed |= changed || self.snapshot_failing;
         self.stale_listeners = None;
         self.snapshot_failing = false;
+    }
+
+    /// Whether a pod's listener set is incomplete because a bound was hit (more listeners or
+    /// listening sockets than it keeps): only a socket snapshot ([`Aggregator::resync_listeners`])
+    /// can make it complete again, so the drain loop takes one now and then while this holds
+    /// (docs/design/node-agent.md#bounds). HostNetwork pods do not count: a snapshot cannot split
+    /// their sockets from the host's.
+    pub fn wants_listener_resync(&self) -> bool {
+        self.pods.values().any(|meta| {
+            !meta.host_network
+                && self
+                    .state
+                    .get(&meta.uid)
+                    .is_some_and(PodState::beyond_bounds)
+        })
     }
 
     /// Applies one event seen at `now`.
@@ -348,16 +410,7 @@ impl Aggregator {
                     port: event.local.port(),
                 };
                 for uid in uids {
-                    let state = self.state.entry(uid.clone()).or_default();
-                    let cookies = state.listeners.entry(key).or_default();
-                    self.listeners_changed |= cookies.is_empty();
-                    cookies.insert(event.cookie);
-                    if event.cookie != 0 {
-                        self.cookies
-                            .entry(event.cookie)
-                            .or_default()
-                            .push((uid, key));
-                    }
+                    self.add_listener(uid, key, event.cookie);
                 }
             }
             SocketEventKind::ListenClosed => self.close_listener(&event, &uids),
@@ -401,6 +454,35 @@ impl Aggregator {
         for uid in uids {
             self.listeners_changed |= remove_cookie(self.state.get_mut(uid), key, 0);
         }
+    }
+
+    /// One socket listening on `key` in pod `uid`, within the pod's bounds
+    /// (docs/design/node-agent.md#bounds): a listener beyond [`MAX_LISTENERS_PER_POD`] is not
+    /// kept, a socket beyond [`MAX_LISTENING_SOCKETS_PER_POD`] is not tracked (its listener is
+    /// kept, marked untracked); either turns the pod's listeners Partial.
+    fn add_listener(&mut self, uid: String, key: ListenerKey, cookie: u64) {
+        let state = self.state.entry(uid.clone()).or_default();
+        let was_beyond = state.beyond_bounds();
+        let known = state.listeners.get(&key);
+        if known.is_some_and(|cookies| cookies.contains(&cookie)) {
+            return;
+        }
+        if known.is_none() && state.listeners.len() >= MAX_LISTENERS_PER_POD {
+            state.listeners_beyond = true;
+        } else if state.sockets() >= MAX_LISTENING_SOCKETS_PER_POD {
+            let cookies = state.listeners.entry(key).or_default();
+            self.listeners_changed |= cookies.is_empty();
+            state.untracked.insert(key);
+        } else {
+            let cookies = state.listeners.entry(key).or_default();
+            self.listeners_changed |= cookies.is_empty();
+            cookies.insert(cookie);
+            if cookie != 0 {
+                self.cookies.entry(cookie).or_default().push((uid, key));
+            }
+        }
+        // Turning Partial is a listener-coverage change: worth an early report.
+        self.listeners_changed |= state.beyond_bounds() != was_beyond;
     }
 
     fn count_connection(&mut self, uid: &str, key: ConnKey, now: Timestamp) {
@@ -489,6 +571,11 @@ impl Aggregator {
         let overflow = self.overflow;
         let mut order: Vec<&PodMeta> = self.pods.values().collect();
         order.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        // No more pods than a report carries (docs/design/node-agent.md#bounds).
+        if order.len() > MAX_PODS {
+            order.truncate(MAX_PODS);
+            truncated = true;
+        }
         let empty = PodState::default();
         let ranked: Vec<Ranked<'_>> = order
             .into_iter()
@@ -504,7 +591,7 @@ impl Aggregator {
                 (meta, state, conns)
             })
             .collect();
-        let mut limit = self.limits.top_connections;
+        let mut limit = self.limits.top_connections.min(MAX_CONNECTIONS_PER_POD);
         loop {
             let mut pods = Vec::with_capacity(ranked.len());
             let mut cut = false;
@@ -557,6 +644,12 @@ impl Aggregator {
         }
         if let Some(reason) = self.stale_listeners {
             listener_reasons.push(reason);
+        }
+        if state.listeners_beyond {
+            listener_reasons.push(LISTENERS_BEYOND_BOUND);
+        }
+        if !state.untracked.is_empty() {
+            listener_reasons.push(SOCKETS_BEYOND_BOUND);
         }
         let (coverage, partial_reason) = coverage_of(&reasons);
         let (listener_coverage, listener_partial_reason) = coverage_of(&listener_reasons);
@@ -611,12 +704,13 @@ impl Aggregator {
     }
 }
 
-/// Removes one socket of a listener; returns whether the listener is gone (its last socket).
+/// Removes one socket of a listener; returns whether the listener is gone (its last socket; a
+/// listener with an untracked socket stays, docs/design/node-agent.md#bounds).
 fn remove_cookie(state: Option<&mut PodState>, key: ListenerKey, cookie: u64) -> bool {
     let Some(state) = state else { return false };
     if let Some(cookies) = state.listeners.get_mut(&key) {
         cookies.remove(&cookie);
-        if cookies.is_empty() {
+        if cookies.is_empty() && !state.untracked.contains(&key) {
             state.listeners.remove(&key);
             return true;
         }

@@ -689,3 +689,161 @@ fn a_failed_start_up_snapshot_marks_listeners_until_a_snapshot_succeeds() {
         Some(STARTED_AFTER_POD)
     );
 }
+
+/// Bounds shared with the observer (docs/design/node-agent.md#bounds): a pod with more listeners
+/// than a report may carry keeps 256 of them and reads Partial "more than 256 listeners" in that
+/// dimension alone; the other pods stay Complete, and nothing makes the whole report too large.
+/// Closing listeners does not make it Complete (the ones not kept may still listen); a socket
+/// snapshot within the bound does.
+#[test]
+fn a_pod_with_more_listeners_than_a_report_carries_is_partial_alone() {
+    let mut agg = started(Limits::default());
+    agg.apply(listen_at(DB_NS, "0.0.0.0:5432", 1), at(1));
+    for port in 1..=300_u16 {
+        agg.apply(
+            listen_at(WEB_NS, &format!("0.0.0.0:{port}"), 1000 + u64::from(port)),
+            at(1),
+        );
+    }
+    let (pods, _) = agg.publish(at(2));
+    assert_eq!(ports_of(&pods, "web"), (1..=256).collect::<Vec<i32>>());
+    assert_eq!(
+        listener_cov(&pods, "web"),
+        partial("more than 256 listeners")
+    );
+    assert_eq!(find(&pods, "web").coverage, Some(PodCoverage::Complete));
+    assert_eq!(listener_cov(&pods, "db"), COMPLETE);
+    assert_eq!(ports_of(&pods, "db"), [5432]);
+
+    for port in 1..=100_u16 {
+        agg.apply(
+            ev(
+                SocketEventKind::ListenClosed,
+                WEB_NS,
+                "0.0.0.0:0",
+                "0.0.0.0:0",
+                1000 + u64::from(port),
+            ),
+            at(3),
+        );
+    }
+    let (pods, _) = agg.publish(at(4));
+    assert_eq!(ports_of(&pods, "web").len(), 156);
+    assert_eq!(
+        listener_cov(&pods, "web"),
+        partial("more than 256 listeners")
+    );
+    assert!(
+        agg.wants_listener_resync(),
+        "a capped pod asks for a snapshot"
+    );
+
+    // A snapshot still beyond the bound keeps the lowest 256, Partial.
+    let mut v = view();
+    v.snapshot = (1..=300_u16)
+        .map(|port| listen_at(WEB_NS, &format!("0.0.0.0:{port}"), 0))
+        .collect();
+    agg.resync_listeners(v, at(5));
+    let (pods, _) = agg.publish(at(6));
+    assert_eq!(ports_of(&pods, "web"), (1..=256).collect::<Vec<i32>>());
+    assert_eq!(
+        listener_cov(&pods, "web"),
+        partial("more than 256 listeners")
+    );
+    // One within it: Complete again, exactly the snapshot's listeners.
+    let mut v = view();
+    v.snapshot = (101..=300_u16)
+        .map(|port| listen_at(WEB_NS, &format!("0.0.0.0:{port}"), 0))
+        .collect();
+    agg.resync_listeners(v, at(7));
+    assert!(agg.listeners_changed());
+    assert!(!agg.wants_listener_resync());
+    let (pods, _) = agg.publish(at(8));
+    assert_eq!(ports_of(&pods, "web"), (101..=300).collect::<Vec<i32>>());
+    assert_eq!(listener_cov(&pods, "web"), COMPLETE);
+}
+
+/// Per-listener socket sets (SO_REUSEPORT puts many sockets on one address and port) are bounded:
+/// at most 4096 listening sockets are tracked per pod. Beyond that the pod's listeners read
+/// Partial, and the listener is not removed when the tracked sockets close (an untracked one may
+/// still listen) — only a snapshot that no longer lists it removes it.
+#[test]
+fn listening_sockets_beyond_the_bound_are_not_tracked_and_mark_the_pod_partial() {
+    let mut agg = started(Limits::default());
+    agg.apply(listen_at(DB_NS, "0.0.0.0:5432", 1), at(1));
+    for cookie in 10..4110_u64 {
+        agg.apply(listen_at(WEB_NS, "0.0.0.0:8080", cookie), at(1));
+    }
+    assert!(
+        agg.cookies.len() <= 4096 + 1,
+        "tracked sockets: {}",
+        agg.cookies.len()
+    );
+    let (pods, _) = agg.publish(at(2));
+    assert_eq!(ports_of(&pods, "web"), [8080]);
+    assert_eq!(
+        listener_cov(&pods, "web"),
+        partial("more than 4096 listening sockets")
+    );
+    assert_eq!(listener_cov(&pods, "db"), COMPLETE);
+    for cookie in 10..4110_u64 {
+        agg.apply(
+            ev(
+                SocketEventKind::ListenClosed,
+                WEB_NS,
+                "0.0.0.0:0",
+                "0.0.0.0:0",
+                cookie,
+            ),
+            at(3),
+        );
+    }
+    let (pods, _) = agg.publish(at(4));
+    assert_eq!(
+        ports_of(&pods, "web"),
+        [8080],
+        "untracked sockets may remain"
+    );
+    assert!(agg.wants_listener_resync());
+    let mut v = view();
+    v.snapshot = vec![listen_at(WEB_NS, "0.0.0.0:9090", 0)];
+    agg.resync_listeners(v, at(5));
+    let (pods, _) = agg.publish(at(6));
+    assert_eq!(ports_of(&pods, "web"), [9090]);
+    assert_eq!(listener_cov(&pods, "web"), COMPLETE);
+}
+
+/// What the agent publishes never exceeds what the observer accepts: at most 1000 pods (the
+/// rest dropped, `truncated`) and at most 1000 connections per pod whatever `--top-connections`
+/// says.
+#[test]
+fn the_published_view_stays_within_the_report_bounds() {
+    let mut agg = Aggregator::new(
+        Limits {
+            top_connections: 5000,
+            ..Limits::default()
+        },
+        Duration::ZERO,
+    );
+    agg.set_pods((0..1005).map(|i| pod(&format!("uid-{i:04}"), &format!("p{i:04}"), false, 10)));
+    let mut v = view();
+    v.netns_pods
+        .insert(WEB_NS, BTreeSet::from(["uid-0000".to_owned()]));
+    agg.start(v, at(0));
+    for port in 1..=1200_u16 {
+        agg.apply(
+            ev(
+                SocketEventKind::Outbound,
+                WEB_NS,
+                "10.0.0.1:1",
+                &format!("10.0.0.9:{port}"),
+                0,
+            ),
+            at(1),
+        );
+    }
+    let (pods, truncated) = agg.publish(at(2));
+    assert!(truncated);
+    assert_eq!(pods.len(), 1000);
+    assert_eq!(find(&pods, "p0000").connections.len(), 1000);
+}

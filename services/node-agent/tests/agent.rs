@@ -700,6 +700,126 @@ async fn a_listener_change_reaches_the_object_long_before_the_publish_interval()
     agent.await.unwrap();
 }
 
+/// A pod with more listeners than a report carries (docs/design/node-agent.md#bounds): the
+/// object keeps 256 of them and says the pod's listeners are Partial "more than 256 listeners";
+/// the other pod stays Complete; a later socket snapshot within the bound (the agent takes one
+/// every 30 s while a pod is beyond a bound) makes it Complete again.
+#[tokio::test]
+async fn a_pod_beyond_the_listener_bound_reads_partial_until_a_snapshot_repairs_it() {
+    let cp = cluster().await;
+    let client = cp.client().unwrap();
+    let agent_ns = cp.create_namespace("agent").await.unwrap();
+    let pods_ns = cp.create_namespace("shop").await.unwrap();
+    let node = pacto_testenv::controlplane::unique_name("node-f");
+    let script = Script::default();
+    let host = Host::default();
+    host.0.lock().unwrap().host_netns = HOST_NS;
+    let source: SourceFactory = {
+        let script = script.clone();
+        Box::new(move || Ok(Box::new(script) as Box<dyn EventSource>))
+    };
+    let shutdown = CancellationToken::new();
+    let agent = tokio::spawn(pacto_node_agent::serve(
+        client.clone(),
+        config(&node, &agent_ns),
+        source,
+        Box::new(host.clone()),
+        None,
+        Readiness::new(),
+        shutdown.clone(),
+    ));
+    let observations: Api<NodeRuntimeObservation> = Api::namespaced(client.clone(), &agent_ns);
+    eventually("the first status", WAIT, || status(&observations, &node)).await;
+    let busy = create_pod(&client, &pods_ns, "busy", &node).await;
+    let quiet = create_pod(&client, &pods_ns, "quiet", &node).await;
+    host.0.lock().unwrap().netns_pods = HashMap::from([
+        (WEB_NS, BTreeSet::from([busy.clone()])),
+        (OTHER_NS, BTreeSet::from([quiet.clone()])),
+    ]);
+    let pod_of =
+        |s: &NodeRuntimeObservationStatus, uid: &str| s.pods.iter().find(|p| p.uid == uid).cloned();
+    eventually("both pods in the object", WAIT, || async {
+        let s = status(&observations, &node).await?;
+        (pod_of(&s, &busy).is_some() && pod_of(&s, &quiet).is_some())
+            .then_some(())
+            .ok_or(format!("{s:?}"))
+    })
+    .await;
+    for port in 1..=300_u64 {
+        script.push(
+            SocketEventKind::Listen,
+            WEB_NS,
+            &format!("0.0.0.0:{port}"),
+            "0.0.0.0:0",
+            1000 + port,
+        );
+    }
+    script.push(
+        SocketEventKind::Listen,
+        OTHER_NS,
+        "0.0.0.0:8080",
+        "0.0.0.0:0",
+        7,
+    );
+    let crowded = eventually("the busy pod Partial in the object", WAIT, || async {
+        let s = status(&observations, &node).await?;
+        let pod = pod_of(&s, &busy).ok_or(format!("{s:?}"))?;
+        (pod.listener_coverage == Some(PodCoverage::Partial))
+            .then_some(s.clone())
+            .ok_or(format!("{pod:?}"))
+    })
+    .await;
+    let pod = pod_of(&crowded, &busy).unwrap();
+    assert_eq!(pod.listeners.len(), 256);
+    assert_eq!(
+        pod.listener_partial_reason.as_deref(),
+        Some("more than 256 listeners")
+    );
+    assert_eq!(pod.coverage, Some(PodCoverage::Complete));
+    let other = pod_of(&crowded, &quiet).unwrap();
+    assert_eq!(
+        other.listener_coverage,
+        Some(PodCoverage::Complete),
+        "{other:?}"
+    );
+
+    // The pod closes most of them: the next snapshot lists 10, and the pod is Complete again.
+    let listen = |netns_ino: u32, port: u16| SocketEvent {
+        kind: SocketEventKind::Listen,
+        cgroup_id: 0,
+        netns_ino,
+        local: SocketAddr::from(([0, 0, 0, 0], port)),
+        peer: SocketAddr::from(([0, 0, 0, 0], 0)),
+        cookie: 0,
+    };
+    host.0.lock().unwrap().snapshot = (1..=10_u16)
+        .map(|port| listen(WEB_NS, port))
+        .chain([listen(OTHER_NS, 8080)])
+        .collect();
+    let repaired = eventually(
+        "the busy pod repaired by a snapshot",
+        Duration::from_secs(90),
+        || async {
+            let s = status(&observations, &node).await?;
+            let pod = pod_of(&s, &busy).ok_or(format!("{s:?}"))?;
+            (pod.listener_coverage == Some(PodCoverage::Complete))
+                .then_some(pod.clone())
+                .ok_or(format!("{:?}", pod.listener_partial_reason))
+        },
+    )
+    .await;
+    assert_eq!(
+        repaired
+            .listeners
+            .iter()
+            .map(|l| l.port)
+            .collect::<Vec<_>>(),
+        (1..=10).collect::<Vec<i32>>()
+    );
+    shutdown.cancel();
+    agent.await.unwrap();
+}
+
 /// Two observer replicas behind one name (127.0.0.2 and 127.0.0.3, one port, as two pods behind
 /// the headless `-peers` Service): the agent opens one stream to each, both checked against the
 /// Service's certificate name, each starting with the latest report, and closes the stream of a

@@ -40,6 +40,10 @@ use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
 use pacto_api::{CollectionState, Direction, NodeRuntimeObservation, PodCoverage, Protocol};
 use pacto_engine::{InterfaceValue, Outcome, Timestamp, Value};
+use pacto_proto::node_limits::{
+    MAX_CONNECTIONS_PER_POD, MAX_LISTENERS_PER_POD, MAX_PODS, TOO_MANY_CONNECTIONS,
+    TOO_MANY_LISTENERS, add_reason,
+};
 use pacto_proto::observer::NodeReport;
 use pacto_runtime::CancellationToken;
 use pacto_runtime::watch::WatchRetryExt;
@@ -114,6 +118,17 @@ fn partial_of(complete: Option<bool>, reason: Option<&str>) -> Option<String> {
     )
 }
 
+/// `partial` with `reason` added when a pod's list holds `count` entries, more than `max`: the
+/// view keeps the first `max` and that claim reads Partial — the same for a
+/// NodeRuntimeObservation and a streamed report (which the registry already bounded on arrival),
+/// docs/design/node-agent.md#bounds.
+fn beyond(partial: Option<String>, count: usize, max: usize, reason: &str) -> Option<String> {
+    if count <= max {
+        return partial;
+    }
+    Some(add_reason(partial.as_deref().unwrap_or_default(), reason))
+}
+
 fn time_of(time: &k8s_openapi::jiff::Timestamp) -> Option<Timestamp> {
     let nanos = u32::try_from(time.subsec_nanosecond()).unwrap_or(0);
     Timestamp::from_unix(time.as_second(), nanos)
@@ -139,6 +154,7 @@ impl NodeView {
         let pods = status
             .pods
             .iter()
+            .take(MAX_PODS)
             .map(|pod| {
                 let connections_partial = partial_of(
                     pod.coverage.map(|c| c == PodCoverage::Complete),
@@ -153,18 +169,30 @@ impl NodeView {
                     ),
                 };
                 let view = PodView {
-                    listeners_partial,
-                    connections_partial,
+                    listeners_partial: beyond(
+                        listeners_partial,
+                        pod.listeners.len(),
+                        MAX_LISTENERS_PER_POD,
+                        TOO_MANY_LISTENERS,
+                    ),
+                    connections_partial: beyond(
+                        connections_partial,
+                        pod.connections.len(),
+                        MAX_CONNECTIONS_PER_POD,
+                        TOO_MANY_CONNECTIONS,
+                    ),
                     host_network: pod.host_network,
                     listening: pod
                         .listeners
                         .iter()
+                        .take(MAX_LISTENERS_PER_POD)
                         .filter(|l| l.protocol == Protocol::Tcp)
                         .filter_map(|l| u32::try_from(l.port).ok())
                         .collect(),
                     outbound: outbound_map(
                         pod.connections
                             .iter()
+                            .take(MAX_CONNECTIONS_PER_POD)
                             .filter(|c| {
                                 c.direction == Direction::Outbound && c.protocol == Protocol::Tcp
                             })
@@ -191,6 +219,7 @@ impl NodeView {
         let pods = report
             .pods
             .iter()
+            .take(MAX_PODS)
             .map(|pod| {
                 let complete = |c: &str| (!c.is_empty()).then(|| c == "Complete");
                 let connections_partial =
@@ -205,18 +234,30 @@ impl NodeView {
                     )
                 };
                 let view = PodView {
-                    listeners_partial,
-                    connections_partial,
+                    listeners_partial: beyond(
+                        listeners_partial,
+                        pod.listeners.len(),
+                        MAX_LISTENERS_PER_POD,
+                        TOO_MANY_LISTENERS,
+                    ),
+                    connections_partial: beyond(
+                        connections_partial,
+                        pod.connections.len(),
+                        MAX_CONNECTIONS_PER_POD,
+                        TOO_MANY_CONNECTIONS,
+                    ),
                     host_network: pod.host_network,
                     listening: pod
                         .listeners
                         .iter()
+                        .take(MAX_LISTENERS_PER_POD)
                         .filter(|l| l.protocol == "TCP")
                         .map(|l| l.port)
                         .collect(),
                     outbound: outbound_map(
                         pod.connections
                             .iter()
+                            .take(MAX_CONNECTIONS_PER_POD)
                             .filter(|c| c.direction == "outbound" && c.protocol == "TCP")
                             .map(|c| (c.peer_ip.as_str(), Some(c.peer_port))),
                     ),

@@ -34,14 +34,12 @@ pub const NODE_REPORTS_SERVICE: &str = "pacto.observer.v1.NodeAgentReports";
 /// The extra claim a pod-bound ServiceAccount token carries with its pod's node.
 pub const NODE_NAME_EXTRA: &str = "authentication.kubernetes.io/node-name";
 
-/// Largest accepted report (encoded), as the agent's own cap on its NodeRuntimeObservation.
-pub const MAX_REPORT_BYTES: usize = 1024 * 1024;
-/// Most pods in one report.
-pub const MAX_PODS: usize = 1000;
-/// Most listeners of one pod.
-pub const MAX_LISTENERS_PER_POD: usize = 256;
-/// Most connections of one pod.
-pub const MAX_CONNECTIONS_PER_POD: usize = 1000;
+/// The bounds of a report, shared with the node agent (docs/design/node-agent.md#bounds): the
+/// largest accepted report (encoded), and the most pods, listeners and connections per pod kept
+/// — a report beyond the per-pod ones is cut, the pod marked Partial, not refused.
+pub use pacto_proto::node_limits::{
+    MAX_CONNECTIONS_PER_POD, MAX_LISTENERS_PER_POD, MAX_PODS, MAX_REPORT_BYTES,
+};
 /// Most nodes the registry holds; a report about one more new node is refused.
 pub const MAX_NODES: usize = 10_000;
 /// How long a TokenReview answer is reused.
@@ -100,7 +98,9 @@ fn is_dns_subdomain(name: &str) -> bool {
         })
 }
 
-/// Checks a report's required fields, vocabularies and sizes.
+/// Checks a report's required fields, vocabularies and encoded size. The pod, listener and
+/// connection counts are not refused here: [`pacto_proto::node_limits::bound`] brings them
+/// within the shared bounds first, one pod at a time (docs/design/node-agent.md#bounds).
 pub fn validate(report: &NodeReport) -> Result<(), ReportError> {
     if !is_dns_subdomain(&report.node_name) {
         return Err(bad("node_name", "required, a DNS subdomain"));
@@ -126,12 +126,6 @@ pub fn validate(report: &NodeReport) -> Result<(), ReportError> {
     if collection.state == "Failed" {
         required("collection.reason", &collection.reason)?;
     }
-    if report.pods.len() > MAX_PODS {
-        return Err(bad(
-            "pods",
-            format!("{} pods, more than {MAX_PODS}", report.pods.len()),
-        ));
-    }
     for (i, pod) in report.pods.iter().enumerate() {
         let at = |field: &str| format!("pods[{i}].{field}");
         required(at("uid"), &pod.uid)?;
@@ -149,12 +143,6 @@ pub fn validate(report: &NodeReport) -> Result<(), ReportError> {
         )?;
         if pod.listener_coverage == "Partial" {
             required(at("listener_partial_reason"), &pod.listener_partial_reason)?;
-        }
-        if pod.listeners.len() > MAX_LISTENERS_PER_POD {
-            return Err(bad(at("listeners"), "too many listeners"));
-        }
-        if pod.connections.len() > MAX_CONNECTIONS_PER_POD {
-            return Err(bad(at("connections"), "too many connections"));
         }
         for (j, listener) in pod.listeners.iter().enumerate() {
             one_of(
@@ -600,9 +588,17 @@ impl NodeReportsService {
     async fn accept_inner(
         &self,
         token: Option<&str>,
-        report: NodeReport,
+        mut report: NodeReport,
     ) -> Result<ReportAck, Status> {
         let node = self.node_of(token).await?;
+        // A pod beyond the shared bounds is cut and reads Partial; the node's other pods are
+        // not refused with it (docs/design/node-agent.md#bounds).
+        if pacto_proto::node_limits::bound(&mut report) {
+            tracing::debug!(
+                node = %node,
+                "node-agent report beyond the per-pod bounds: pods cut and marked Partial"
+            );
+        }
         validate(&report).map_err(|error| {
             Status::invalid_argument(format!(
                 "report from the node agent on node {node}: {error}"
@@ -805,13 +801,6 @@ mod tests {
             "pods[0].connections[0].peer_ip"
         );
         assert_eq!(
-            field(|r| {
-                let pod = r.pods[0].clone();
-                r.pods = vec![pod; MAX_PODS + 1];
-            }),
-            "pods"
-        );
-        assert_eq!(
             field(|r| r.agent_version = "x".repeat(MAX_REPORT_BYTES + 1)),
             "report"
         );
@@ -935,6 +924,33 @@ mod tests {
         // token-a was reviewed once, then served from the cache.
         let calls = fake.calls.load(Ordering::Relaxed);
         assert_eq!(calls, 4, "one review per distinct token");
+    }
+
+    /// A pod beyond the shared bounds (docs/design/node-agent.md#bounds) is cut and reads
+    /// Partial; the report is accepted, not refused for the whole node.
+    #[tokio::test]
+    async fn a_crowded_pod_is_cut_and_partial_not_a_refused_report() {
+        let (service, _) = service();
+        let mut crowded = report("node-a");
+        let mut busy = crowded.pods[0].clone();
+        busy.uid = "u2".into();
+        busy.listeners = vec![busy.listeners[0].clone(); MAX_LISTENERS_PER_POD + 44];
+        crowded.pods.push(busy);
+        let quiet = crowded.pods[0].clone();
+        crowded.pods.extend(vec![quiet.clone(); MAX_PODS]);
+        service.accept(Some("token-a"), crowded).await.unwrap();
+        let stored = service.registry().get("node-a").unwrap().report;
+        assert!(stored.truncated);
+        assert_eq!(stored.pods.len(), MAX_PODS);
+        assert_eq!(stored.pods[0], quiet);
+        assert_eq!(stored.pods[1].listeners.len(), MAX_LISTENERS_PER_POD);
+        assert_eq!(
+            (
+                stored.pods[1].listener_coverage.as_str(),
+                stored.pods[1].listener_partial_reason.as_str()
+            ),
+            ("Partial", "more than 256 listeners")
+        );
     }
 
     #[test]

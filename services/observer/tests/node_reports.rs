@@ -15,7 +15,9 @@ use kube::api::{Api, ObjectMeta, PostParams};
 use pacto_observer::node_reports::NODE_REPORTS_SERVICE;
 use pacto_observer::{NodeAgentArgs, NodeReports};
 use pacto_proto::observer::node_agent_reports_client::NodeAgentReportsClient;
-use pacto_proto::observer::{CollectionState, NodeReport, ReportAck};
+use pacto_proto::observer::{
+    CollectionState, Connection, Listener, NodeReport, PodSockets, ReportAck,
+};
 use pacto_proto::prost_types::Timestamp;
 use pacto_runtime::CancellationToken;
 use pacto_runtime::testing::{TestCa, TestEndpoint, admin_get, metric_value};
@@ -84,6 +86,40 @@ fn report(node: &str, seconds: i64) -> NodeReport {
             ..CollectionState::default()
         }),
         ..NodeReport::default()
+    }
+}
+
+/// A report of `node` with pod `busy` beyond the per-pod bounds (300 listeners, 1200 connections)
+/// and pod `quiet` within them.
+fn crowded(node: &str, seconds: i64) -> NodeReport {
+    let pod = |uid: &str, listeners: u32, connections: u32| PodSockets {
+        uid: uid.to_owned(),
+        namespace: "team".into(),
+        name: format!("{uid}-0"),
+        coverage: "Complete".into(),
+        listener_coverage: "Complete".into(),
+        listeners: (1..=listeners)
+            .map(|port| Listener {
+                protocol: "TCP".into(),
+                port,
+                address: "0.0.0.0".into(),
+            })
+            .collect(),
+        connections: (1..=connections)
+            .map(|port| Connection {
+                direction: "outbound".into(),
+                protocol: "TCP".into(),
+                peer_ip: "10.96.0.10".into(),
+                peer_port: port,
+                count: 1,
+                ..Connection::default()
+            })
+            .collect(),
+        ..PodSockets::default()
+    };
+    NodeReport {
+        pods: vec![pod("busy", 300, 1200), pod("quiet", 2, 3)],
+        ..report(node, seconds)
     }
 }
 
@@ -186,6 +222,42 @@ async fn only_the_agent_on_a_node_reports_about_that_node() {
     let stored = registry.get(&node_a).expect("node A's report is kept");
     assert_eq!(stored.report.published_at.unwrap().seconds, 130);
 
+    // A pod beyond the per-pod bounds of a report (docs/design/node-agent.md#bounds; an older
+    // agent, or one whose bounds disagree): that pod reads Partial in the dimension cut, the
+    // report is accepted, and the other pods keep their claims.
+    let (acks, end) = stream(
+        agent_channel.clone(),
+        Some(&token_a),
+        vec![crowded(&node_a, 145)],
+    )
+    .await;
+    assert!(
+        end.is_none(),
+        "a crowded pod must not refuse the node's report: {end:?}"
+    );
+    assert_eq!(acks.len(), 1);
+    let stored = registry.get(&node_a).unwrap().report;
+    let busy = stored.pods.iter().find(|p| p.uid == "busy").unwrap();
+    assert_eq!(busy.listeners.len(), 256);
+    assert_eq!(
+        (
+            busy.listener_coverage.as_str(),
+            busy.listener_partial_reason.as_str()
+        ),
+        ("Partial", "more than 256 listeners")
+    );
+    assert_eq!(busy.connections.len(), 1000);
+    assert_eq!(
+        (busy.coverage.as_str(), busy.partial_reason.as_str()),
+        ("Partial", "more than 1000 connections")
+    );
+    let quiet = stored.pods.iter().find(|p| p.uid == "quiet").unwrap();
+    assert_eq!(
+        quiet,
+        &crowded(&node_a, 145).pods[1],
+        "the other pod is untouched"
+    );
+
     // The same agent reporting about node B: refused, naming both nodes; nothing kept for B.
     let (acks, end) = stream(
         agent_channel.clone(),
@@ -273,7 +345,7 @@ async fn only_the_agent_on_a_node_reports_about_that_node() {
         "pacto_observer_node_reports_total",
         &["result=\"accepted\""],
     );
-    assert!((accepted - 3.0).abs() < 0.5, "accepted reports: {accepted}");
+    assert!((accepted - 4.0).abs() < 0.5, "accepted reports: {accepted}");
     assert!(
         metric_value(
             &metrics,

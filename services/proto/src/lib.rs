@@ -58,6 +58,7 @@ pub use generated::pacto::observer::v1 as observer;
 pub use generated::pacto::resolver::v1 as resolver;
 
 pub mod convert;
+pub mod node_limits;
 
 /// The well-known types used in the messages (`Timestamp`, `Duration`).
 pub use prost_types;

@@ -886,3 +886,110 @@ async fn each_node_logs_one_line_per_change() {
     assert!(evidence.log_change("n2", &fresh(&[]), &quiet).is_some());
     shutdown.cancel();
 }
+
+/// The per-pod bounds of a report (docs/design/node-agent.md#bounds) hold on both paths: a pod
+/// of a NodeRuntimeObservation (or a report) beyond them reads Partial in the dimension cut —
+/// the same as the streamed report the registry bounded — and the other pods keep their claims.
+#[test]
+fn a_pod_beyond_the_report_bounds_reads_partial_on_both_paths() {
+    let listeners: Vec<serde_json::Value> = (1..=300)
+        .map(|port| json!({"protocol": "TCP", "port": port}))
+        .collect();
+    let connections: Vec<serde_json::Value> = (1..=1200)
+        .map(|port| {
+            json!({"direction": "outbound", "protocol": "TCP", "peerIP": "10.96.0.10",
+                   "peerPort": port})
+        })
+        .collect();
+    let observation: NodeRuntimeObservation = serde_json::from_value(json!({
+        "apiVersion": "pacto.trianalab.io/v1alpha1",
+        "kind": "NodeRuntimeObservation",
+        "metadata": {"name": "n1", "namespace": "agents"},
+        "spec": {"nodeName": "n1"},
+        "status": {
+            "collection": {"state": "Running"},
+            "pods": [
+                {"uid": "busy", "namespace": "ns", "name": "p1", "coverage": "Complete",
+                 "listenerCoverage": "Complete", "listeners": listeners,
+                 "connections": connections},
+                // An older agent: `coverage` stands for both; only the connections are cut.
+                {"uid": "old", "namespace": "ns", "name": "p2", "coverage": "Complete",
+                 "connections": connections},
+                {"uid": "quiet", "namespace": "ns", "name": "p3", "coverage": "Complete",
+                 "listenerCoverage": "Complete",
+                 "listeners": [{"protocol": "TCP", "port": 8080}]}
+            ]
+        }
+    }))
+    .unwrap();
+    let pod = |uid: &str, listeners: u32, connections: u32, listener_coverage: &str| {
+        pacto_proto::observer::PodSockets {
+            uid: uid.into(),
+            coverage: "Complete".into(),
+            listener_coverage: listener_coverage.into(),
+            listeners: (1..=listeners)
+                .map(|port| pacto_proto::observer::Listener {
+                    protocol: "TCP".into(),
+                    port,
+                    address: String::new(),
+                })
+                .collect(),
+            connections: (1..=connections)
+                .map(|port| pacto_proto::observer::Connection {
+                    direction: "outbound".into(),
+                    protocol: "TCP".into(),
+                    peer_ip: "10.96.0.10".into(),
+                    peer_port: port,
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }
+    };
+    let report = NodeReport {
+        pods: vec![
+            pod("busy", 300, 1200, "Complete"),
+            pod("old", 0, 1200, ""),
+            pacto_proto::observer::PodSockets {
+                listeners: vec![pacto_proto::observer::Listener {
+                    protocol: "TCP".into(),
+                    port: 8080,
+                    address: String::new(),
+                }],
+                ..pod("quiet", 0, 0, "Complete")
+            },
+        ],
+        ..Default::default()
+    };
+    for view in [
+        NodeView::from_observation(&observation),
+        NodeView::from_report(&report),
+    ] {
+        let busy = &view.pods["busy"];
+        assert_eq!(
+            busy.listeners_partial.as_deref(),
+            Some("more than 256 listeners")
+        );
+        assert_eq!(busy.listening.len(), 256);
+        assert_eq!(
+            busy.connections_partial.as_deref(),
+            Some("more than 1000 connections")
+        );
+        assert_eq!(
+            busy.outbound[&"10.96.0.10".parse::<IpAddr>().unwrap()].len(),
+            1000
+        );
+        let old = &view.pods["old"];
+        assert_eq!(old.listeners_partial, None, "only the connections were cut");
+        assert_eq!(
+            old.connections_partial.as_deref(),
+            Some("more than 1000 connections")
+        );
+        let quiet = &view.pods["quiet"];
+        assert_eq!(
+            (&quiet.listeners_partial, &quiet.connections_partial),
+            (&None, &None)
+        );
+        assert_eq!(quiet.listening, BTreeSet::from([8080]));
+    }
+}
