@@ -302,6 +302,7 @@ pub async fn serve(
     let router = router.add_optional_service(node_agents.map(|endpoint| {
         let authorizer = if config.transport.is_mtls() {
             Authorizer::new(node_reports::NODE_REPORTS_SERVICE, endpoint.allowed)
+                .clients("node-agent")
         } else {
             Authorizer::insecure(node_reports::NODE_REPORTS_SERVICE)
         };

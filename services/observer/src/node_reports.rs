@@ -600,6 +600,7 @@ impl NodeReportsService {
             );
         }
         validate(&report).map_err(|error| {
+            tracing::warn!(node = %node, %error, "node-agent report refused: malformed");
             Status::invalid_argument(format!(
                 "report from the node agent on node {node}: {error}"
             ))

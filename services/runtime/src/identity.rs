@@ -164,6 +164,9 @@ enum Policy {
 #[derive(Debug, Clone)]
 pub struct Authorizer {
     service: &'static str,
+    /// Who the callers are, for the refusal's log line (e.g. `node-agent`, so that
+    /// `kubectl logs … | grep node-agent` finds a refused agent).
+    clients: Option<&'static str>,
     policy: Policy,
 }
 
@@ -172,8 +175,17 @@ impl Authorizer {
     pub fn new(service: &'static str, allowed: AllowList) -> Self {
         Self {
             service,
+            clients: None,
             policy: Policy::AllowList(Arc::new(allowed)),
         }
+    }
+
+    /// Names the callers in the log line of a refusal (`clients=<name>`), for services whose
+    /// callers have a name users search logs by (the node agents: `node-agent`).
+    #[must_use]
+    pub fn clients(mut self, name: &'static str) -> Self {
+        self.clients = Some(name);
+        self
     }
 
     /// Admits everyone: only for the plaintext `--insecure` development mode, where there is no
@@ -181,6 +193,7 @@ impl Authorizer {
     pub fn insecure(service: &'static str) -> Self {
         Self {
             service,
+            clients: None,
             policy: Policy::Unauthenticated,
         }
     }
@@ -201,7 +214,17 @@ impl Authorizer {
             Ok(())
         } else {
             counter!(GRPC_UNAUTHORIZED_TOTAL, "service" => self.service).increment(1);
-            tracing::warn!(service = self.service, %identity, "refused client identity");
+            match self.clients {
+                Some(clients) => tracing::warn!(
+                    service = self.service,
+                    clients,
+                    %identity,
+                    "refused {clients} client identity"
+                ),
+                None => {
+                    tracing::warn!(service = self.service, %identity, "refused client identity")
+                }
+            }
             Err(Status::permission_denied(format!(
                 "client identity {identity} may not call {}",
                 self.service
@@ -261,6 +284,59 @@ mod tests {
         assert!(!list.permits(&identity(&["status-writer.pacto.svc.evil"], &[])));
         assert!(!list.permits(&PeerIdentity::default()));
         assert!(!AllowList::new(Vec::<String>::new()).permits(&identity(&["a"], &[])));
+    }
+
+    /// A refusal's log line names the callers when the service has a name for them, so that
+    /// `kubectl logs … | grep node-agent` finds a refused node agent.
+    #[test]
+    fn a_refusal_log_line_names_the_clients() {
+        use std::sync::Mutex;
+        let lines = Arc::new(Mutex::new(Vec::<u8>::new()));
+        let writer = {
+            let lines = Arc::clone(&lines);
+            move || LogSink(Arc::clone(&lines))
+        };
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(writer)
+            .with_ansi(false)
+            .finish();
+        let denied = PeerInfo {
+            remote_addr: None,
+            identity: Some(Arc::new(identity(&["b"], &["spiffe://x/ns/y/sa/z"]))),
+        };
+        tracing::subscriber::with_default(subscriber, || {
+            let named =
+                Authorizer::new("pacto.observer.v1.NodeAgentReports", AllowList::new(["a"]))
+                    .clients("node-agent");
+            assert!(named.check(Some(&denied)).is_err());
+            let plain = Authorizer::new("pacto.evaluator.v1.Evaluator", AllowList::new(["a"]));
+            assert!(plain.check(Some(&denied)).is_err());
+        });
+        let text = String::from_utf8(lines.lock().unwrap().clone()).unwrap();
+        let logged: Vec<&str> = text.lines().collect();
+        assert_eq!(logged.len(), 2, "{text}");
+        assert!(
+            logged[0].contains("refused node-agent client identity")
+                && logged[0].contains("clients=\"node-agent\"")
+                && logged[0].contains("spiffe://x/ns/y/sa/z"),
+            "{text}"
+        );
+        assert!(
+            logged[1].contains("refused client identity") && !logged[1].contains("node-agent"),
+            "{text}"
+        );
+    }
+
+    struct LogSink(Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for LogSink {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
     }
 
     #[test]
