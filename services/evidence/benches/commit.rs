@@ -12,7 +12,10 @@
 //!
 //! `cargo bench -p pacto-evidence --bench commit` (needs `scripts/registry-tools.sh` and
 //! `docker-registry`). `PACTO_BENCH_RECORDS` (default `10,10000`) sets the sizes,
-//! `PACTO_BENCH_COMMITS` (default 5) the commits timed per row.
+//! `PACTO_BENCH_COMMITS` (default 5) the commits timed per row. The stores keep
+//! `MAX_RECORDS_PER_SUBJECT` (10,000) records with no age limit (the default retention keeps
+//! 1000): sizes above it measure a store at its cap, where each commit also drops the oldest
+//! record (docs/design/evidence-store.md#retention).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,7 +23,8 @@ use std::time::{Duration, Instant};
 use ed25519_dalek::SigningKey;
 use pacto_engine::{Coverage, SubjectRef, Timestamp};
 use pacto_evidence::store::{
-    EMPTY_CONFIG_BLOB, Record, ReferrersMode, Store, StoreOptions, Subject, Subjects,
+    EMPTY_CONFIG_BLOB, MAX_RECORDS_PER_SUBJECT, Record, ReferrersMode, Retention, Store,
+    StoreOptions, Subject, Subjects,
 };
 use pacto_evidence::{Envelope, Producer, SignedEvidenceSet, sign};
 use pacto_oci::{
@@ -154,12 +158,18 @@ async fn seed(
     }
 }
 
+/// A store keeping up to [`MAX_RECORDS_PER_SUBJECT`] records with no age limit, so that the N
+/// seeded records are all held (the default retention keeps 1000).
 fn store(host: &str, subject: &Subject, incremental: bool) -> Store {
     Store::new(
         Subjects::parse(&[subject.reference()]).expect("subjects"),
         StoreOptions {
             client: options(host),
             incremental,
+            retention: Retention {
+                max_age: None,
+                max_records: MAX_RECORDS_PER_SUBJECT,
+            },
             ..StoreOptions::default()
         },
         &Keychain::new(),

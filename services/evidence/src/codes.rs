@@ -65,6 +65,19 @@ impl ErrorCode {
         }
     }
 
+    /// The code of its wire string (`None` for a string that is none of [`ErrorCode::ALL`]).
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|c| c.as_str() == text)
+    }
+
+    /// Whether sending the same record again can succeed without anyone acting: `false` for
+    /// the refusals of the envelope itself (the 4xx codes) and for `registry_incomplete`, which
+    /// stays until an operator fixes or removes the invalid artifact on the record's subject
+    /// (docs/design/evidence-store.md#commit); `true` for the other 5xx codes.
+    pub fn is_retryable(self) -> bool {
+        self.http_status() >= 500 && self != Self::RegistryIncomplete
+    }
+
     /// The HTTP status the ingestion API answers with.
     pub fn http_status(self) -> u16 {
         match self {
@@ -91,6 +104,29 @@ impl fmt::Display for ErrorCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn codes_parse_and_say_whether_a_retry_can_succeed() {
+        for code in ErrorCode::ALL {
+            assert_eq!(ErrorCode::parse(code.as_str()), Some(code));
+        }
+        assert_eq!(ErrorCode::parse("http_418"), None);
+        let retryable: Vec<&str> = ErrorCode::ALL
+            .iter()
+            .filter(|c| c.is_retryable())
+            .map(|c| c.as_str())
+            .collect();
+        assert_eq!(
+            retryable,
+            [
+                "contract_resolution_failed",
+                "registry_unavailable",
+                "store_degraded",
+                "store_not_ready",
+                "internal_error"
+            ]
+        );
+    }
 
     #[test]
     fn codes_and_statuses_are_the_protocol_ones() {

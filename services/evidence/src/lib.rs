@@ -42,7 +42,7 @@ pub use envelope::{
 pub use redact::redact_url;
 pub use replay::{ReplayError, ReplayIndex};
 pub use store::{
-    CommitError, Committed, Readiness, Record, ReferrersMode, Scan, Store, StoreError,
+    CommitError, Committed, Readiness, Record, ReferrersMode, Retention, Scan, Store, StoreError,
     StoreOptions, Subject, Subjects, TargetsDto,
 };
 pub use trust::{

@@ -71,11 +71,7 @@ impl ReplayIndex {
     /// Records an accepted (or stored) envelope without checking it.
     pub fn record(&mut self, id: &str, producer: &str, sequence: u64) {
         self.ids.insert(id.to_owned());
-        let max = self
-            .max_sequence
-            .entry(producer.to_owned())
-            .or_insert(sequence);
-        *max = (*max).max(sequence);
+        self.record_sequence(producer, sequence);
     }
 
     /// [`ReplayIndex::check`], then [`ReplayIndex::record`] on success.
@@ -83,6 +79,23 @@ impl ReplayIndex {
         self.check(id, producer, sequence)?;
         self.record(id, producer, sequence);
         Ok(())
+    }
+
+    /// Forgets an id (its record left the retention, docs/design/evidence-store.md#retention)
+    /// and keeps the producer's highest sequence: replaying that envelope is still refused by
+    /// its sequence.
+    pub fn forget(&mut self, id: &str) {
+        self.ids.remove(id);
+    }
+
+    /// Raises a producer's highest accepted sequence without recording an id (the sequences of
+    /// records that left the retention).
+    pub fn record_sequence(&mut self, producer: &str, sequence: u64) {
+        let max = self
+            .max_sequence
+            .entry(producer.to_owned())
+            .or_insert(sequence);
+        *max = (*max).max(sequence);
     }
 
     /// The highest accepted sequence of a producer.

@@ -12,7 +12,8 @@ use std::process::Command;
 use ed25519_dalek::SigningKey;
 use pacto_engine::{Coverage, SubjectRef, Timestamp};
 use pacto_evidence::store::{
-    CommitError, EMPTY_CONFIG_BLOB, HealthStatus, Malformed, RECORD_ARTIFACT_TYPE, Record,
+    CommitError, DEFAULT_MAX_RECORDS_PER_SUBJECT, EMPTY_CONFIG_BLOB, HealthStatus,
+    MAX_DELETES_PER_COMMIT, MAX_TAG_INDEX_BYTES, Malformed, RECORD_ARTIFACT_TYPE, Record,
     ReferrersMode, Store, StoreOptions, Subject, Subjects,
 };
 use pacto_evidence::{Envelope, ErrorCode, Producer, ReplayError, SignedEvidenceSet, sign};
@@ -103,6 +104,25 @@ fn ts(text: &str) -> Timestamp {
 }
 
 fn record(subject: &Subject, id: &str, producer: &str, sequence: u64, target: &str) -> Record {
+    record_at(
+        subject,
+        id,
+        producer,
+        sequence,
+        target,
+        "2026-12-04T10:00:01.5Z",
+    )
+}
+
+/// [`record`] accepted at `accepted`.
+fn record_at(
+    subject: &Subject,
+    id: &str,
+    producer: &str,
+    sequence: u64,
+    target: &str,
+    accepted: &str,
+) -> Record {
     let set = SignedEvidenceSet {
         subject: SubjectRef::new("service", target),
         contract_ref: subject.reference(),
@@ -128,7 +148,7 @@ fn record(subject: &Subject, id: &str, producer: &str, sequence: u64, target: &s
         compliance: "Compliant".into(),
         findings: Vec::new(),
         coverage: Coverage::default(),
-        accepted_at: ts("2026-12-04T10:00:01.5Z"),
+        accepted_at: ts(accepted),
         service: "orders".into(),
         domain: subject.domain(),
         digest: subject.digest().to_owned(),
@@ -599,12 +619,26 @@ async fn commit_cost_does_not_grow_with_the_history() {
     }
 }
 
-/// A pass-through HTTP/1.1 proxy in front of a real registry that serves the Referrers API in
-/// pages (`?n=`, default 2, ordered by digest) with `Link` headers, since neither test registry
-/// paginates. One request per connection.
+/// A pass-through HTTP/1.1 proxy in front of a real registry. One request per connection.
+///
+/// - [`PagingProxy::start`] serves the Referrers API in pages (`?n=`, default 2, ordered by
+///   digest) with `Link` headers, since neither test registry paginates.
+/// - [`PagingProxy::racing`] plays another tool updating the same referrers tag: when a client
+///   writes a referrers tag (`PUT …/manifests/sha256-…`), the proxy reads the index first (the
+///   other tool's stale view), forwards the client's write, then writes the stale view plus the
+///   other tool's descriptor over it, as many times as `races` allows.
 struct PagingProxy {
     addr: std::net::SocketAddr,
     task: tokio::task::JoinHandle<()>,
+    race: Option<std::sync::Arc<Race>>,
+}
+
+/// The other tag writer of [`PagingProxy::racing`].
+struct Race {
+    /// Its descriptor (JSON), added to the stale view it writes.
+    descriptor: serde_json::Value,
+    /// Writes left; `usize::MAX` races every write.
+    races: std::sync::atomic::AtomicUsize,
 }
 
 impl Drop for PagingProxy {
@@ -615,29 +649,82 @@ impl Drop for PagingProxy {
 
 impl PagingProxy {
     async fn start(backend: String) -> Self {
+        Self::spawn(backend, None).await
+    }
+
+    async fn racing(backend: String, descriptor: serde_json::Value, races: usize) -> Self {
+        let race = Race {
+            descriptor,
+            races: std::sync::atomic::AtomicUsize::new(races),
+        };
+        Self::spawn(backend, Some(std::sync::Arc::new(race))).await
+    }
+
+    /// Sets the racing writes left.
+    fn set_races(&self, races: usize) {
+        if let Some(race) = &self.race {
+            race.races.store(races, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    async fn spawn(backend: String, race: Option<std::sync::Arc<Race>>) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
         let addr = listener.local_addr().expect("addr");
         let http = reqwest::Client::new();
+        let shared = race.clone();
         let task = tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
                     return;
                 };
-                let (http, backend) = (http.clone(), backend.clone());
+                let (http, backend, race) = (http.clone(), backend.clone(), race.clone());
                 tokio::spawn(async move {
-                    let _ = Box::pin(Self::serve(stream, &http, &backend)).await;
+                    let _ =
+                        Box::pin(Self::serve(stream, &http, &backend, addr, race.as_deref())).await;
                 });
             }
         });
-        Self { addr, task }
+        Self {
+            addr,
+            task,
+            race: shared,
+        }
+    }
+
+    /// The other tool's turn around a referrers-tag write: its stale view of the index, read
+    /// before the client's write (`None` when it does not race this one).
+    async fn stale_view(
+        http: &reqwest::Client,
+        url: &reqwest::Url,
+        race: &Race,
+    ) -> Option<serde_json::Value> {
+        use std::sync::atomic::Ordering;
+        race.races
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n > 0).then(|| if n == usize::MAX { n } else { n - 1 })
+            })
+            .ok()?;
+        let response = http
+            .get(url.clone())
+            .header("accept", OCI_INDEX_MEDIA_TYPE)
+            .send()
+            .await
+            .expect("backend");
+        Some(if response.status().is_success() {
+            serde_json::from_slice(&response.bytes().await.expect("body")).expect("index")
+        } else {
+            serde_json::json!({"schemaVersion": 2, "mediaType": OCI_INDEX_MEDIA_TYPE, "manifests": []})
+        })
     }
 
     async fn serve(
         mut stream: tokio::net::TcpStream,
         http: &reqwest::Client,
         backend: &str,
+        addr: std::net::SocketAddr,
+        race: Option<&Race>,
     ) -> std::io::Result<()> {
         use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
         let mut buf = Vec::new();
@@ -692,13 +779,49 @@ impl PagingProxy {
         for (k, v) in &headers {
             request = request.header(k, v);
         }
+        let stale = match race {
+            Some(race) if method == "PUT" && url.path().contains("/manifests/sha256-") => {
+                Self::stale_view(http, &url, race)
+                    .await
+                    .map(|view| (view, race))
+            }
+            _ => None,
+        };
         let response = request.body(body).send().await.expect("backend");
         let status = response.status();
+        if let Some((mut view, race)) = stale {
+            // the other tool writes what it read plus its own descriptor, over the client's write
+            let manifests = view["manifests"].as_array_mut().expect("manifests");
+            if !manifests.contains(&race.descriptor) {
+                manifests.push(race.descriptor.clone());
+            }
+            let answer = http
+                .put(url.clone())
+                .header("content-type", OCI_INDEX_MEDIA_TYPE)
+                .body(serde_json::to_vec(&view).expect("json"))
+                .send()
+                .await
+                .expect("backend");
+            assert!(
+                answer.status().is_success(),
+                "the racing write: {}",
+                answer.status()
+            );
+        }
         let mut out_headers: Vec<(String, String)> = response
             .headers()
             .iter()
             .filter(|(k, _)| *k != "connection" && *k != "transfer-encoding")
-            .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or_default().to_owned()))
+            .map(|(k, v)| {
+                let v = v.to_str().unwrap_or_default();
+                // an absolute upload location names the backend: send the client back here
+                let v = if k == "location" {
+                    v.replace(&format!("//{backend}/"), &format!("//{addr}/"))
+                } else {
+                    v.to_owned()
+                };
+                (k.to_string(), v)
+            })
             .collect();
         let mut out = response.bytes().await.expect("body").to_vec();
         if paging && status.is_success() {
@@ -793,4 +916,458 @@ async fn referrers_pages_are_followed_up_to_the_cap() {
         "{}",
         scan.failed[0].error
     );
+}
+
+/// `2026-12-04T10:00:00Z` plus `seconds`, as RFC 3339.
+fn at(seconds: u64) -> String {
+    let t = Timestamp::parse("2026-12-04T10:00:00Z").expect("timestamp");
+    let (base, _) = t.unix_parts();
+    Timestamp::from_unix(base + i64::try_from(seconds).expect("seconds"), 0)
+        .expect("timestamp")
+        .to_rfc3339_nano()
+}
+
+/// Pushes `records`' artifacts directly (not through a store), 16 at a time; in tag-schema mode
+/// appends them to the referrers index in one write. Returns their digests.
+async fn seed(subject: &Subject, mode: ReferrersMode, records: &[Record]) -> Vec<String> {
+    let c = std::sync::Arc::new(client(subject.registry()));
+    let repo = subject.oci_repository();
+    let descriptor = c
+        .head_manifest(&repo, subject.digest())
+        .await
+        .expect("subject descriptor");
+    c.push_blob(&repo, EMPTY_CONFIG_BLOB, true)
+        .await
+        .expect("config");
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut descriptors = Vec::new();
+    for r in records {
+        let artifact = r.artifact(&descriptor);
+        descriptors.push(artifact.descriptor());
+        let (c, repo) = (std::sync::Arc::clone(&c), repo.clone());
+        tasks.spawn(async move {
+            c.push_blob(&repo, &artifact.payload, false)
+                .await
+                .expect("payload");
+            c.put_manifest(
+                &repo,
+                &artifact.digest,
+                OCI_MANIFEST_MEDIA_TYPE,
+                &artifact.manifest,
+            )
+            .await
+            .expect("manifest");
+        });
+        if tasks.len() >= 16 {
+            tasks.join_next().await;
+        }
+    }
+    while tasks.join_next().await.is_some() {}
+    if mode == ReferrersMode::TagSchema {
+        let mut list = tag_index(subject).await;
+        list.extend(descriptors.iter().cloned());
+        c.put_manifest(
+            &repo,
+            &referrers_tag(subject.digest()),
+            OCI_INDEX_MEDIA_TYPE,
+            &ArtifactClient::referrers_index_bytes(&list),
+        )
+        .await
+        .expect("index");
+    }
+    descriptors.into_iter().map(|d| d.digest).collect()
+}
+
+/// The subject's referrers tag-schema index as the registry holds it.
+async fn tag_index(subject: &Subject) -> Vec<pacto_oci::ArtifactDescriptor> {
+    client(subject.registry())
+        .referrers_tag_index(&subject.oci_repository(), subject.digest())
+        .await
+        .expect("index")
+        .map(|(l, _)| l)
+        .unwrap_or_default()
+}
+
+/// The subject's referrers as the registry lists them (Referrers API or tag index).
+async fn listed(subject: &Subject, mode: ReferrersMode) -> Vec<String> {
+    let list = match mode {
+        ReferrersMode::Api => match client(subject.registry())
+            .referrers(&subject.oci_repository(), subject.digest(), None, 1000)
+            .await
+            .expect("referrers")
+        {
+            pacto_oci::Referrers::Listed(list) => list,
+            pacto_oci::Referrers::Unsupported => panic!("no Referrers API"),
+        },
+        ReferrersMode::TagSchema => tag_index(subject).await,
+    };
+    list.into_iter().map(|d| d.digest).collect()
+}
+
+/// Pushes a small foreign referrer of `subject` (an SBOM-like manifest) by digest, unlisted;
+/// returns its descriptor as a referrers index lists it.
+async fn push_foreign(subject: &Subject) -> pacto_oci::ArtifactDescriptor {
+    let c = client(subject.registry());
+    let repo = subject.oci_repository();
+    let s = c
+        .head_manifest(&repo, subject.digest())
+        .await
+        .expect("subject descriptor");
+    c.push_blob(&repo, EMPTY_CONFIG_BLOB, true)
+        .await
+        .expect("config");
+    let manifest = format!(
+        "{{\"schemaVersion\":2,\"mediaType\":\"{OCI_MANIFEST_MEDIA_TYPE}\",\"artifactType\":\"application/vnd.example.sbom+json\",\"config\":{{\"mediaType\":\"application/vnd.oci.empty.v1+json\",\"digest\":\"{}\",\"size\":2}},\"layers\":[],\"subject\":{{\"mediaType\":\"{}\",\"digest\":\"{}\",\"size\":{}}}}}",
+        sha256_digest(EMPTY_CONFIG_BLOB),
+        s.media_type,
+        s.digest,
+        s.size
+    );
+    let digest = c
+        .put_manifest(
+            &repo,
+            &sha256_digest(manifest.as_bytes()),
+            OCI_MANIFEST_MEDIA_TYPE,
+            manifest.as_bytes(),
+        )
+        .await
+        .expect("foreign manifest");
+    pacto_oci::ArtifactDescriptor {
+        media_type: OCI_MANIFEST_MEDIA_TYPE.to_owned(),
+        digest,
+        size: manifest.len() as u64,
+        artifact_type: Some("application/vnd.example.sbom+json".to_owned()),
+    }
+}
+
+fn ids(scan: &pacto_evidence::Scan) -> std::collections::BTreeSet<String> {
+    scan.records
+        .iter()
+        .map(|r| r.record.envelope.id.clone())
+        .collect()
+}
+
+/// Item 5: the history kept per subject is bounded by the retention's record count (1000 by
+/// default): in memory, in the tag-schema index, and in the Referrers API listing (expired
+/// records are deleted there, a bounded number per commit). Before retention every record was
+/// held (1101 here) and the index grew until the registry refused it.
+#[tokio::test]
+async fn the_history_kept_per_subject_is_bounded_by_count() {
+    const KEPT: usize = DEFAULT_MAX_RECORDS_PER_SUBJECT;
+    for mode in MODES {
+        let reg = Reg::start(mode);
+        let subject = push_subject(&reg.host(), "acme/orders").await;
+        let history: Vec<Record> = (0..1100u64)
+            .map(|i| {
+                record_at(
+                    &subject,
+                    &format!("seed-{i}"),
+                    "edge",
+                    i,
+                    &format!("t{}", i % 10),
+                    &at(i),
+                )
+            })
+            .collect();
+        let seeded = seed(&subject, mode, &history).await;
+        let store = store_for(&reg, &subject);
+        let committed = store
+            .commit(&record_at(&subject, "new", "edge", 5000, "t0", &at(5000)))
+            .await
+            .expect("commit");
+
+        let scan = store.scan().await;
+        assert_eq!(scan.health.status, HealthStatus::Ready, "{mode:?}");
+        assert_eq!(scan.records.len(), KEPT, "{mode:?}: records held");
+        let kept = ids(&scan);
+        assert!(
+            kept.contains("new") && kept.contains("seed-1099"),
+            "{mode:?}"
+        );
+        assert!(!kept.contains("seed-0"), "{mode:?}: the oldest expired");
+
+        let now_listed = listed(&subject, mode).await;
+        assert!(now_listed.contains(&committed.digest), "{mode:?}");
+        // 100 expired when the store read the listing, the new record pushed one more out
+        assert_eq!(committed.expired, 1, "{mode:?}");
+        match mode {
+            // the index is rewritten without the expired records at once
+            ReferrersMode::TagSchema => {
+                assert_eq!(now_listed.len(), KEPT, "{mode:?}");
+                assert!(!now_listed.contains(&seeded[0]), "{mode:?}");
+            }
+            // expired records are deleted, a bounded number per commit
+            ReferrersMode::Api => {
+                assert_eq!(committed.deleted, MAX_DELETES_PER_COMMIT, "{mode:?}");
+                assert_eq!(
+                    now_listed.len(),
+                    seeded.len() + 1 - MAX_DELETES_PER_COMMIT,
+                    "{mode:?}"
+                );
+                assert_eq!(
+                    store.scan().await.expired,
+                    seeded.len() + 1 - KEPT - MAX_DELETES_PER_COMMIT
+                );
+            }
+        }
+
+        // a new store (a restart) holds the same bounded history
+        let restarted = store_for(&reg, &subject);
+        assert_eq!(restarted.scan().await.records.len(), KEPT, "{mode:?}");
+        // and an expired record's sequence is still history for replay
+        let err = store
+            .commit(&record_at(&subject, "seed-0", "edge", 0, "t0", &at(5001)))
+            .await
+            .expect_err("replay of an expired record");
+        assert_eq!(err.code(), ErrorCode::Replay, "{mode:?}: {err}");
+    }
+}
+
+/// Item 5: records accepted longer ago than the retention's age (30 days by default, measured
+/// from the subject's newest record) expire, except the latest record of each target.
+#[tokio::test]
+async fn records_older_than_the_age_limit_expire_unless_latest_of_their_target() {
+    for mode in MODES {
+        let reg = Reg::start(mode);
+        let subject = push_subject(&reg.host(), "acme/orders").await;
+        let store = store_for(&reg, &subject);
+        for (id, seq, target, accepted) in [
+            ("old-t1", 1, "t1", "2026-09-01T00:00:00Z"),
+            ("old-t2", 2, "t2", "2026-09-01T00:00:01Z"),
+            ("new-t1", 3, "t1", "2026-12-04T10:00:00Z"),
+        ] {
+            store
+                .commit(&record_at(&subject, id, "edge", seq, target, accepted))
+                .await
+                .expect("commit");
+        }
+        let expect: std::collections::BTreeSet<String> =
+            ["new-t1".to_owned(), "old-t2".to_owned()].into();
+        assert_eq!(ids(&store.scan().await), expect, "{mode:?}");
+        assert_eq!(
+            ids(&store_for(&reg, &subject).scan().await),
+            expect,
+            "{mode:?}: after a restart"
+        );
+        assert_eq!(listed(&subject, mode).await.len(), 2, "{mode:?}: listed");
+        let err = store
+            .commit(&record_at(
+                &subject,
+                "old-t1",
+                "edge",
+                1,
+                "t1",
+                "2026-12-04T10:00:01Z",
+            ))
+            .await
+            .expect_err("the expired record replayed");
+        assert_eq!(err.code(), ErrorCode::Replay, "{mode:?}: {err}");
+    }
+}
+
+/// Item 5: another tool writes the referrers tag between our write and our check, from a view
+/// read before our write (the race the OCI spec warns of): the commit lists the record again,
+/// keeping the other tool's descriptor; when the other tool wins every time the commit fails
+/// naming the cause.
+#[tokio::test]
+async fn a_tag_writer_racing_the_commit_does_not_unlist_the_record() {
+    let reg = Registry::start().expect("docker-registry");
+    let direct = push_subject(&reg.host(), "acme/orders").await;
+    let foreign = push_foreign(&direct).await;
+    let descriptor = serde_json::to_value(&foreign).expect("json");
+
+    let proxy = PagingProxy::racing(reg.host(), descriptor, 1).await;
+    let host = proxy.addr.to_string();
+    let subject = Subject::parse(&format!(
+        "oci://{host}/{}@{}",
+        direct.repository(),
+        direct.digest()
+    ))
+    .unwrap();
+    let store = store(&host, &[&subject]);
+    let committed = store
+        .commit(&record(&subject, "id-1", "edge", 1, "t1"))
+        .await
+        .expect("commit despite the racing writer");
+    let index: Vec<String> = tag_index(&direct)
+        .await
+        .into_iter()
+        .map(|d| d.digest)
+        .collect();
+    assert!(index.contains(&committed.digest), "{index:?}");
+    assert!(
+        index.contains(&foreign.digest),
+        "the other tool's entry stays: {index:?}"
+    );
+
+    proxy.set_races(usize::MAX);
+    let err = store
+        .commit(&record(&subject, "id-2", "edge", 2, "t1"))
+        .await
+        .expect_err("the other writer always wins");
+    assert_eq!(err.code(), ErrorCode::StoreDegraded, "{err}");
+    assert!(err.to_string().contains("another"), "{err}");
+}
+
+/// Item 5: a record another tool unlisted from the referrers tag (its manifest still stored)
+/// stays a record, for replay too, and the next commit lists it again.
+#[tokio::test]
+async fn records_unlisted_by_another_tag_writer_are_listed_again() {
+    let reg = Reg::start(ReferrersMode::TagSchema);
+    let subject = push_subject(&reg.host(), "acme/orders").await;
+    let store = store_for(&reg, &subject);
+    let first = store
+        .commit(&record(&subject, "id-1", "edge", 1, "t1"))
+        .await
+        .expect("first");
+    let foreign = push_foreign(&subject).await;
+    let c = client(subject.registry());
+    c.put_manifest(
+        &subject.oci_repository(),
+        &referrers_tag(subject.digest()),
+        OCI_INDEX_MEDIA_TYPE,
+        &ArtifactClient::referrers_index_bytes(std::slice::from_ref(&foreign)),
+    )
+    .await
+    .expect("the other tool's index");
+
+    let scan = store.scan().await;
+    assert_eq!(ids(&scan), ["id-1".to_owned()].into(), "still a record");
+    let err = store
+        .commit(&record(&subject, "id-1", "edge", 2, "t1"))
+        .await
+        .expect_err("its id is still history");
+    assert_eq!(err.code(), ErrorCode::Replay, "{err}");
+    let second = store
+        .commit(&record(&subject, "id-2", "edge", 2, "t1"))
+        .await
+        .expect("second");
+    let index: Vec<String> = tag_index(&subject)
+        .await
+        .into_iter()
+        .map(|d| d.digest)
+        .collect();
+    for digest in [&first.digest, &second.digest, &foreign.digest] {
+        assert!(index.contains(digest), "{digest} listed: {index:?}");
+    }
+}
+
+/// Item 6: a malformed record on one subject, and a subject that cannot be read, block writes
+/// to themselves only; reads of the other subjects go on.
+#[tokio::test]
+async fn a_bad_subject_does_not_block_the_others() {
+    for mode in MODES {
+        let reg = Reg::start(mode);
+        let a = push_subject(&reg.host(), "acme/orders").await;
+        let b = push_subject(&reg.host(), "acme/billing").await;
+        let gone = Subject::parse(&format!(
+            "oci://{}/acme/gone@sha256:{}",
+            reg.host(),
+            "0".repeat(64)
+        ))
+        .unwrap();
+        let store = store_for_all(&reg, &[&a, &b, &gone]);
+        let good = record(&a, "id-1", "edge", 1, "t1");
+        store
+            .commit(&good)
+            .await
+            .expect("writes to a go on while gone is unreadable");
+        let bad = push_tampered(&a, mode, &good, |r| r.digest = "sha256:feed".into()).await;
+
+        store
+            .commit(&record(&b, "id-2", "edge", 2, "t2"))
+            .await
+            .expect("writes to b go on");
+        let err = store
+            .commit(&record(&a, "id-3", "edge", 3, "t1"))
+            .await
+            .expect_err("a is fail-closed");
+        assert_eq!(err.code(), ErrorCode::RegistryIncomplete, "{mode:?}: {err}");
+        let text = err.to_string();
+        assert!(
+            text.contains(&a.reference()) && text.contains(&bad),
+            "{text}"
+        );
+        let err = store
+            .commit(&record(&gone, "id-4", "edge", 4, "t1"))
+            .await
+            .expect_err("gone is unavailable");
+        assert_eq!(
+            err.code(),
+            ErrorCode::RegistryUnavailable,
+            "{mode:?}: {err}"
+        );
+        assert!(err.to_string().contains(&gone.reference()), "{err}");
+
+        let scan = store.scan().await;
+        assert_eq!(scan.health.status, HealthStatus::Partial, "{mode:?}");
+        assert_eq!(
+            ids(&scan),
+            ["id-1".to_owned(), "id-2".to_owned()].into(),
+            "{mode:?}"
+        );
+        assert_eq!(scan.invalid.len(), 1, "{mode:?}");
+        assert_eq!(scan.failed.len(), 1, "{mode:?}");
+    }
+}
+
+/// Item 5 at scale (ignored: seeding takes minutes; docs/testing.md#evidence-store-bench): a
+/// tag-schema index one record short of CNCF distribution's 4 MiB manifest limit, as an
+/// unbounded store left it after ~19,400 records. Appending one more descriptor made the index
+/// `PUT` fail ("http: request body too large") on every commit from then on; the retention
+/// writes the index back with the kept records only.
+#[tokio::test]
+#[ignore = "seeds ~19,400 records (minutes); run with --ignored"]
+async fn a_tag_index_at_the_registry_manifest_limit_keeps_taking_commits() {
+    let reg = Registry::start().expect("docker-registry");
+    let subject = push_subject(&reg.host(), "acme/orders").await;
+    let descriptor = client(&reg.host())
+        .head_manifest(&subject.oci_repository(), subject.digest())
+        .await
+        .expect("subject descriptor");
+    // as many records as fit in 4 MiB: one more does not
+    let mut history = Vec::new();
+    let mut bytes = ArtifactClient::referrers_index_bytes(&[]).len() as u64;
+    for i in 0u64.. {
+        let r = record_at(&subject, &format!("seed-{i}"), "edge", i, "t", &at(i));
+        let one = ArtifactClient::referrers_index_bytes(&[r.artifact(&descriptor).descriptor()])
+            .len() as u64
+            - ArtifactClient::referrers_index_bytes(&[]).len() as u64
+            + 1;
+        if bytes + one > MAX_TAG_INDEX_BYTES {
+            break;
+        }
+        bytes += one;
+        history.push(r);
+    }
+    let started = std::time::Instant::now();
+    seed(&subject, ReferrersMode::TagSchema, &history).await;
+    eprintln!(
+        "seeded {} records ({bytes} index bytes) in {:?}",
+        history.len(),
+        started.elapsed()
+    );
+    let reg = Reg::Tag(Box::new(reg));
+    let store = store_for(&reg, &subject);
+    let started = std::time::Instant::now();
+    let n = history.len() as u64;
+    for i in 0..3 {
+        store
+            .commit(&record_at(
+                &subject,
+                &format!("new-{i}"),
+                "edge",
+                n + i,
+                "t",
+                &at(n + i),
+            ))
+            .await
+            .expect("a commit past the registry's manifest limit");
+    }
+    eprintln!(
+        "3 commits (the first reads the index) in {:?}",
+        started.elapsed()
+    );
+    let index = tag_index(&subject).await;
+    assert_eq!(index.len(), DEFAULT_MAX_RECORDS_PER_SUBJECT);
 }

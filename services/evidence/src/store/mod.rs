@@ -13,9 +13,15 @@
 //! of the referrers it has validated (content-addressed, so a known digest is never fetched
 //! again) and the replay state derived from them; a commit lists the referrers and validates
 //! only what is new (docs/design/evidence-store.md#incremental-index).
+//!
+//! What a subject keeps is bounded by its [`Retention`] (by age and by count): records outside
+//! it are dropped from memory, from the tag-schema index and, with the Referrers API, deleted
+//! (docs/design/evidence-store.md#retention). A failure on one subject refuses writes to that
+//! subject only (docs/design/evidence-store.md#commit).
 
 mod mode;
 mod record;
+mod retention;
 mod scan;
 mod subject;
 mod targets;
@@ -24,7 +30,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex as StdMutex, PoisonError};
 
 use pacto_oci::{
-    ArtifactClient, ArtifactDescriptor, ClientOptions, CredentialsError, Keychain,
+    ArtifactClient, ArtifactDescriptor, ClientOptions, CredentialsError, ErrorClass, Keychain,
     OCI_INDEX_MEDIA_TYPE, OCI_MANIFEST_MEDIA_TYPE, OciError, Referrers, referrers_tag,
 };
 
@@ -37,6 +43,10 @@ pub use record::{
     EMPTY_CONFIG_MEDIA_TYPE, MAX_RECORD_BYTES, MAX_RECORD_MANIFEST_BYTES, Malformed,
     RECORD_ARTIFACT_TYPE, RECORD_SCHEMA_VERSION, Record,
 };
+pub use retention::{
+    DEFAULT_MAX_RECORD_AGE, DEFAULT_MAX_RECORDS_PER_SUBJECT, MAX_RECORDS_PER_SUBJECT,
+    MAX_TAG_INDEX_BYTES, Retention,
+};
 pub use scan::{FailedSubject, Health, HealthStatus, InvalidArtifact, Scan, StoredRecord};
 pub use subject::{Subject, SubjectError, Subjects, SubjectsError};
 pub use targets::{
@@ -46,6 +56,15 @@ pub use targets::{
 
 /// Most referrers pages read per subject (more is an error, not a truncation).
 pub const MAX_REFERRER_PAGES: usize = 1000;
+/// Most expired record manifests one commit deletes (Referrers API mode); the rest go with the
+/// next commits.
+pub const MAX_DELETES_PER_COMMIT: usize = 16;
+/// Most writes of a referrers tag-schema index in one commit when another tool keeps
+/// replacing it between our write and our check.
+pub const MAX_INDEX_WRITES: usize = 3;
+/// Records classified between two applications of the retention while an index is built, so
+/// that building it from a long listing holds at most this many records beyond the retention.
+const RETENTION_CHUNK: usize = 1024;
 
 /// Options of a [`Store`].
 #[derive(Debug, Clone)]
@@ -59,6 +78,8 @@ pub struct StoreOptions {
     /// Keep the validated index between operations (the default). `false` re-reads the whole
     /// history on every operation, as upstream does (the bench's baseline).
     pub incremental: bool,
+    /// What each subject keeps (30 days, 1000 records by default).
+    pub retention: Retention,
 }
 
 impl Default for StoreOptions {
@@ -68,6 +89,7 @@ impl Default for StoreOptions {
             page_size: None,
             max_pages: MAX_REFERRER_PAGES,
             incremental: true,
+            retention: Retention::default(),
         }
     }
 }
@@ -116,18 +138,22 @@ pub enum CommitError {
     /// The envelope id or sequence was accepted before (`replay`).
     #[error(transparent)]
     Replay(#[from] ReplayError),
-    /// Some subject could not be resolved or listed (`registry_unavailable`).
+    /// The record's subject could not be resolved or listed (`registry_unavailable`). Other
+    /// subjects' failures do not refuse a write.
     #[error("{} of {subjects} subject(s) could not be read: {}", failed.len(), failed.iter().map(|(s, e)| format!("{s}: {e}")).collect::<Vec<_>>().join("; "))]
     RegistryUnavailable {
         /// How many subjects are configured.
         subjects: usize,
-        /// The failed subjects and their errors.
+        /// The failed subject (the record's) and its error.
         failed: Vec<(String, String)>,
     },
-    /// Invalid record artifacts are stored (`registry_incomplete`): writes stay refused until
-    /// they are fixed or removed.
-    #[error("{} invalid evidence artifact(s) stored; first: {}", invalid.len(), invalid.first().map(|i| format!("{} on {}: {}", i.digest, i.subject, i.reason)).unwrap_or_default())]
+    /// Invalid record artifacts are stored on the record's subject (`registry_incomplete`):
+    /// writes to that subject stay refused until they are fixed or removed; other subjects
+    /// are not affected.
+    #[error("{} invalid evidence artifact(s) stored on {subject}; first: {}", invalid.len(), invalid.first().map(|i| format!("{}: {}", i.digest, i.reason)).unwrap_or_default())]
     RegistryIncomplete {
+        /// The subject (its reference).
+        subject: String,
         /// The invalid artifacts.
         invalid: Vec<InvalidArtifact>,
     },
@@ -137,6 +163,8 @@ pub enum CommitError {
         /// The subject.
         subject: String,
         /// `push config`, `push payload`, `push manifest`, `update referrers tag`, `confirm`.
+        /// `confirm` also covers another tool replacing the referrers tag after every one of
+        /// [`MAX_INDEX_WRITES`] writes.
         step: &'static str,
         /// What failed.
         message: String,
@@ -167,6 +195,10 @@ pub struct Committed {
     pub mode: ReferrersMode,
     /// Registry requests the commit cost (listing, pushes, confirmation).
     pub requests: u64,
+    /// Records of the subject that left the retention with this commit.
+    pub expired: usize,
+    /// Expired record manifests this commit deleted (Referrers API mode).
+    pub deleted: usize,
 }
 
 /// One subject's readiness.
@@ -193,6 +225,9 @@ pub struct Readiness {
 #[derive(Debug, Clone)]
 enum Entry {
     Record(Arc<Record>),
+    /// A valid record outside the retention: the record itself is not held; its id left the
+    /// replay state and its sequence stays in the producer's floor.
+    Expired,
     Foreign,
     /// `transient`: the failure may go away (registry unreachable): classify again next time.
     Invalid {
@@ -205,15 +240,79 @@ enum Entry {
 struct SubjectState {
     /// The last listing, in order.
     listing: Vec<ArtifactDescriptor>,
+    /// What each listed digest is (and each of `unlisted`).
     entries: HashMap<String, Entry>,
+    /// Tag-schema mode: records of ours that another tool's write of the referrers tag left
+    /// out while their manifests are still stored. They stay records (served, and history for
+    /// replay) and the next commit lists them again.
+    unlisted: Vec<ArtifactDescriptor>,
+    /// Referrers API mode: the registry refused to delete an expired record (deletes
+    /// disabled, or no delete right): not tried again by this store.
+    delete_refused: Option<String>,
     /// The last read failure, cleared by a successful read.
     error: Option<String>,
+}
+
+impl SubjectState {
+    /// The listing and the unlisted records, each digest once.
+    fn known(&self) -> impl Iterator<Item = &ArtifactDescriptor> {
+        let mut seen = HashSet::new();
+        self.listing
+            .iter()
+            .chain(&self.unlisted)
+            .filter(move |d| seen.insert(d.digest.as_str()))
+    }
+
+    /// The records held, with their digests.
+    fn records(&self) -> Vec<(&str, &Record)> {
+        self.entries
+            .iter()
+            .filter_map(|(digest, entry)| match entry {
+                Entry::Record(r) => Some((digest.as_str(), r.as_ref())),
+                _ => None,
+            })
+            .collect()
+    }
 }
 
 #[derive(Debug, Default)]
 struct State {
     subjects: Vec<SubjectState>,
     replay: ReplayIndex,
+    /// Per producer, the highest sequence among records that left the retention (kept in the
+    /// replay state when it is rebuilt).
+    floor: HashMap<String, u64>,
+}
+
+impl State {
+    /// Applies the retention to one subject: records outside it become [`Entry::Expired`]
+    /// (their ids forgotten by the replay state, their sequences kept in the floor); expired
+    /// unlisted records are dropped. Returns how many records expired.
+    fn expire(&mut self, index: usize, retention: &Retention) -> usize {
+        let s = &mut self.subjects[index];
+        let gone = retention.expired(&s.records());
+        for digest in &gone {
+            if let Some(Entry::Record(r)) = s.entries.insert(digest.clone(), Entry::Expired) {
+                let e = &r.envelope;
+                let floor = self
+                    .floor
+                    .entry(e.producer.id.clone())
+                    .or_insert(e.sequence);
+                *floor = (*floor).max(e.sequence);
+                self.replay.forget(&e.id);
+            }
+        }
+        if !gone.is_empty() {
+            s.unlisted.retain(|d| {
+                let expired = gone.contains(&d.digest);
+                if expired {
+                    s.entries.remove(&d.digest);
+                }
+                !expired
+            });
+        }
+        gone.len()
+    }
 }
 
 /// Memoised per-subject facts (resolution and mode): readable without the commit lock.
@@ -271,6 +370,7 @@ impl Store {
             state: tokio::sync::Mutex::new(State {
                 subjects: (0..count).map(|_| SubjectState::default()).collect(),
                 replay: ReplayIndex::new(),
+                floor: HashMap::new(),
             }),
             meta: StdMutex::new(vec![Meta::default(); count]),
         })
@@ -448,83 +548,125 @@ impl Store {
         }
     }
 
-    /// Brings one subject's index up to date: resolve, list, validate what is new. A known
-    /// digest that left the listing (or whose listing entry changed) drops the subject's index
-    /// and revalidates everything listed. Returns whether the replay state must be rebuilt.
+    /// Brings one subject's index up to date: resolve, list, validate what is new, apply the
+    /// retention. A known digest that left the listing (or whose listing entry changed) drops
+    /// the subject's index and revalidates everything listed, except, in tag-schema mode, a
+    /// record of ours whose manifest is still stored: another tool's write of the referrers
+    /// tag left it out, it stays a record (docs/design/evidence-store.md#concurrent-tag-writers).
+    /// Returns whether the replay state must be rebuilt.
     async fn refresh(&self, index: usize, state: &mut State) -> bool {
         let subject = &self.subjects.as_slice()[index];
         let listed = match self.descriptor(index).await {
             Ok(_) => self.list(index).await,
             Err(e) => Err(e),
         };
-        let listing = match listed {
-            Ok((_, list)) => list,
+        let (mode, listing) = match listed {
+            Ok(listed) => listed,
             Err(e) => {
                 state.subjects[index].error = Some(e.to_string());
                 return false;
             }
         };
+        let now: HashMap<&str, &ArtifactDescriptor> =
+            listing.iter().map(|d| (d.digest.as_str(), d)).collect();
+        let mut unlisted = Vec::new();
+        if mode == ReferrersMode::TagSchema {
+            let current = &state.subjects[index];
+            let missing: Vec<ArtifactDescriptor> = current
+                .known()
+                .filter(|d| {
+                    !now.contains_key(d.digest.as_str())
+                        && matches!(current.entries.get(&d.digest), Some(Entry::Record(_)))
+                })
+                .cloned()
+                .collect();
+            for d in missing {
+                match self
+                    .client(subject)
+                    .head_manifest(&subject.oci_repository(), &d.digest)
+                    .await
+                {
+                    // deleted: it leaves the history
+                    Err(e) if e.class() == ErrorClass::NotFound => {}
+                    // still stored (or not known to be gone): still a record
+                    _ => unlisted.push(d),
+                }
+            }
+        }
         let mut rebuild = !self.options.incremental;
         {
-            let current = &state.subjects[index];
-            let now: HashMap<&str, &ArtifactDescriptor> =
-                listing.iter().map(|d| (d.digest.as_str(), d)).collect();
-            let before: HashMap<&str, &ArtifactDescriptor> = current
-                .listing
-                .iter()
-                .map(|d| (d.digest.as_str(), d))
-                .collect();
-            for (digest, old) in &before {
-                match now.get(digest) {
-                    Some(new) if new == old => {}
+            let kept: HashSet<&str> = unlisted.iter().map(|d| d.digest.as_str()).collect();
+            for old in state.subjects[index].known() {
+                match now.get(old.digest.as_str()) {
+                    Some(new) if *new == old => {}
+                    None if kept.contains(old.digest.as_str()) => {}
                     _ => rebuild = true,
                 }
             }
         }
-        let subject_state = &mut state.subjects[index];
+        let s = &mut state.subjects[index];
         if rebuild {
-            subject_state.entries.clear();
+            // content-addressed: the unlisted records stay validated
+            let kept: Vec<(String, Entry)> = unlisted
+                .iter()
+                .filter_map(|d| s.entries.remove(&d.digest).map(|e| (d.digest.clone(), e)))
+                .collect();
+            s.entries.clear();
+            s.entries.extend(kept);
         }
-        let mut fresh = Vec::new();
+        s.unlisted = unlisted;
         let mut seen = HashSet::new();
+        let mut fresh = 0usize;
         for listed in &listing {
-            if !seen.insert(listed.digest.clone()) {
+            if !seen.insert(listed.digest.as_str()) {
                 continue;
             }
+            let s = &mut state.subjects[index];
             let known = !matches!(
-                subject_state.entries.get(&listed.digest),
+                s.entries.get(&listed.digest),
                 None | Some(Entry::Invalid {
                     transient: true,
                     ..
                 })
             );
-            if !known {
-                let entry = self.classify(subject, listed).await;
-                if let Entry::Record(r) = &entry {
-                    fresh.push(Arc::clone(r));
-                }
-                subject_state.entries.insert(listed.digest.clone(), entry);
+            if known {
+                continue;
             }
-        }
-        subject_state.listing = listing;
-        subject_state.error = None;
-        if !rebuild {
-            for r in fresh {
+            let entry = self.classify(subject, listed).await;
+            let is_record = matches!(entry, Entry::Record(_));
+            if let Entry::Record(r) = &entry
+                && !rebuild
+            {
                 let e = &r.envelope;
                 state.replay.record(&e.id, &e.producer.id, e.sequence);
             }
+            state.subjects[index]
+                .entries
+                .insert(listed.digest.clone(), entry);
+            if is_record {
+                fresh += 1;
+                if fresh.is_multiple_of(RETENTION_CHUNK) {
+                    // bound what a long listing holds while it is read
+                    state.expire(index, &self.options.retention);
+                }
+            }
         }
+        let s = &mut state.subjects[index];
+        s.listing = listing;
+        s.error = None;
+        state.expire(index, &self.options.retention);
         rebuild
     }
 
     fn rebuild_replay(state: &mut State) {
         let mut replay = ReplayIndex::new();
+        for (producer, &sequence) in &state.floor {
+            replay.record_sequence(producer, sequence);
+        }
         for s in &state.subjects {
-            for entry in s.entries.values() {
-                if let Entry::Record(r) = entry {
-                    let e = &r.envelope;
-                    replay.record(&e.id, &e.producer.id, e.sequence);
-                }
+            for (_, r) in s.records() {
+                let e = &r.envelope;
+                replay.record(&e.id, &e.producer.id, e.sequence);
             }
         }
         state.replay = replay;
@@ -540,11 +682,28 @@ impl Store {
         }
     }
 
+    /// One subject's invalid artifacts, in listing order.
+    fn invalid(&self, state: &State, index: usize) -> Vec<InvalidArtifact> {
+        let subject = &self.subjects.as_slice()[index];
+        let s = &state.subjects[index];
+        s.known()
+            .filter_map(|listed| match s.entries.get(&listed.digest) {
+                Some(Entry::Invalid { reason, .. }) => Some(InvalidArtifact {
+                    subject: subject.clone(),
+                    digest: listed.digest.clone(),
+                    reason: reason.clone(),
+                }),
+                _ => None,
+            })
+            .collect()
+    }
+
     fn snapshot(&self, state: &State, requests: u64) -> Scan {
         let mut records = Vec::new();
         let mut invalid = Vec::new();
         let mut failed = Vec::new();
         let mut foreign = 0;
+        let mut expired = 0;
         let mut modes = Vec::new();
         for (index, subject) in self.subjects.iter().enumerate() {
             let s = &state.subjects[index];
@@ -558,11 +717,7 @@ impl Store {
             if let Some(mode) = self.meta(index).mode {
                 modes.push((subject.clone(), mode));
             }
-            let mut seen = HashSet::new();
-            for listed in &s.listing {
-                if !seen.insert(listed.digest.as_str()) {
-                    continue;
-                }
+            for listed in s.known() {
                 match s.entries.get(&listed.digest) {
                     Some(Entry::Record(r)) => records.push(StoredRecord {
                         subject: subject.clone(),
@@ -574,6 +729,7 @@ impl Store {
                         digest: listed.digest.clone(),
                         reason: reason.clone(),
                     }),
+                    Some(Entry::Expired) => expired += 1,
                     Some(Entry::Foreign) | None => foreign += 1,
                 }
             }
@@ -596,14 +752,15 @@ impl Store {
             invalid,
             failed,
             foreign,
+            expired,
             modes,
             requests,
         }
     }
 
     /// The read path: every subject listed, new referrers validated, a snapshot of all valid
-    /// records, invalid artifacts (with reasons) and failed subjects. Never fails: failures
-    /// degrade the health.
+    /// records within the retention, invalid artifacts (with reasons) and failed subjects.
+    /// Never fails: failures degrade the health. Writes nothing.
     pub async fn scan(&self) -> Scan {
         let mut state = self.state.lock().await;
         let before = self.requests();
@@ -611,13 +768,14 @@ impl Store {
         self.snapshot(&state, self.requests() - before)
     }
 
-    /// Drops the whole index and re-reads every referrer (what upstream does on every
+    /// Drops the whole index and re-reads every listed referrer (what upstream does on every
     /// operation; also how a registry-side corruption of a known digest is found).
     pub async fn rescan(&self) -> Scan {
         let mut state = self.state.lock().await;
         for s in &mut state.subjects {
             s.entries.clear();
             s.listing.clear();
+            s.unlisted.clear();
         }
         let before = self.requests();
         self.refresh_all(&mut state).await;
@@ -626,9 +784,11 @@ impl Store {
     }
 
     /// Commits a record (docs/design/evidence-store.md#commit): under the store's one lock,
-    /// bring the index up to date, refuse when any subject failed or any artifact is invalid
-    /// (fail-closed), check replay, push the artifact untagged by digest (and, in tag-schema
-    /// mode, add it to the referrers index), and confirm it is listed.
+    /// bring the index up to date, refuse when the record's subject failed or holds an invalid
+    /// artifact (fail-closed per subject), check replay, push the artifact untagged by digest
+    /// (and, in tag-schema mode, write the referrers index: the new record and every kept one
+    /// listed, expired ones left out, checked after the write), confirm it is listed, and
+    /// delete expired records (Referrers API mode).
     pub async fn commit(&self, record: &Record) -> Result<Committed, CommitError> {
         let contract_ref = &record.envelope.evidence_set.contract_ref;
         let index = self
@@ -642,20 +802,19 @@ impl Store {
         let mut state = self.state.lock().await;
         let before = self.requests();
         self.refresh_all(&mut state).await;
-        let scan = self.snapshot(&state, 0);
-        if !scan.failed.is_empty() {
+        // fail-closed per subject: another subject's failure or invalid artifact does not
+        // refuse this write (docs/design/evidence-store.md#commit)
+        if let Some(error) = &state.subjects[index].error {
             return Err(CommitError::RegistryUnavailable {
                 subjects: self.subjects.len(),
-                failed: scan
-                    .failed
-                    .into_iter()
-                    .map(|f| (f.subject.reference(), f.error))
-                    .collect(),
+                failed: vec![(subject.reference(), error.clone())],
             });
         }
-        if !scan.invalid.is_empty() {
+        let invalid = self.invalid(&state, index);
+        if !invalid.is_empty() {
             return Err(CommitError::RegistryIncomplete {
-                invalid: scan.invalid,
+                subject: subject.reference(),
+                invalid,
             });
         }
         let e = &record.envelope;
@@ -668,44 +827,87 @@ impl Store {
             });
         };
         let artifact = record.artifact(&descriptor);
-        let listing = self.publish(&subject, mode, &artifact).await?;
-        // the confirming listing is the subject's listing now; anything else new in it is
-        // classified by the next refresh
-        // (a known digest missing from it stays, so that the next refresh sees it leave)
+        self.push(&subject, &artifact).await?;
+        // the retention with the new record in: what stays listed, what leaves
+        let s = &state.subjects[index];
+        let mut records = s.records();
+        records.push((artifact.digest.as_str(), record));
+        let leaving = self.options.retention.expired(&records);
+        let listing = match mode {
+            ReferrersMode::Api => self.confirm_api(&subject, &artifact).await?,
+            ReferrersMode::TagSchema => {
+                let mut want: Vec<ArtifactDescriptor> = s
+                    .known()
+                    .filter(|d| {
+                        matches!(s.entries.get(&d.digest), Some(Entry::Record(_)))
+                            && !leaving.contains(&d.digest)
+                    })
+                    .cloned()
+                    .collect();
+                want.push(artifact.descriptor());
+                let drop: HashSet<String> = s
+                    .entries
+                    .iter()
+                    .filter(|(_, e)| matches!(e, Entry::Expired))
+                    .map(|(d, _)| d.clone())
+                    .chain(leaving.iter().cloned())
+                    .collect();
+                self.write_tag_index(&subject, &want, &drop).await?
+            }
+        };
         let s = &mut state.subjects[index];
-        let known: HashSet<&str> = s.listing.iter().map(|d| d.digest.as_str()).collect();
-        let confirmed: HashSet<&str> = listing.iter().map(|d| d.digest.as_str()).collect();
-        let mut next: Vec<ArtifactDescriptor> = listing
-            .iter()
-            .filter(|d| known.contains(d.digest.as_str()) || d.digest == artifact.digest)
-            .cloned()
-            .collect();
-        next.extend(
-            s.listing
-                .iter()
-                .filter(|d| !confirmed.contains(d.digest.as_str()))
-                .cloned(),
-        );
-        s.listing = next;
         s.entries.insert(
             artifact.digest.clone(),
             Entry::Record(Arc::new(record.clone())),
         );
         state.replay.record(&e.id, &e.producer.id, e.sequence);
+        let expired = state.expire(index, &self.options.retention);
+        // the confirming listing is the subject's listing now; anything else new in it is
+        // classified by the next refresh (a known digest missing from it stays, so that the
+        // next refresh sees it leave)
+        let s = &mut state.subjects[index];
+        if mode == ReferrersMode::TagSchema {
+            // expired records are out of the index now, and every kept one is in it
+            s.entries.retain(|_, e| !matches!(e, Entry::Expired));
+            s.unlisted.clear();
+        }
+        let known: HashSet<&str> = s.listing.iter().map(|d| d.digest.as_str()).collect();
+        let confirmed: HashSet<&str> = listing.iter().map(|d| d.digest.as_str()).collect();
+        let mut next: Vec<ArtifactDescriptor> = listing
+            .iter()
+            .filter(|d| {
+                (known.contains(d.digest.as_str()) || d.digest == artifact.digest)
+                    && s.entries.contains_key(&d.digest)
+            })
+            .cloned()
+            .collect();
+        next.extend(
+            s.listing
+                .iter()
+                .filter(|d| {
+                    !confirmed.contains(d.digest.as_str()) && s.entries.contains_key(&d.digest)
+                })
+                .cloned(),
+        );
+        s.listing = next;
+        let deleted = if mode == ReferrersMode::Api {
+            self.delete_expired(index, &mut state).await
+        } else {
+            0
+        };
         Ok(Committed {
             digest: artifact.digest,
             subject,
             mode,
             requests: self.requests() - before,
+            expired,
+            deleted,
         })
     }
 
-    async fn publish(
-        &self,
-        subject: &Subject,
-        mode: ReferrersMode,
-        artifact: &Artifact,
-    ) -> Result<Vec<ArtifactDescriptor>, CommitError> {
+    /// Pushes the empty config (skipped when the registry has it), the payload, then the
+    /// manifest by digest, untagged.
+    async fn push(&self, subject: &Subject, artifact: &Artifact) -> Result<(), CommitError> {
         let client = self.client(subject);
         let repo = subject.oci_repository();
         let degraded = |step: &'static str, e: OciError| CommitError::StoreDegraded {
@@ -730,47 +932,31 @@ impl Store {
             )
             .await
             .map_err(|e| degraded("push manifest", e))?;
-        let listed = match mode {
-            ReferrersMode::Api => match client
-                .referrers(
-                    &repo,
-                    subject.digest(),
-                    self.options.page_size,
-                    self.options.max_pages,
-                )
-                .await
-                .map_err(|e| degraded("confirm", e))?
-            {
-                Referrers::Listed(list) => list,
-                Referrers::Unsupported => Vec::new(),
-            },
-            ReferrersMode::TagSchema => {
-                let mut list = client
-                    .referrers_tag_index(&repo, subject.digest())
-                    .await
-                    .map_err(|e| degraded("update referrers tag", e))?
-                    .map(|(list, _)| list)
-                    .unwrap_or_default();
-                if !list.iter().any(|d| d.digest == artifact.digest) {
-                    list.push(artifact.descriptor());
-                    let index = ArtifactClient::referrers_index_bytes(&list);
-                    client
-                        .put_manifest(
-                            &repo,
-                            &referrers_tag(subject.digest()),
-                            OCI_INDEX_MEDIA_TYPE,
-                            &index,
-                        )
-                        .await
-                        .map_err(|e| degraded("update referrers tag", e))?;
-                }
-                client
-                    .referrers_tag_index(&repo, subject.digest())
-                    .await
-                    .map_err(|e| degraded("confirm", e))?
-                    .map(|(list, _)| list)
-                    .unwrap_or_default()
-            }
+        Ok(())
+    }
+
+    /// Referrers API mode: lists again and requires the new digest.
+    async fn confirm_api(
+        &self,
+        subject: &Subject,
+        artifact: &Artifact,
+    ) -> Result<Vec<ArtifactDescriptor>, CommitError> {
+        let listed = match self
+            .client(subject)
+            .referrers(
+                &subject.oci_repository(),
+                subject.digest(),
+                self.options.page_size,
+                self.options.max_pages,
+            )
+            .await
+            .map_err(|e| CommitError::StoreDegraded {
+                subject: subject.reference(),
+                step: "confirm",
+                message: e.to_string(),
+            })? {
+            Referrers::Listed(list) => list,
+            Referrers::Unsupported => Vec::new(),
         };
         if listed.iter().any(|d| d.digest == artifact.digest) {
             Ok(listed)
@@ -784,5 +970,131 @@ impl Store {
                 ),
             })
         }
+    }
+
+    /// Tag-schema mode: writes the referrers index so that it lists every descriptor of `want`
+    /// (the new record and every kept record of ours) and none of `drop` (our expired
+    /// records), keeping everything else (other tools' referrers) as read, then reads it back.
+    /// Another tool may have written the tag between our read and our write, or between our
+    /// write and our check (the OCI 1.1 race; none of the registries tested honours `If-Match`
+    /// on a manifest `PUT`, docs/design/evidence-store.md#concurrent-tag-writers): when a
+    /// wanted descriptor is missing from what we read back, the read-merge-write is done again,
+    /// up to [`MAX_INDEX_WRITES`] times. Returns the confirming listing.
+    async fn write_tag_index(
+        &self,
+        subject: &Subject,
+        want: &[ArtifactDescriptor],
+        drop: &HashSet<String>,
+    ) -> Result<Vec<ArtifactDescriptor>, CommitError> {
+        let client = self.client(subject);
+        let repo = subject.oci_repository();
+        let tag = referrers_tag(subject.digest());
+        let degraded = |step: &'static str, message: String| CommitError::StoreDegraded {
+            subject: subject.reference(),
+            step,
+            message,
+        };
+        let repo = &repo;
+        let read = |step: &'static str| async move {
+            client
+                .referrers_tag_index(repo, subject.digest())
+                .await
+                .map(|found| found.map(|(list, _)| list).unwrap_or_default())
+                .map_err(|e| degraded(step, e.to_string()))
+        };
+        let mut missing = 0;
+        for _ in 0..MAX_INDEX_WRITES {
+            let current = read("update referrers tag").await?;
+            let mut seen = HashSet::new();
+            let mut next: Vec<ArtifactDescriptor> = current
+                .iter()
+                .filter(|d| !drop.contains(&d.digest) && seen.insert(d.digest.clone()))
+                .cloned()
+                .collect();
+            for d in want {
+                if seen.insert(d.digest.clone()) {
+                    next.push(d.clone());
+                }
+            }
+            if next != current {
+                let bytes = ArtifactClient::referrers_index_bytes(&next);
+                if bytes.len() as u64 > MAX_TAG_INDEX_BYTES {
+                    let ours: HashSet<&str> = want.iter().map(|d| d.digest.as_str()).collect();
+                    let foreign = next
+                        .iter()
+                        .filter(|d| !ours.contains(d.digest.as_str()))
+                        .count();
+                    return Err(degraded(
+                        "update referrers tag",
+                        format!(
+                            "the referrers index {tag} would be {} bytes ({} entries, {foreign} \
+                             of them not records of this store), over the {MAX_TAG_INDEX_BYTES} \
+                             bytes a registry accepts for a manifest",
+                            bytes.len(),
+                            next.len()
+                        ),
+                    ));
+                }
+                client
+                    .put_manifest(repo, &tag, OCI_INDEX_MEDIA_TYPE, &bytes)
+                    .await
+                    .map_err(|e| degraded("update referrers tag", e.to_string()))?;
+            }
+            let confirmed = read("confirm").await?;
+            let listed: HashSet<&str> = confirmed.iter().map(|d| d.digest.as_str()).collect();
+            missing = want
+                .iter()
+                .filter(|d| !listed.contains(d.digest.as_str()))
+                .count();
+            if missing == 0 {
+                return Ok(confirmed);
+            }
+        }
+        Err(degraded(
+            "confirm",
+            format!(
+                "{missing} record(s) of this store are still not listed in the referrers index \
+                 {tag} after {MAX_INDEX_WRITES} writes: another tool keeps replacing it"
+            ),
+        ))
+    }
+
+    /// Referrers API mode: deletes up to [`MAX_DELETES_PER_COMMIT`] expired records (the only
+    /// way to take a referrer out of the registry's listing). A refusal (deletes disabled, no
+    /// delete right) stops deleting for this store; an unreachable registry is tried again
+    /// by the next commit. Returns how many were deleted.
+    async fn delete_expired(&self, index: usize, state: &mut State) -> usize {
+        let subject = &self.subjects.as_slice()[index];
+        let s = &mut state.subjects[index];
+        if s.delete_refused.is_some() {
+            return 0;
+        }
+        let expired: Vec<String> = s
+            .listing
+            .iter()
+            .filter(|d| matches!(s.entries.get(&d.digest), Some(Entry::Expired)))
+            .map(|d| d.digest.clone())
+            .take(MAX_DELETES_PER_COMMIT)
+            .collect();
+        let mut deleted = 0;
+        for digest in expired {
+            match self
+                .client(subject)
+                .delete_manifest(&subject.oci_repository(), &digest)
+                .await
+            {
+                Ok(()) => deleted += 1,
+                Err(e) if e.class() == ErrorClass::NotFound => {}
+                Err(e) if e.class() == ErrorClass::Unreachable => break,
+                Err(e) => {
+                    s.delete_refused = Some(e.to_string());
+                    break;
+                }
+            }
+            // gone from the listing by our own hand: not a reason to rebuild
+            s.entries.remove(&digest);
+            s.listing.retain(|d| d.digest != digest);
+        }
+        deleted
     }
 }

@@ -78,7 +78,8 @@ pub struct FailedSubject {
 pub struct Scan {
     /// Health and counts.
     pub health: Health,
-    /// Every valid record, by subject in configuration order, then in listing order.
+    /// Every valid record within the retention, by subject in configuration order, then in
+    /// listing order (records another tool unlisted from a referrers tag last).
     pub records: Vec<StoredRecord>,
     /// Every invalid record artifact.
     pub invalid: Vec<InvalidArtifact>,
@@ -86,6 +87,9 @@ pub struct Scan {
     pub failed: Vec<FailedSubject>,
     /// Referrers that are not records (ignored).
     pub foreign: usize,
+    /// Listed records outside the retention (not held; deleted or unlisted by a later
+    /// commit, or kept listed where the registry refuses deletes).
+    pub expired: usize,
     /// The mode of each subject that was read.
     pub modes: Vec<(Subject, ReferrersMode)>,
     /// Registry requests the scan cost.

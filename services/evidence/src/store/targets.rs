@@ -324,6 +324,7 @@ mod tests {
             invalid: Vec::new(),
             failed: Vec::new(),
             foreign: 0,
+            expired: 0,
             modes: Vec::new(),
             requests: 0,
         }
