@@ -1238,7 +1238,7 @@ fn role_without_secrets() -> serde_json::Value {
     json!({
         "metadata": {"name": "observer-no-secrets"},
         "rules": [
-            {"apiGroups": [""], "resources": ["services", "pods", "configmaps"], "verbs": read},
+            {"apiGroups": [""], "resources": ["services", "configmaps"], "verbs": read},
             {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": read},
             {"apiGroups": ["apps"], "resources": ["deployments", "statefulsets", "replicasets"], "verbs": read},
             {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": read},

@@ -123,7 +123,7 @@ struct RawConfig {
     auths: BTreeMap<String, RawAuth>,
 }
 
-#[derive(Debug, Deserialize, Default)]
+#[derive(Deserialize, Default)]
 struct RawAuth {
     #[serde(default)]
     auth: Option<String>,
@@ -135,12 +135,53 @@ struct RawAuth {
     registrytoken: Option<String>,
 }
 
-/// A parsed Docker config (`{"auths": {"host": {...}}}`).
-#[derive(Debug, Default)]
+/// What `Debug` shows of a secret field: whether it is there, never its value.
+struct Redacted<'a>(&'a Option<String>);
+
+impl fmt::Debug for Redacted<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(_) => f.write_str("Some(<redacted>)"),
+            None => f.write_str("None"),
+        }
+    }
+}
+
+/// The user name, and only the presence of the secrets (`auth` is base64 of `user:password`).
+impl fmt::Debug for RawAuth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RawAuth")
+            .field("username", &self.username)
+            .field("password", &Redacted(&self.password))
+            .field("auth", &Redacted(&self.auth))
+            .field("registrytoken", &Redacted(&self.registrytoken))
+            .finish()
+    }
+}
+
+/// A parsed Docker config (`{"auths": {"host": {...}}}`). Its `Debug` shows the origin, the
+/// registries and the user names; passwords, `auth` fields and tokens are redacted.
+#[derive(Default)]
 pub struct DockerConfig {
     origin: String,
     /// Normalised host → (original key, entry).
     auths: BTreeMap<String, (String, RawAuth)>,
+}
+
+impl fmt::Debug for DockerConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DockerConfig")
+            .field("origin", &self.origin)
+            .field(
+                "auths",
+                &self
+                    .auths
+                    .values()
+                    .map(|(key, entry)| (key, entry))
+                    .collect::<BTreeMap<_, _>>(),
+            )
+            .finish()
+    }
 }
 
 impl DockerConfig {
@@ -264,13 +305,25 @@ impl DockerConfig {
 }
 
 /// An ordered keychain: explicit credentials (flags / environment) first, then the Docker
-/// config. The first source that has credentials wins; there is no fallback on 401.
-#[derive(Debug, Default)]
+/// config. The first source that has credentials wins; there is no fallback on 401. Its `Debug`
+/// shows the registries and user names, never a password, `auth` field or token.
+#[derive(Default)]
 pub struct Keychain {
     explicit: Option<Credentials>,
     /// If set, the explicit credentials apply only to this (normalised) registry.
     explicit_registry: Option<String>,
     docker: Option<DockerConfig>,
+}
+
+impl fmt::Debug for Keychain {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Each field through a redacting `Debug` (Credentials, DockerConfig), none derived.
+        f.debug_struct("Keychain")
+            .field("explicit", &self.explicit)
+            .field("explicit_registry", &self.explicit_registry)
+            .field("docker", &self.docker)
+            .finish()
+    }
 }
 
 impl Keychain {
@@ -389,6 +442,65 @@ mod tests {
             assert!(!text.contains(MARKER), "secret content in {text}");
             assert!(text.contains(".dockerconfigjson"), "{text}");
         }
+    }
+
+    #[test]
+    fn debug_output_never_shows_a_secret() {
+        // One secret per place a docker config holds one, each distinct so a leak names its field.
+        let json = br#"{"auths":{
+            "ghcr.io":{"registrytoken":"TOKEN-MARKER-1"},
+            "127.0.0.1:5000":{"username":"alice","password":"PASSWORD-MARKER-2"},
+            "https://index.docker.io/v1/":{"auth":"dTpBVVRILU1BUktFUi0z"}
+        }}"#;
+        let cfg = DockerConfig::from_json(json, "the-origin").expect("parses");
+        let keychain = Keychain::new()
+            .with_explicit(
+                Credentials::Basic {
+                    username: "bob".into(),
+                    password: "EXPLICIT-MARKER-4".into(),
+                },
+                Some("quay.io"),
+            )
+            .with_docker_config(DockerConfig::from_json(json, "the-origin").expect("parses"));
+        let raw = RawAuth {
+            auth: Some("dTpBVVRILU1BUktFUi0z".into()),
+            username: Some("carol".into()),
+            password: Some("RAW-MARKER-5".into()),
+            registrytoken: Some("RAW-TOKEN-MARKER-6".into()),
+        };
+        for text in [
+            format!("{cfg:?}"),
+            format!("{cfg:#?}"),
+            format!("{keychain:?}"),
+            format!("{keychain:#?}"),
+            format!("{raw:?}"),
+        ] {
+            for secret in [
+                "MARKER", // The base64 `auth` field, and its decoded form.
+                "dTpB", "u:AUTH",
+            ] {
+                assert!(!text.contains(secret), "{secret:?} in {text}");
+            }
+        }
+        // What stays: where the config came from, the registries it has entries for, the user
+        // names, and which fields an entry has.
+        let shown = format!("{keychain:?}");
+        for kept in [
+            "the-origin",
+            "ghcr.io",
+            "127.0.0.1:5000",
+            "index.docker.io",
+            "alice",
+            "bob",
+            "quay.io",
+        ] {
+            assert!(shown.contains(kept), "{kept:?} missing from {shown}");
+        }
+        let raw = format!("{raw:?}");
+        assert!(
+            raw.contains("carol") && raw.contains("registrytoken"),
+            "{raw}"
+        );
     }
 
     #[test]

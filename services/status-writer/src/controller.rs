@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
+use kube::ResourceExt;
 use kube::api::Api;
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Controller};
@@ -15,16 +16,27 @@ use pacto_runtime::CancellationToken;
 pub use crate::context::{Context, DEFAULT_CONCURRENT_RECONCILES};
 use crate::metrics::{RECONCILE_ERRORS_TOTAL, RECONCILES_TOTAL};
 pub use crate::reconcile::backends::Backends;
-use crate::reconcile::requeue::BACKOFF_BASE;
 use crate::reconcile::{ReconcileError, reconcile};
 use crate::triggers;
 
-/// Requeue policy for API errors (the controller's retry).
-pub fn error_policy(_pacto: Arc<Pacto>, error: &ReconcileError, _ctx: Arc<Context>) -> Action {
-    tracing::warn!(error = %pacto_runtime::tls::error_chain(error), "reconcile failed");
+/// Requeue policy for API errors (the controller's retry): 5 s after the first failed pass of a
+/// Pacto, doubling per consecutive failure up to its check interval; a clean pass resets it
+/// (docs/design/status.md#requeue).
+#[allow(
+    clippy::needless_pass_by_value,
+    reason = "the signature kube's Controller::run calls"
+)]
+pub fn error_policy(pacto: Arc<Pacto>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
+    let key = (pacto.namespace().unwrap_or_default(), pacto.name_any());
+    let delay = ctx.backoff.pass_failed(&pacto, key);
+    tracing::warn!(
+        error = %pacto_runtime::tls::error_chain(error),
+        retry_in = ?delay,
+        "reconcile failed"
+    );
     counter!(RECONCILES_TOTAL, "result" => "error").increment(1);
     counter!(RECONCILE_ERRORS_TOTAL, "step" => error.label()).increment(1);
-    Action::requeue(BACKOFF_BASE)
+    Action::requeue(delay)
 }
 
 /// Runs the controller until `shutdown`: Pactos (all namespaces, or `namespace`), owned
@@ -89,6 +101,7 @@ mod tests {
 
     use super::*;
     use crate::gauges::Gauges;
+    use crate::reconcile::requeue::BACKOFF_BASE;
 
     /// A context whose API server and backends all refuse connections.
     async fn unreachable() -> Arc<Context> {
@@ -142,6 +155,45 @@ mod tests {
         assert_eq!(
             error_policy(pacto, &error, ctx),
             Action::requeue(BACKOFF_BASE)
+        );
+    }
+
+    #[tokio::test]
+    async fn persistent_api_errors_back_off_exponentially_up_to_the_interval_and_reset() {
+        let ctx = unreachable().await;
+        let pacto = |name: &str| {
+            Arc::new(
+                pacto_api::testing::PactoBuilder::inline(name, "x")
+                    .namespace("shop")
+                    .check_interval(60)
+                    .build(),
+            )
+        };
+        let (orders, billing) = (pacto("orders"), pacto("billing"));
+        let error = reconcile(Arc::clone(&orders), Arc::clone(&ctx))
+            .await
+            .expect_err("the status write cannot succeed");
+        let requeue = |p: &Arc<Pacto>| error_policy(Arc::clone(p), &error, Arc::clone(&ctx));
+        // Each failed pass of the same Pacto doubles the wait, up to its check interval.
+        let waits: Vec<Action> = (0..6).map(|_| requeue(&orders)).collect();
+        assert_eq!(
+            waits,
+            [5, 10, 20, 40, 60, 60].map(|s| Action::requeue(Duration::from_secs(s)))
+        );
+        // Another Pacto's streak is its own.
+        assert_eq!(requeue(&billing), Action::requeue(BACKOFF_BASE));
+        // A pass that went through (it ends by computing its requeue) starts the streak anew.
+        let key = ("shop".to_owned(), "orders".to_owned());
+        let clean = crate::model::Resolution::Unavailable {
+            message: String::new(),
+            policy: None,
+        };
+        ctx.backoff.next(&orders, key, &clean, None);
+        assert_eq!(requeue(&orders), Action::requeue(BACKOFF_BASE));
+        assert_eq!(
+            requeue(&billing),
+            Action::requeue(BACKOFF_BASE * 2),
+            "untouched by the other Pacto's clean pass"
         );
     }
 }

@@ -2,16 +2,23 @@
 //! writes, events, revisions, the revision mirror). The timeline, what is cancelled on loss and
 //! why at most one replica writes: docs/design/status.md#leader-election.
 //!
-//! Pure parts: [`decide`] (take, renew or wait, from the Lease read) and [`Term`] (the holder's
-//! local deadline: when to retry a renewal, how long a Lease call may take, when to stop).
-//! [`run_elected`] performs the Lease reads and writes, each bounded by a timeout.
+//! Pure parts: [`Observed`] (when this replica last saw the Lease record change, on its own
+//! monotonic clock), [`decide`] (take, renew or wait, from the Lease read and how long it has
+//! been unchanged) and [`Term`] (the holder's local deadline: when to retry a renewal, how long a
+//! Lease call may take, when to stop). [`run_elected`] performs the Lease reads and writes, each
+//! bounded by a timeout.
+//!
+//! Expiry is never judged by comparing the holder's `renewTime` (its wall clock) with ours: with
+//! clocks more than the margin apart that gives two writers, or none for as long as the skew. A
+//! candidate takes another replica's Lease once the record has not changed for its lease
+//! duration as observed here, as client-go does (docs/design/status.md#clock-skew).
 
 use std::future::Future;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, PostParams};
 use metrics::{counter, gauge};
@@ -29,8 +36,8 @@ pub struct LeaseConfig {
     pub namespace: String,
     /// This replica's identity (the pod name).
     pub identity: String,
-    /// How long a lease is valid without renewal: another replica may take it this long after
-    /// the holder's last renewal.
+    /// How long a lease is valid without renewal: another replica may take it once it has seen
+    /// the record unchanged for this long, on its own monotonic clock.
     pub lease_duration: Duration,
     /// The holder's local deadline: when it could not renew for this long it stops all work,
     /// even without an answer from the API server. Shorter than `lease_duration`.
@@ -85,8 +92,46 @@ pub enum Decision {
     /// Someone else holds a valid lease: wait.
     Wait,
 }
-/// Decides from the current lease spec (`None`: no lease object yet).
-pub fn decide(spec: Option<&LeaseSpec>, identity: &str, now: Timestamp) -> Decision {
+
+/// What this replica last saw of the Lease record, and since when, on its own monotonic clock.
+/// A record that differs from the last one seen (another resourceVersion, or another spec: a
+/// renewal, a new holder) restarts the clock; one that stays the same lets it run. Nothing of the
+/// record's timestamps is compared with the local clock.
+#[derive(Debug, Clone, Default)]
+pub struct Observed {
+    /// `(resourceVersion, spec)` of the last record read, and the local instant it was first
+    /// seen in this form. `None`: no record seen yet, or there was none.
+    last: Option<(Option<String>, Option<LeaseSpec>, Instant)>,
+}
+
+impl Observed {
+    /// Notes the record read at `now` (`None`: there is none) and returns how long it has been
+    /// unchanged as seen here: zero for a record seen for the first time or changed since.
+    pub fn note(&mut self, lease: Option<&Lease>, now: Instant) -> Duration {
+        let Some(lease) = lease else {
+            self.last = None;
+            return Duration::ZERO;
+        };
+        let version = lease.metadata.resource_version.as_ref();
+        match &self.last {
+            Some((v, spec, since))
+                if v.as_ref() == version && spec.as_ref() == lease.spec.as_ref() =>
+            {
+                now.saturating_duration_since(*since)
+            }
+            _ => {
+                self.last = Some((version.cloned(), lease.spec.clone(), now));
+                Duration::ZERO
+            }
+        }
+    }
+}
+
+/// Decides from the current lease spec (`None`: no lease object yet) and how long this replica
+/// has seen the record unchanged ([`Observed::note`]). Another holder's Lease has expired once
+/// it has been unchanged for the lease duration it carries; its `renewTime` is not compared with
+/// anything (it is the holder's clock).
+pub fn decide(spec: Option<&LeaseSpec>, identity: &str, unchanged_for: Duration) -> Decision {
     let Some(spec) = spec else {
         return Decision::Acquire;
     };
@@ -97,15 +142,12 @@ pub fn decide(spec: Option<&LeaseSpec>, identity: &str, now: Timestamp) -> Decis
     if holder.is_empty() {
         return Decision::Acquire;
     }
-    let duration = SignedDuration::from_secs(i64::from(spec.lease_duration_seconds.unwrap_or(0)));
-    let renewed = spec
-        .renew_time
-        .as_ref()
-        .or(spec.acquire_time.as_ref())
-        .map(|t| t.0);
-    match renewed {
-        Some(at) if at + duration > now => Decision::Wait,
-        _ => Decision::Acquire,
+    let duration =
+        Duration::from_secs(u64::try_from(spec.lease_duration_seconds.unwrap_or(0)).unwrap_or(0));
+    if unchanged_for < duration {
+        Decision::Wait
+    } else {
+        Decision::Acquire
     }
 }
 
@@ -129,18 +171,26 @@ pub fn next_spec(
 }
 
 /// One attempt to acquire or renew. Returns whether we hold the lease afterwards (`false`:
-/// another replica holds a valid lease, or won a concurrent update).
-pub async fn try_hold(api: &Api<Lease>, config: &LeaseConfig) -> Result<bool, kube::Error> {
-    let now = Timestamp::now();
+/// another replica holds a valid lease, or won a concurrent update). `observed` carries what
+/// this replica saw of the record across attempts.
+pub async fn try_hold(
+    api: &Api<Lease>,
+    config: &LeaseConfig,
+    observed: &mut Observed,
+) -> Result<bool, kube::Error> {
     let existing = api.get_opt(&config.name).await?;
+    let unchanged_for = observed.note(existing.as_ref(), Instant::now());
     let decision = decide(
         existing.as_ref().and_then(|l| l.spec.as_ref()),
         &config.identity,
-        now,
+        unchanged_for,
     );
     if decision == Decision::Wait {
         return Ok(false);
     }
+    // The times written are informational (kubectl, `pacto status`): no replica compares them
+    // with its own clock.
+    let now = Timestamp::now();
     let spec = next_spec(
         existing.as_ref().and_then(|l| l.spec.as_ref()),
         decision,
@@ -252,8 +302,13 @@ impl Term {
 }
 
 /// One attempt bounded by `budget`: a call without an answer in time is [`Outcome::Failed`].
-async fn attempt(api: &Api<Lease>, config: &LeaseConfig, budget: Duration) -> Outcome {
-    match tokio::time::timeout(budget, try_hold(api, config)).await {
+async fn attempt(
+    api: &Api<Lease>,
+    config: &LeaseConfig,
+    observed: &mut Observed,
+    budget: Duration,
+) -> Outcome {
+    match tokio::time::timeout(budget, try_hold(api, config, observed)).await {
         Ok(Ok(true)) => Outcome::Held,
         Ok(Ok(false)) => Outcome::Taken,
         Ok(Err(error)) => {
@@ -281,11 +336,12 @@ pub async fn run_elected<F, Fut>(
     Fut: Future<Output = ()> + Send + 'static,
 {
     let api: Api<Lease> = Api::namespaced(client, &config.namespace);
+    let mut observed = Observed::default();
     gauge!(LEADER).set(0.0);
     'terms: loop {
         // Candidate: one bounded attempt per retry period.
         let started = Instant::now();
-        if attempt(&api, &config, config.retry_period).await != Outcome::Held {
+        if attempt(&api, &config, &mut observed, config.retry_period).await != Outcome::Held {
             tokio::select! {
                 () = shutdown.cancelled() => break 'terms,
                 () = tokio::time::sleep_until(started + config.retry_period) => continue 'terms,
@@ -310,7 +366,7 @@ pub async fn run_elected<F, Fut>(
             };
             let outcome = tokio::select! {
                 () = shutdown.cancelled() => break false,
-                outcome = attempt(&api, &config, budget) => outcome,
+                outcome = attempt(&api, &config, &mut observed, budget) => outcome,
             };
             match term.after(started, outcome, Instant::now()) {
                 Step::Retry(pause) => next = Instant::now() + pause,
@@ -403,17 +459,79 @@ mod tests {
 
     #[test]
     fn decisions() {
-        assert_eq!(decide(None, "a", at(0)), Decision::Acquire);
+        let s = Duration::from_secs;
+        assert_eq!(decide(None, "a", s(0)), Decision::Acquire);
+        assert_eq!(decide(Some(&held_by("a", 0)), "a", s(100)), Decision::Renew);
+        // Another holder's Lease (15 s): valid until unchanged for 15 s as seen here.
+        assert_eq!(decide(Some(&held_by("b", 0)), "a", s(0)), Decision::Wait);
+        assert_eq!(decide(Some(&held_by("b", 0)), "a", s(14)), Decision::Wait);
         assert_eq!(
-            decide(Some(&held_by("a", 0)), "a", at(100)),
-            Decision::Renew
-        );
-        assert_eq!(decide(Some(&held_by("b", 0)), "a", at(10)), Decision::Wait);
-        assert_eq!(
-            decide(Some(&held_by("b", 0)), "a", at(15)),
+            decide(Some(&held_by("b", 0)), "a", s(15)),
             Decision::Acquire
         );
-        assert_eq!(decide(Some(&held_by("", 0)), "a", at(1)), Decision::Acquire);
+        assert_eq!(decide(Some(&held_by("", 0)), "a", s(0)), Decision::Acquire);
+    }
+
+    fn lease(version: &str, spec: LeaseSpec) -> Lease {
+        Lease {
+            metadata: ObjectMeta {
+                resource_version: Some(version.to_owned()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(spec),
+        }
+    }
+
+    #[test]
+    fn expiry_follows_the_local_clock_from_the_last_change_whatever_the_holder_wrote() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        // The holder's clock is an hour behind ours (renewTime far in the past), or an hour
+        // ahead: neither matters, only whether the record keeps changing.
+        for skew in [-3600, 3600] {
+            let mut observed = Observed::default();
+            let mut version = 1;
+            let read = |observed: &mut Observed, renewed: i64, version: u32, at: Duration| {
+                let record = lease(&version.to_string(), held_by("b", skew + renewed));
+                let unchanged = observed.note(Some(&record), t0 + at);
+                decide(record.spec.as_ref(), "a", unchanged)
+            };
+            // First sight: a full lease duration to wait, whatever the renewTime says.
+            assert_eq!(read(&mut observed, 0, version, s(0)), Decision::Wait);
+            // Renewed every 2 s for a minute: never expired.
+            for n in 1..30u32 {
+                version += 1;
+                let at = s(2 * u64::from(n));
+                assert_eq!(
+                    read(&mut observed, 2 * i64::from(n), version, at),
+                    Decision::Wait,
+                    "skew {skew}, at {at:?}"
+                );
+            }
+            // The holder stops renewing at 58 s: the same record until 73 s, expired from then on.
+            assert_eq!(read(&mut observed, 58, version, s(72)), Decision::Wait);
+            assert_eq!(read(&mut observed, 58, version, s(73)), Decision::Acquire);
+        }
+    }
+
+    #[test]
+    fn any_change_of_the_record_restarts_the_clock() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        let mut observed = Observed::default();
+        let first = lease("7", held_by("b", 0));
+        assert_eq!(observed.note(Some(&first), t0), s(0));
+        assert_eq!(observed.note(Some(&first), t0 + s(9)), s(9));
+        // Another resourceVersion (any write), with the same spec.
+        let rewritten = lease("8", held_by("b", 0));
+        assert_eq!(observed.note(Some(&rewritten), t0 + s(10)), s(0));
+        // Another spec (a renewal) under the same resourceVersion (a server without them).
+        let renewed = lease("8", held_by("b", 5));
+        assert_eq!(observed.note(Some(&renewed), t0 + s(11)), s(0));
+        assert_eq!(observed.note(Some(&renewed), t0 + s(20)), s(9));
+        // The Lease deleted, then back as it was: seen anew.
+        assert_eq!(observed.note(None, t0 + s(21)), s(0));
+        assert_eq!(observed.note(Some(&renewed), t0 + s(22)), s(0));
     }
 
     #[test]

@@ -216,8 +216,9 @@ pub struct Args {
         value_name = "NAMESPACE"
     )]
     pub leader_election_namespace: Option<String>,
-    /// How long the Lease is valid without renewal: another replica may take it this long after
-    /// the holder's last renewal.
+    /// How long the Lease is valid without renewal: another replica may take it once it has seen
+    /// the Lease record unchanged for this long, on its own monotonic clock (the holder's
+    /// renewTime is never compared with another clock).
     #[arg(
         long = "leader-election-lease-duration",
         env = "PACTO_STATUS_WRITER_LEADER_ELECTION_LEASE_DURATION",
@@ -393,13 +394,17 @@ pub async fn serve(
     .await
 }
 
-/// The leader's work: the controller and the revision mirror, until `token`.
+/// The leader's work: the controller and the revision mirror, until `token`; the evidence
+/// producer (if any) posts until `token` too (docs/design/status.md#evidence-producer).
 pub async fn work(
     ctx: Arc<controller::Context>,
     namespace: Option<String>,
     mirror_interval: Duration,
     token: CancellationToken,
 ) {
+    if let Some(producer) = &ctx.producer {
+        producer.post_during(&token);
+    }
     let mirror = tokio::spawn(mirror::run(
         Arc::clone(&ctx),
         namespace.clone(),
@@ -448,6 +453,11 @@ pub async fn serve_elected(
     match lease {
         None => work(ctx, namespace, mirror_interval, shutdown.clone()).await,
         Some(lease) => {
+            // Between terms the producer posts nothing: a record queued by a term that ended
+            // waits for the next one (docs/design/status.md#evidence-producer).
+            if let Some(producer) = &ctx.producer {
+                producer.pause();
+            }
             let client = ctx.client.clone();
             leader::run_elected(client, lease, shutdown.clone(), move |token| {
                 work(Arc::clone(&ctx), namespace.clone(), mirror_interval, token)

@@ -17,6 +17,10 @@
 //!   failed status write offers the same id, and the server answers `409 replay`, which counts
 //!   as delivered.
 //! - The signing key is read once at start; it is never logged and no error carries it.
+//! - Only the Lease holder posts ([`Producer::post_during`]): when the term ends the worker stops
+//!   at once (an attempt in flight is abandoned, a retry wait ends) and keeps its records, the
+//!   one it was sending first, until it holds the Lease again. Two replicas never post at the
+//!   same time, so their sequences never interleave at the server.
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -30,7 +34,7 @@ use pacto_engine::{EvidenceSet, Timestamp};
 use pacto_evidence::{Envelope, ErrorCode, Producer as ProducerId, SignedEvidenceSet};
 use pacto_runtime::CancellationToken;
 use sha2::{Digest as _, Sha256};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, watch};
 
 use crate::metrics::{
     EVIDENCE_DROPPED_TOTAL, EVIDENCE_FAILED_TOTAL, EVIDENCE_RETRIES_TOTAL, EVIDENCE_SENT_TOTAL,
@@ -350,6 +354,9 @@ struct Inner {
     producer_id: String,
     queue: Queue,
     counters: Counters,
+    /// The worker posts while this token is not cancelled. Every token here is the producer's
+    /// own (a child of a term's token at most), so cancelling one never ends anything else.
+    permit: watch::Sender<CancellationToken>,
 }
 
 impl std::fmt::Debug for Inner {
@@ -393,6 +400,8 @@ impl Producer {
                     ready: Notify::new(),
                 },
                 counters: Counters::default(),
+                // No leader election unless told: posting is allowed from the start.
+                permit: watch::Sender::new(CancellationToken::new()),
             }),
         };
         let worker = Worker {
@@ -409,6 +418,23 @@ impl Producer {
     /// The producer id records are signed as.
     pub fn producer_id(&self) -> &str {
         &self.inner.producer_id
+    }
+
+    /// Posts only until `term` is cancelled (the term of a Lease holder), from now on. When it
+    /// is, the worker stops posting at once: an attempt in flight is abandoned (the server may
+    /// have stored it; sent again, it is answered as a replay), a retry wait ends, and the
+    /// records stay queued, the one being sent first, until the next `post_during`. Without a
+    /// call, the producer posts from its start (no leader election).
+    pub fn post_during(&self, term: &CancellationToken) {
+        let previous = self.inner.permit.send_replace(term.child_token());
+        previous.cancel();
+    }
+
+    /// Posts nothing until the next [`Producer::post_during`] (a replica that has no term yet).
+    pub fn pause(&self) {
+        let closed = CancellationToken::new();
+        closed.cancel();
+        self.inner.permit.send_replace(closed).cancel();
     }
 
     /// Queues `record` without waiting; a full queue drops it (counted, logged).
@@ -468,6 +494,16 @@ impl Producer {
     }
 }
 
+/// How [`Worker::deliver`] ended.
+enum Delivered {
+    /// The record's fate is decided (accepted, replayed, refused).
+    Settled,
+    /// The term ended first: the record is kept for the next one.
+    Paused,
+    /// Shut down first: the record is not delivered.
+    Shutdown,
+}
+
 /// How one attempt ended.
 enum Attempt {
     Accepted,
@@ -497,23 +533,50 @@ impl Worker {
         let producer = Producer {
             inner: Arc::clone(&self.inner),
         };
-        loop {
-            if shutdown.is_cancelled() {
-                break;
-            }
-            if let Some(record) = producer.pop() {
-                if !self.deliver(&record, &shutdown).await {
-                    // Shut down while retrying: the record is not delivered.
-                    self.dropped_at_shutdown(1);
-                    break;
+        let mut permits = self.inner.permit.subscribe();
+        // The record taken from the queue and not settled yet (kept across a pause).
+        let mut current: Option<Record> = None;
+        'run: loop {
+            // Post only with a live permit: wait for one.
+            let permit = loop {
+                if shutdown.is_cancelled() {
+                    break 'run;
+                }
+                let permit = permits.borrow_and_update().clone();
+                if !permit.is_cancelled() {
+                    break permit;
+                }
+                tokio::select! {
+                    () = shutdown.cancelled() => break 'run,
+                    changed = permits.changed() => if changed.is_err() { break 'run },
+                }
+            };
+            let Some(record) = current.take().or_else(|| producer.pop()) else {
+                tokio::select! {
+                    () = shutdown.cancelled() => break 'run,
+                    () = permit.cancelled() => {}
+                    () = self.inner.queue.ready.notified() => {}
                 }
                 continue;
-            }
-            tokio::select! {
-                () = shutdown.cancelled() => break,
-                () = self.inner.queue.ready.notified() => {}
+            };
+            match self.deliver(&record, &permit, &shutdown).await {
+                Delivered::Settled => {}
+                Delivered::Paused => {
+                    tracing::info!(
+                        pacto = %record.pacto,
+                        id = %record.id,
+                        queued = producer.queued() + 1,
+                        "not the leader any more: evidence posting paused, records kept until the Lease is held again"
+                    );
+                    current = Some(record);
+                }
+                Delivered::Shutdown => {
+                    current = Some(record);
+                    break 'run;
+                }
             }
         }
+        // What is queued, and a record taken but not settled, is not delivered.
         let left = {
             let mut records = self
                 .inner
@@ -521,7 +584,7 @@ impl Worker {
                 .records
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            let left = records.len();
+            let left = records.len() + usize::from(current.is_some());
             records.clear();
             left
         };
@@ -540,14 +603,25 @@ impl Worker {
         tracing::warn!(records = count, "evidence records not sent before shutdown");
     }
 
-    /// Sends `record` until it is settled; `false` when shut down first.
-    async fn deliver(&mut self, record: &Record, shutdown: &CancellationToken) -> bool {
+    /// Sends `record` until it is settled, while `permit` is live and until `shutdown`.
+    async fn deliver(
+        &mut self,
+        record: &Record,
+        permit: &CancellationToken,
+        shutdown: &CancellationToken,
+    ) -> Delivered {
         let inner = Arc::clone(&self.inner);
         let counters = &inner.counters;
         let mut delay = self.config.min_backoff;
         loop {
             let attempt = match self.sign(record) {
-                Ok(body) => self.post(body).await,
+                // Dropping the request abandons it: nothing more is sent once the term ended.
+                Ok(body) => tokio::select! {
+                    biased;
+                    () = shutdown.cancelled() => return Delivered::Shutdown,
+                    () = permit.cancelled() => return Delivered::Paused,
+                    attempt = self.post(body) => attempt,
+                },
                 Err(message) => Attempt::Refused {
                     status: 0,
                     code: "unsignable".to_owned(),
@@ -559,13 +633,13 @@ impl Worker {
                     counters.accepted.fetch_add(1, Ordering::SeqCst);
                     counter!(EVIDENCE_SENT_TOTAL, "result" => "accepted").increment(1);
                     tracing::debug!(pacto = %record.pacto, id = %record.id, "evidence record accepted");
-                    return true;
+                    return Delivered::Settled;
                 }
                 Attempt::Replayed => {
                     counters.replayed.fetch_add(1, Ordering::SeqCst);
                     counter!(EVIDENCE_SENT_TOTAL, "result" => "replay").increment(1);
                     tracing::debug!(pacto = %record.pacto, id = %record.id, "evidence record already stored");
-                    return true;
+                    return Delivered::Settled;
                 }
                 Attempt::Refused {
                     status,
@@ -575,14 +649,16 @@ impl Worker {
                     counters.failed.fetch_add(1, Ordering::SeqCst);
                     counter!(EVIDENCE_FAILED_TOTAL, "code" => code.clone()).increment(1);
                     tracing::warn!(pacto = %record.pacto, id = %record.id, status, %code, %message, "evidence record refused (not retried)");
-                    return true;
+                    return Delivered::Settled;
                 }
                 Attempt::Retry { reason } => {
                     counters.retries.fetch_add(1, Ordering::SeqCst);
                     counter!(EVIDENCE_RETRIES_TOTAL).increment(1);
                     tracing::info!(pacto = %record.pacto, id = %record.id, %reason, retry_in = ?delay, "evidence server unavailable: retrying");
                     tokio::select! {
-                        () = shutdown.cancelled() => return false,
+                        biased;
+                        () = shutdown.cancelled() => return Delivered::Shutdown,
+                        () = permit.cancelled() => return Delivered::Paused,
                         () = tokio::time::sleep(delay) => {}
                     }
                     delay = (delay * 2).min(self.config.max_backoff);
@@ -644,7 +720,12 @@ impl Worker {
         if status == 409 && code == ErrorCode::Replay.as_str() {
             return Attempt::Replayed;
         }
-        if (400..500).contains(&status) {
+        // Final: a refusal of the envelope itself (4xx), or a code that stays until an operator
+        // acts (`registry_incomplete`: an invalid artifact on this record's subject). Retrying
+        // it would stall the one queue, and every other subject's records, behind it
+        // (docs/design/evidence-store.md#commit).
+        let permanent = ErrorCode::parse(&code).is_some_and(|c| !c.is_retryable());
+        if (400..500).contains(&status) || permanent {
             Attempt::Refused {
                 status,
                 code,

@@ -343,7 +343,9 @@ pub struct LeaseView {
     pub shard: u32,
     /// The shard count its holder records (works under).
     pub count: ShardCount,
-    /// Held and renewed within its lease duration, by the reader's clock.
+    /// Held, and seen to change within its lease duration on the reader's monotonic clock
+    /// (never by comparing the holder's renewTime with the reader's clock:
+    /// docs/design/status.md#clock-skew).
     pub live: bool,
 }
 

@@ -313,9 +313,9 @@ fn spec_or_metadata(pacto: &Pacto) -> Option<u64> {
     Some(hasher.finish())
 }
 
-/// Removes the gauges (and the remembered last write) of deleted Pactos: a metadata watch (the
-/// controller itself only sees applied objects); after each (re)list, what belongs to Pactos that
-/// no longer exist is dropped.
+/// Removes the gauges (and the remembered last write and failure streak) of deleted Pactos: a
+/// metadata watch (the controller itself only sees applied objects); after each (re)list, what
+/// belongs to Pactos that no longer exist is dropped.
 pub async fn watch_deletions(
     api: Api<PartialObjectMeta<Pacto>>,
     ctx: Arc<Context>,
@@ -345,6 +345,7 @@ pub async fn watch_deletions(
                 let key = (ns, name);
                 ctx.triggers.retain(|k| *k != key);
                 ctx.written.forget(&key);
+                ctx.backoff.forget(&key);
             }
             Some(Ok(WatchEvent::Init)) => listing.clear(),
             Some(Ok(WatchEvent::InitApply(meta))) => {
@@ -354,6 +355,7 @@ pub async fn watch_deletions(
                 gauges.retain(&listing);
                 ctx.written.retain(|key| listing.contains(key));
                 ctx.triggers.retain(|key| listing.contains(key));
+                ctx.backoff.retain(|key| listing.contains(key));
             }
             Some(Ok(WatchEvent::Apply(_))) => {}
             Some(Err(error)) => tracing::debug!(%error, "Pacto metadata watch error"),

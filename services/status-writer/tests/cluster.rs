@@ -209,7 +209,7 @@ async fn resolver_down_is_unknown_naming_the_service() {
 }
 
 #[tokio::test]
-async fn observer_down_is_unknown_naming_the_service() {
+async fn observer_down_is_a_failed_observation_naming_the_service() {
     let h = start(true).await;
     let api: Api<Pacto> = Api::namespaced(h.client.clone(), &h.namespace);
     api.create(
@@ -225,7 +225,10 @@ async fn observer_down_is_unknown_naming_the_service() {
         ("True", "Parsed")
     );
     let observed = find_condition(&s.conditions, RUNTIME_OBSERVED).unwrap();
-    assert_eq!(observed.status, "Unknown");
+    assert_eq!(
+        (observed.status.as_str(), observed.reason.as_str()),
+        ("False", "ObservationFailed")
+    );
     assert!(
         observed.message.starts_with("observer unavailable: "),
         "{}",
@@ -319,6 +322,198 @@ async fn only_the_lease_holder_works_and_a_successor_takes_over() {
     assert_eq!(max_active.load(Ordering::SeqCst), 1);
     stop_other.cancel();
     task_other.await.unwrap();
+}
+
+/// The Lease of the skew tests: 3 s, renewed every 300 ms.
+fn skew_lease_config(namespace: &str) -> pacto_status_writer::LeaseConfig {
+    pacto_status_writer::LeaseConfig {
+        name: "pacto-status-writer".into(),
+        namespace: namespace.to_owned(),
+        identity: "replica-a".into(),
+        lease_duration: Duration::from_secs(3),
+        renew_deadline: Duration::from_secs(2),
+        retry_period: Duration::from_millis(300),
+    }
+}
+
+/// A replica on a node whose wall clock is `skew` off: it creates the Lease as
+/// `skewed-holder` and, until `stop`, renews it every 300 ms with its own clock's time (a
+/// read, then a replace with the resourceVersion read, as a real holder does). Returns the local
+/// instant of its last renewal; panics if anyone else took the Lease meanwhile.
+async fn skewed_holder(
+    leases: Api<k8s_openapi::api::coordination::v1::Lease>,
+    skew: k8s_openapi::jiff::SignedDuration,
+    stop: CancellationToken,
+) -> tokio::task::JoinHandle<std::time::Instant> {
+    use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+    use k8s_openapi::jiff::Timestamp;
+    let now = MicroTime(Timestamp::now() + skew);
+    let lease = Lease {
+        metadata: kube::api::ObjectMeta {
+            name: Some("pacto-status-writer".into()),
+            ..kube::api::ObjectMeta::default()
+        },
+        spec: Some(LeaseSpec {
+            holder_identity: Some("skewed-holder".into()),
+            lease_duration_seconds: Some(3),
+            acquire_time: Some(now.clone()),
+            renew_time: Some(now),
+            lease_transitions: Some(1),
+            ..LeaseSpec::default()
+        }),
+    };
+    leases.create(&PostParams::default(), &lease).await.unwrap();
+    let created = std::time::Instant::now();
+    tokio::spawn(async move {
+        let mut last = created;
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return last,
+                () = tokio::time::sleep(Duration::from_millis(300)) => {}
+            }
+            let mut lease = leases.get("pacto-status-writer").await.unwrap();
+            let spec = lease.spec.get_or_insert_default();
+            assert_eq!(
+                spec.holder_identity.as_deref(),
+                Some("skewed-holder"),
+                "the Lease was taken while its holder kept renewing it"
+            );
+            spec.renew_time = Some(MicroTime(Timestamp::now() + skew));
+            leases
+                .replace("pacto-status-writer", &PostParams::default(), &lease)
+                .await
+                .expect("a renewal of the skewed holder (a 409: someone else wrote the Lease)");
+            last = std::time::Instant::now();
+        }
+    })
+}
+
+/// Runs `replica-a` as a candidate for the Lease of [`skew_lease_config`]; the instant its
+/// term started, once it has.
+fn candidate(
+    client: &kube::Client,
+    namespace: &str,
+    shutdown: &CancellationToken,
+) -> (
+    Arc<std::sync::Mutex<Option<std::time::Instant>>>,
+    tokio::task::JoinHandle<()>,
+) {
+    let started = Arc::new(std::sync::Mutex::new(None));
+    let record = Arc::clone(&started);
+    let task = tokio::spawn(pacto_status_writer::run_elected(
+        client.clone(),
+        skew_lease_config(namespace),
+        shutdown.clone(),
+        move |token| {
+            let record = Arc::clone(&record);
+            async move {
+                record
+                    .lock()
+                    .unwrap()
+                    .get_or_insert_with(std::time::Instant::now);
+                token.cancelled().await;
+            }
+        },
+    ));
+    (started, task)
+}
+
+#[tokio::test]
+async fn a_live_holder_whose_clock_lags_by_more_than_the_lease_keeps_it() {
+    // The holder's renewTime is an hour behind this replica's clock: compared with the local
+    // wall clock, the Lease would always look expired, and both would write. Judged by when the
+    // record last changed, as observed here, it is held as long as it is renewed.
+    let cp = cluster().await;
+    let client = cp.client().unwrap();
+    let namespace = cp.create_namespace("lease-lag").await.unwrap();
+    let leases = Api::namespaced(client.clone(), &namespace);
+    let stop_holder = CancellationToken::new();
+    let holder = skewed_holder(
+        leases.clone(),
+        k8s_openapi::jiff::SignedDuration::from_hours(-1),
+        stop_holder.clone(),
+    )
+    .await;
+    let shutdown = CancellationToken::new();
+    let _stop = shutdown.clone().drop_guard();
+    let (started, task) = candidate(&client, &namespace, &shutdown);
+    let lease = skew_lease_config(&namespace).lease_duration;
+    // Three lease durations of renewals: the candidate never takes over.
+    tokio::time::sleep(lease * 3).await;
+    assert_eq!(
+        *started.lock().unwrap(),
+        None,
+        "took a Lease its holder renewed every 300 ms (renewTime 1 h behind)"
+    );
+    // The holder stops: the candidate takes over once the record has not changed for the lease
+    // duration by its own clock, and not before.
+    stop_holder.cancel();
+    let last_renewal = holder.await.unwrap();
+    let took = eventually("the takeover", Duration::from_secs(10), || async {
+        *started.lock().unwrap()
+    })
+    .await;
+    let after = took.duration_since(last_renewal);
+    assert!(
+        after + Duration::from_millis(100) >= lease && after <= lease + Duration::from_secs(2),
+        "took the Lease {after:?} after the holder's last renewal (lease {lease:?})"
+    );
+    let spec = leases
+        .get("pacto-status-writer")
+        .await
+        .unwrap()
+        .spec
+        .unwrap();
+    assert_eq!(spec.holder_identity.as_deref(), Some("replica-a"));
+    assert_eq!(spec.lease_transitions, Some(2));
+    shutdown.cancel();
+    task.await.unwrap();
+}
+
+#[tokio::test]
+async fn a_dead_holder_whose_clock_ran_ahead_is_replaced_after_one_lease_duration() {
+    // The holder wrote a renewTime an hour ahead of this replica's clock, then died: compared
+    // with the local wall clock, its Lease would look valid for an hour. Unchanged for the lease
+    // duration as observed here, it has expired.
+    let cp = cluster().await;
+    let client = cp.client().unwrap();
+    let namespace = cp.create_namespace("lease-ahead").await.unwrap();
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client.clone(), &namespace);
+    let stop_holder = CancellationToken::new();
+    let holder = skewed_holder(
+        leases.clone(),
+        k8s_openapi::jiff::SignedDuration::from_hours(1),
+        stop_holder.clone(),
+    )
+    .await;
+    stop_holder.cancel();
+    let last_renewal = holder.await.unwrap();
+    let shutdown = CancellationToken::new();
+    let _stop = shutdown.clone().drop_guard();
+    let first_look = std::time::Instant::now();
+    let (started, task) = candidate(&client, &namespace, &shutdown);
+    let lease = skew_lease_config(&namespace).lease_duration;
+    let took = eventually("the takeover", Duration::from_secs(10), || async {
+        *started.lock().unwrap()
+    })
+    .await;
+    // A candidate that first sees a record waits the lease duration from that sight.
+    assert!(
+        took.duration_since(first_look) >= lease && took.duration_since(last_renewal) >= lease,
+        "took the Lease {:?} after first seeing it (lease {lease:?})",
+        took.duration_since(first_look)
+    );
+    let spec = leases
+        .get("pacto-status-writer")
+        .await
+        .unwrap()
+        .spec
+        .unwrap();
+    assert_eq!(spec.holder_identity.as_deref(), Some("replica-a"));
+    shutdown.cancel();
+    task.await.unwrap();
 }
 
 #[tokio::test]

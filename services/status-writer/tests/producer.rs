@@ -385,6 +385,18 @@ async fn a_down_server_is_retried_and_a_refusal_is_not() {
     let d = producer.delivery();
     assert_eq!((d.accepted, d.failed, d.retries), (2, 1, retries), "{d:?}");
 
+    // So is a 503 that stays until an operator acts (an invalid artifact on the record's
+    // subject): counted as failed, not retried, and the next record goes through.
+    server.set_mode(Mode::Fail(503, "registry_incomplete"));
+    producer.offer(record(24));
+    settled(&producer, 4).await;
+    let d = producer.delivery();
+    assert_eq!((d.accepted, d.failed, d.retries), (2, 2, retries), "{d:?}");
+    server.set_mode(Mode::Ingest);
+    producer.offer(record(25));
+    settled(&producer, 5).await;
+    assert_eq!(producer.delivery().accepted, 3);
+
     // The real checks refuse a record signed with a key the server does not trust.
     server.set_mode(Mode::Ingest);
     let mut other = config(&server.url(), 10);
@@ -393,6 +405,223 @@ async fn a_down_server_is_retried_and_a_refusal_is_not() {
     stranger.offer(record(23));
     settled(&stranger, 1).await;
     assert_eq!(stranger.delivery().failed, 1, "{:?}", stranger.delivery());
+}
+
+// ---- Only the Lease holder posts ----
+#[tokio::test]
+async fn nothing_is_posted_outside_a_term_and_kept_records_go_out_in_the_next() {
+    let server = TestServer::start("127.0.0.1:0".parse().unwrap()).await;
+    let shutdown = CancellationToken::new();
+    let producer = Producer::start(config(&server.url(), 10), shutdown.clone()).unwrap();
+    let term = CancellationToken::new();
+    producer.post_during(&term);
+    // A record retried against a failing server (every 20 to 200 ms).
+    server.set_mode(Mode::Fail(503, "registry_unavailable"));
+    producer.offer(record(40));
+    eventually("5xx retried", Duration::from_secs(10), || async {
+        (producer.delivery().retries >= 2).then_some(())
+    })
+    .await;
+    // The term ends: not one more request, the retried record and a new one are kept.
+    term.cancel();
+    // A request already on its way when the term ended has arrived by now.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let requests = server.requests();
+    server.set_mode(Mode::Ingest);
+    producer.offer(record(41));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(server.requests(), requests, "{:?}", producer.delivery());
+    assert_eq!(producer.delivery().settled(), 0);
+    // The next term sends both, in order.
+    let next = CancellationToken::new();
+    producer.post_during(&next);
+    settled(&producer, 2).await;
+    assert_eq!(
+        server
+            .received()
+            .iter()
+            .map(|e| e.id.clone())
+            .collect::<Vec<_>>(),
+        [40, 41].map(|n| record(n).id).to_vec()
+    );
+    // Paused (a replica between terms), then shut down: what was kept is counted as dropped.
+    producer.pause();
+    assert!(!next.is_cancelled(), "pausing ends no one else's term");
+    producer.offer(record(42));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(server.received().len(), 2);
+    shutdown.cancel();
+    eventually(
+        "the kept record dropped at shutdown",
+        Duration::from_secs(10),
+        || async { (producer.delivery().dropped == 1).then_some(()) },
+    )
+    .await;
+    let d = producer.delivery();
+    assert_eq!((d.accepted, d.failed, d.dropped), (2, 0, 1), "{d:?}");
+}
+
+/// A status-writer context whose backends refuse connections (nothing is reconciled in these
+/// tests: their namespace has no Pacto), producing to `producer`.
+async fn context_without_backends(
+    client: kube::Client,
+    producer: Producer,
+) -> Arc<pacto_status_writer::Context> {
+    use pacto_runtime::balance::BalanceConfig;
+    use pacto_runtime::grpc::{self, ChannelSpec, RetryPolicy, Transport};
+    let addr = closed_port().await;
+    let channel = || {
+        let spec = ChannelSpec {
+            address: format!("http://{addr}"),
+            server_name: None,
+            connect_timeout: Duration::from_secs(1),
+            request_timeout: Duration::from_secs(1),
+        };
+        grpc::balanced_channel(&spec, &Transport::Insecure, BalanceConfig::new("test")).unwrap()
+    };
+    let backends = pacto_status_writer::Backends::new(
+        channel(),
+        channel(),
+        channel(),
+        RetryPolicy {
+            max_retries: 0,
+            min_delay: Duration::from_millis(1),
+            max_delay: Duration::from_millis(1),
+        },
+    );
+    Arc::new(
+        pacto_status_writer::Context::new(
+            client,
+            backends,
+            pacto_status_writer::Gauges::new(),
+            None,
+            None,
+        )
+        .with_producer(producer),
+    )
+}
+
+/// Writes `holder` into the Lease `pacto-status-writer` now (a replica that took it over).
+async fn hold_lease(leases: &Api<k8s_openapi::api::coordination::v1::Lease>, holder: Option<&str>) {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+    let mut lease = leases.get("pacto-status-writer").await.unwrap();
+    let spec = lease.spec.get_or_insert_default();
+    spec.holder_identity = holder.map(str::to_owned);
+    spec.renew_time = Some(MicroTime(k8s_openapi::jiff::Timestamp::now()));
+    spec.lease_duration_seconds = Some(3);
+    leases
+        .replace("pacto-status-writer", &PostParams::default(), &lease)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn posting_stops_when_the_lease_is_lost_and_resumes_when_it_is_held_again() {
+    use pacto_runtime::testing::{admin_get, metric_value};
+    let server = TestServer::start("127.0.0.1:0".parse().unwrap()).await;
+    let cp = common::cluster().await;
+    let client = cp.client().unwrap();
+    let namespace = cp.create_namespace("producer-lease").await.unwrap();
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client.clone(), &namespace);
+    let shutdown = CancellationToken::new();
+    let _stop = shutdown.clone().drop_guard();
+    let producer = Producer::start(config(&server.url(), 10), shutdown.clone()).unwrap();
+    let ctx = context_without_backends(client.clone(), producer.clone()).await;
+    let lease = pacto_status_writer::LeaseConfig {
+        name: "pacto-status-writer".into(),
+        namespace: namespace.clone(),
+        identity: "writer-a".into(),
+        lease_duration: Duration::from_secs(3),
+        renew_deadline: Duration::from_secs(2),
+        retry_period: Duration::from_millis(300),
+    };
+    let admin_listener = pacto_runtime::admin::bind("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let admin = admin_listener.local_addr().unwrap();
+    let serving = tokio::spawn(pacto_status_writer::serve_elected(
+        ctx,
+        Some(namespace.clone()),
+        Some(lease),
+        Duration::from_mins(5),
+        admin_listener,
+        shutdown.clone(),
+    ));
+    let leading = |want: bool| async move {
+        let (_, text) = admin_get(admin, "/metrics").await;
+        let leader = metric_value(&text, "pacto_status_writer_leader", &[]) > 0.5;
+        (leader == want).then_some(())
+    };
+    eventually("writer-a to lead", Duration::from_secs(20), || {
+        leading(true)
+    })
+    .await;
+
+    // Leading: a record goes out at once; the next one meets a failing server and is retried.
+    producer.offer(record(30));
+    settled(&producer, 1).await;
+    server.set_mode(Mode::Fail(503, "registry_unavailable"));
+    producer.offer(record(31));
+    eventually("5xx retried", Duration::from_secs(10), || async {
+        (producer.delivery().retries >= 2).then_some(())
+    })
+    .await;
+
+    // Another replica takes the Lease (and keeps renewing it): writer-a stops leading, and its
+    // producer stops posting at once, the retried record included, even once the server is
+    // back; a record offered meanwhile is kept, not sent.
+    hold_lease(&leases, Some("writer-b")).await;
+    let renew = CancellationToken::new();
+    let renewing = tokio::spawn({
+        let (leases, renew) = (leases.clone(), renew.clone());
+        async move {
+            loop {
+                tokio::select! {
+                    () = renew.cancelled() => return,
+                    () = tokio::time::sleep(Duration::from_millis(300)) => {}
+                }
+                hold_lease(&leases, Some("writer-b")).await;
+            }
+        }
+    });
+    eventually("writer-a to step down", Duration::from_secs(10), || {
+        leading(false)
+    })
+    .await;
+    server.set_mode(Mode::Ingest);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let requests = server.requests();
+    producer.offer(record(32));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        server.requests(),
+        requests,
+        "posted without the Lease: {:?}",
+        producer.delivery()
+    );
+    let d = producer.delivery();
+    assert_eq!((d.accepted, d.dropped, d.settled()), (1, 0, 1), "{d:?}");
+
+    // writer-b lets go: writer-a leads again and sends what it kept, in order.
+    renew.cancel();
+    renewing.await.unwrap();
+    hold_lease(&leases, None).await;
+    eventually("writer-a to lead again", Duration::from_secs(20), || {
+        leading(true)
+    })
+    .await;
+    settled(&producer, 3).await;
+    let d = producer.delivery();
+    assert_eq!((d.accepted, d.failed, d.dropped), (3, 0, 0), "{d:?}");
+    let received = server.received();
+    assert_eq!(
+        received.iter().map(|e| e.id.clone()).collect::<Vec<_>>(),
+        [30, 31, 32].map(|n| record(n).id).to_vec()
+    );
+    assert!(received.windows(2).all(|w| w[0].sequence < w[1].sequence));
+    shutdown.cancel();
+    serving.await.unwrap().unwrap();
 }
 
 // ---- The status-writer as a producer, against a real cluster ----

@@ -519,7 +519,11 @@ fn rbac_matrix<'a>(team: &'a str, agents: &'a str) -> Vec<Row<'a>> {
     );
     vec![
         row(o, Allowed, &services, Team, List),
-        row(o, Allowed, &pods, All, List),
+        // No Pods and no DaemonSets outside the agents' namespace: the observer reads neither.
+        row(o, Forbidden, &pods, All, List),
+        row(o, Forbidden, &pods, Team, Get("absent")),
+        row(o, Forbidden, &daemonsets, Team, List),
+        row(o, Forbidden, &daemonsets, All, List),
         row(o, Allowed, &slices, Team, List),
         row(o, Allowed, &deployments, Team, List),
         row(o, Allowed, &configmaps, Team, Get("absent")),

@@ -1,6 +1,7 @@
 //! When a Pacto is reconciled again: at the next instant of its own phase in its check interval
 //! (docs/design/status.md#requeue-spreading); sooner when a pending absence spans its
-//! stabilization window; with a doubling backoff (capped by the interval) after a backend failure.
+//! stabilization window; with a doubling backoff (capped by the interval) after a backend failure
+//! or a failed pass (a Kubernetes API error), reset by the next clean pass.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
@@ -12,19 +13,26 @@ use pacto_api::{MIN_CHECK_INTERVAL_SECONDS, Pacto};
 use crate::model::{Resolution, Runtime};
 use crate::reconcile::memo::PactoKey;
 
-/// First retry delay after a backend failure; doubled per consecutive failure, capped by the
-/// Pacto's check interval.
+/// First retry delay after a backend failure or a failed pass; doubled per consecutive failure,
+/// capped by the Pacto's check interval.
 pub const BACKOFF_BASE: Duration = Duration::from_secs(5);
+
+/// Doublings at most: beyond, the delay stays at `BACKOFF_BASE * 2^10` (under an interval that
+/// long).
+const MAX_DOUBLINGS: u32 = 10;
 
 /// Slack after a window's due instant, so the next Observe judges it at or after the instant.
 const WINDOW_DUE_SLACK: Duration = Duration::from_millis(200);
 
-/// Consecutive backend failures per Pacto.
+/// Consecutive failures per Pacto: passes that met a backend failure, and passes that failed
+/// (a Kubernetes API error, retried by the controller's `error_policy`). One streak for both:
+/// only a clean pass ends it.
 #[derive(Debug, Default)]
 pub struct Backoff(Mutex<HashMap<PactoKey, u32>>);
 
 impl Backoff {
-    /// The delay before the next pass of `pacto`, and whether this pass met a backend failure.
+    /// The delay before the next pass of `pacto`, whose pass went through (its writes were
+    /// made), and whether this pass met a backend failure. A clean pass resets the streak.
     pub fn next(
         &self,
         pacto: &Pacto,
@@ -34,22 +42,51 @@ impl Backoff {
     ) -> (Duration, bool) {
         let interval = check_interval(pacto);
         let failed = backend_failed(resolution, runtime);
-        let mut failures = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         let delay = if failed {
-            let n = failures.entry(key).or_insert(0);
-            let delay = BACKOFF_BASE
-                .saturating_mul(1u32 << (*n).min(10))
-                .min(interval);
-            *n = n.saturating_add(1);
-            delay
+            self.failed(key, interval)
         } else {
-            failures.remove(&key);
+            self.forget(&key);
             window_due(runtime).map_or_else(
                 || periodic_delay(interval, phase(pacto, interval), unix_millis()),
                 |due| due.min(interval),
             )
         };
         (delay, failed)
+    }
+
+    /// The delay before retrying a pass of `pacto` that failed (a Kubernetes API error): the
+    /// same doubling streak as backend failures, so an API server that keeps refusing is asked
+    /// less and less often, at most once per check interval (docs/design/status.md#requeue).
+    pub fn pass_failed(&self, pacto: &Pacto, key: PactoKey) -> Duration {
+        self.failed(key, check_interval(pacto))
+    }
+
+    /// Forgets the streak of `key` (a clean pass, or the Pacto was deleted).
+    pub fn forget(&self, key: &PactoKey) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(key);
+    }
+
+    /// Keeps only the streaks of the Pactos `keep` accepts (after a relist).
+    pub fn retain(&self, keep: impl Fn(&PactoKey) -> bool) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|key, _| keep(key));
+    }
+
+    /// Counts one more failure of `key`; the delay before its next pass:
+    /// `BACKOFF_BASE * 2^(failures before this one)`, capped by `interval`.
+    fn failed(&self, key: PactoKey, interval: Duration) -> Duration {
+        let mut failures = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let n = failures.entry(key).or_insert(0);
+        let delay = BACKOFF_BASE
+            .saturating_mul(1u32 << (*n).min(MAX_DOUBLINGS))
+            .min(interval);
+        *n = n.saturating_add(1);
+        delay
     }
 }
 
@@ -296,6 +333,26 @@ mod tests {
             backoff.next(&p, key("billing"), &down(), None),
             (BACKOFF_BASE * 8, true)
         );
+    }
+
+    #[test]
+    fn failed_passes_and_backend_failures_are_one_streak_ended_by_a_clean_pass() {
+        let backoff = Backoff::default();
+        let p = pacto(3600);
+        let secs = |d: Duration| d.as_secs();
+        assert_eq!(secs(backoff.pass_failed(&p, key("orders"))), 5);
+        assert_eq!(secs(backoff.next(&p, key("orders"), &down(), None).0), 10);
+        assert_eq!(secs(backoff.pass_failed(&p, key("orders"))), 20);
+        // A pass that went through with a backend failure does not end the streak.
+        assert_eq!(secs(backoff.next(&p, key("orders"), &down(), None).0), 40);
+        assert_eq!(secs(backoff.pass_failed(&p, key("orders"))), 80);
+        // A clean one does; so does forgetting a deleted Pacto.
+        backoff.next(&p, key("orders"), &fine(), None);
+        assert_eq!(secs(backoff.pass_failed(&p, key("orders"))), 5);
+        backoff.forget(&key("orders"));
+        assert_eq!(secs(backoff.pass_failed(&p, key("orders"))), 5);
+        backoff.retain(|_| false);
+        assert_eq!(secs(backoff.pass_failed(&p, key("orders"))), 5);
     }
 
     #[test]
