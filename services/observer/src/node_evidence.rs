@@ -129,6 +129,48 @@ fn beyond(partial: Option<String>, count: usize, max: usize, reason: &str) -> Op
     Some(add_reason(partial.as_deref().unwrap_or_default(), reason))
 }
 
+impl PodView {
+    /// One pod's view, from a NodeRuntimeObservation or a streamed report alike: the claims'
+    /// Partial reasons `(listeners, connections)` with the bounds' reasons added, and the TCP
+    /// listening ports and outbound peers among the first entries within the bounds
+    /// (docs/design/node-agent.md#bounds). `listeners` yields (is TCP, port); `connections`
+    /// (is an outbound TCP connection, peer address, peer port).
+    fn bounded<'a>(
+        (listeners_partial, connections_partial): (Option<String>, Option<String>),
+        host_network: bool,
+        listeners: impl ExactSizeIterator<Item = (bool, Option<u32>)>,
+        connections: impl ExactSizeIterator<Item = (bool, &'a str, Option<u32>)>,
+    ) -> Self {
+        let listeners_partial = beyond(
+            listeners_partial,
+            listeners.len(),
+            MAX_LISTENERS_PER_POD,
+            TOO_MANY_LISTENERS,
+        );
+        let connections_partial = beyond(
+            connections_partial,
+            connections.len(),
+            MAX_CONNECTIONS_PER_POD,
+            TOO_MANY_CONNECTIONS,
+        );
+        Self {
+            listeners_partial,
+            connections_partial,
+            host_network,
+            listening: listeners
+                .take(MAX_LISTENERS_PER_POD)
+                .filter_map(|(tcp, port)| port.filter(|_| tcp))
+                .collect(),
+            outbound: outbound_map(
+                connections
+                    .take(MAX_CONNECTIONS_PER_POD)
+                    .filter(|(outbound_tcp, _, _)| *outbound_tcp)
+                    .map(|(_, ip, port)| (ip, port)),
+            ),
+        }
+    }
+}
+
 fn time_of(time: &k8s_openapi::jiff::Timestamp) -> Option<Timestamp> {
     let nanos = u32::try_from(time.subsec_nanosecond()).unwrap_or(0);
     Timestamp::from_unix(time.as_second(), nanos)
@@ -168,37 +210,20 @@ impl NodeView {
                         pod.listener_partial_reason.as_deref(),
                     ),
                 };
-                let view = PodView {
-                    listeners_partial: beyond(
-                        listeners_partial,
-                        pod.listeners.len(),
-                        MAX_LISTENERS_PER_POD,
-                        TOO_MANY_LISTENERS,
-                    ),
-                    connections_partial: beyond(
-                        connections_partial,
-                        pod.connections.len(),
-                        MAX_CONNECTIONS_PER_POD,
-                        TOO_MANY_CONNECTIONS,
-                    ),
-                    host_network: pod.host_network,
-                    listening: pod
-                        .listeners
+                let view = PodView::bounded(
+                    (listeners_partial, connections_partial),
+                    pod.host_network,
+                    pod.listeners
                         .iter()
-                        .take(MAX_LISTENERS_PER_POD)
-                        .filter(|l| l.protocol == Protocol::Tcp)
-                        .filter_map(|l| u32::try_from(l.port).ok())
-                        .collect(),
-                    outbound: outbound_map(
-                        pod.connections
-                            .iter()
-                            .take(MAX_CONNECTIONS_PER_POD)
-                            .filter(|c| {
-                                c.direction == Direction::Outbound && c.protocol == Protocol::Tcp
-                            })
-                            .map(|c| (c.peer_ip.as_str(), u32::try_from(c.peer_port).ok())),
-                    ),
-                };
+                        .map(|l| (l.protocol == Protocol::Tcp, u32::try_from(l.port).ok())),
+                    pod.connections.iter().map(|c| {
+                        (
+                            c.direction == Direction::Outbound && c.protocol == Protocol::Tcp,
+                            c.peer_ip.as_str(),
+                            u32::try_from(c.peer_port).ok(),
+                        )
+                    }),
+                );
                 (pod.uid.clone(), view)
             })
             .collect();
@@ -233,35 +258,20 @@ impl NodeView {
                         Some(pod.listener_partial_reason.as_str()),
                     )
                 };
-                let view = PodView {
-                    listeners_partial: beyond(
-                        listeners_partial,
-                        pod.listeners.len(),
-                        MAX_LISTENERS_PER_POD,
-                        TOO_MANY_LISTENERS,
-                    ),
-                    connections_partial: beyond(
-                        connections_partial,
-                        pod.connections.len(),
-                        MAX_CONNECTIONS_PER_POD,
-                        TOO_MANY_CONNECTIONS,
-                    ),
-                    host_network: pod.host_network,
-                    listening: pod
-                        .listeners
+                let view = PodView::bounded(
+                    (listeners_partial, connections_partial),
+                    pod.host_network,
+                    pod.listeners
                         .iter()
-                        .take(MAX_LISTENERS_PER_POD)
-                        .filter(|l| l.protocol == "TCP")
-                        .map(|l| l.port)
-                        .collect(),
-                    outbound: outbound_map(
-                        pod.connections
-                            .iter()
-                            .take(MAX_CONNECTIONS_PER_POD)
-                            .filter(|c| c.direction == "outbound" && c.protocol == "TCP")
-                            .map(|c| (c.peer_ip.as_str(), Some(c.peer_port))),
-                    ),
-                };
+                        .map(|l| (l.protocol == "TCP", Some(l.port))),
+                    pod.connections.iter().map(|c| {
+                        (
+                            c.direction == "outbound" && c.protocol == "TCP",
+                            c.peer_ip.as_str(),
+                            Some(c.peer_port),
+                        )
+                    }),
+                );
                 (pod.uid.clone(), view)
             })
             .collect();
