@@ -1,23 +1,26 @@
 //! The ingestion API on `/api/evidence/v1` (docs/design/evidence-server.md#api): routing with
 //! Go `ServeMux` semantics (405 for a wrong method, 404 for an unknown path, HEAD on every GET),
-//! and the POST pipeline in the protocol's order, each refusal with its stable code.
+//! and the POST pipeline in the protocol's order, each refusal with its stable code. The body is
+//! read and the envelope verified before anything reaches the registry; `/ready`, the POST
+//! readiness gate and `/targets` answer from [`Snapshots`] (docs/design/evidence-server.md#limits).
 
-use std::convert::Infallible;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use http::{HeaderValue, Method, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt as _, Full, Limited};
 use hyper::body::{Bytes, Incoming};
-use hyper_util::rt::{TokioIo, TokioTimer};
 use pacto_engine::{Timestamp, derive_status, evaluate};
-use pacto_evidence::{ErrorCode, MAX_ENVELOPE_BYTES, TrustStore, admit};
+use pacto_evidence::{Admitted, ErrorCode, MAX_ENVELOPE_BYTES, TrustStore, admit};
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::body;
+use crate::conn::{self, Limits, Reply};
 use crate::metrics;
 use crate::resolve::ContractResolver;
+use crate::snapshot::Snapshots;
 use crate::storage::{AcceptedRecord, ReferrersMode, Storage, SubjectMode};
 
 /// The API prefix.
@@ -28,11 +31,50 @@ pub const MODE_HEADER: &str = "pacto-referrers-mode";
 /// refused by the decoder like upstream's (`MaxEnvelopeBytes + 1`).
 pub const BODY_LIMIT: usize = MAX_ENVELOPE_BYTES + 1;
 
+/// Decoding and verifying envelopes (`pacto_evidence::admit`: up to 1 MiB of JSON, a hash and a
+/// signature check) on tokio's blocking threads, as many at once as the machine has CPUs: a
+/// flood of garbage keeps that many threads busy instead of the workers every other request
+/// (a producer's resolve and commit) waits on.
+#[derive(Debug)]
+pub struct Verifier {
+    trust: Arc<TrustStore>,
+    slots: Arc<Semaphore>,
+}
+
+impl Verifier {
+    /// A verifier of `trust`'s keys, one verification per CPU at once.
+    pub fn new(trust: TrustStore) -> Self {
+        let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+        Self {
+            trust: Arc::new(trust),
+            slots: Arc::new(Semaphore::new(cpus)),
+        }
+    }
+
+    async fn admit(&self, bytes: Bytes, now: Timestamp) -> Result<Admitted, (ErrorCode, String)> {
+        let internal = |detail: String| (ErrorCode::InternalError, detail);
+        let permit = Arc::clone(&self.slots)
+            .acquire_owned()
+            .await
+            .map_err(|e| internal(e.to_string()))?;
+        let trust = Arc::clone(&self.trust);
+        // the permit goes with the work: a client that hangs up does not free it early
+        tokio::task::spawn_blocking(move || {
+            let admitted = admit(&bytes, &trust, now);
+            drop(permit);
+            admitted
+        })
+        .await
+        .map_err(|e| internal(format!("verification failed: {e}")))?
+        .map_err(|refusal| (refusal.code(), refusal.to_string()))
+    }
+}
+
 /// The server's fixed configuration and collaborators.
 #[derive(Debug)]
 pub struct Api<S> {
-    /// Trusted keys.
-    pub trust: TrustStore,
+    /// Verification against the trusted keys.
+    pub verifier: Verifier,
     /// The `--producer` values (`/producers`).
     pub producers: Vec<String>,
     /// The evidence store.
@@ -41,9 +83,53 @@ pub struct Api<S> {
     pub resolver: ContractResolver,
     /// Budget of the readiness preflight (`/ready` and the POST gate).
     pub ready_timeout: Duration,
+    /// Time a client has to send the body once its headers are in (`--read-body-timeout`).
+    pub body_timeout: Duration,
+    /// The answers of `/ready` and `/targets`, kept for a while.
+    pub snapshots: Snapshots,
 }
 
-type Reply = Response<Full<Bytes>>;
+/// A refused POST: its code, the detail for the log, and whether the connection must close (the
+/// body was not read to its end).
+struct Refusal {
+    code: ErrorCode,
+    detail: String,
+    close: bool,
+}
+
+impl From<(ErrorCode, String)> for Refusal {
+    fn from((code, detail): (ErrorCode, String)) -> Self {
+        Self {
+            code,
+            detail,
+            close: false,
+        }
+    }
+}
+
+/// Refusal log lines per second; beyond, they are counted and the count rides on the next line
+/// (a flood of garbage must not become a flood of log lines; the metric counts every refusal).
+const REFUSAL_LOG_LINES_PER_SECOND: u32 = 10;
+
+/// The refusal log's budget: the current one-second window, lines written in it, lines held back.
+static REFUSAL_LOG: Mutex<Option<(Instant, u32, u64)>> = Mutex::new(None);
+
+/// Whether a refusal line may be written now, and how many were held back before it.
+fn refusal_log_budget() -> Option<u64> {
+    let mut budget = REFUSAL_LOG.lock().unwrap_or_else(PoisonError::into_inner);
+    let now = Instant::now();
+    let (window, used, held) = budget.get_or_insert((now, 0, 0));
+    if now.duration_since(*window) >= Duration::from_secs(1) {
+        (*window, *used) = (now, 0);
+    }
+    if *used < REFUSAL_LOG_LINES_PER_SECOND {
+        *used += 1;
+        Some(std::mem::take(held))
+    } else {
+        *held += 1;
+        None
+    }
+}
 
 impl<S: Storage> Api<S> {
     /// Answers one request.
@@ -66,21 +152,34 @@ impl<S: Storage> Api<S> {
         }
     }
 
-    async fn preflight(&self) -> Result<Vec<SubjectMode>, String> {
-        match tokio::time::timeout(self.ready_timeout, self.storage.preflight()).await {
-            Ok(Ok(modes)) => {
-                metrics::modes(&modes);
-                Ok(modes)
-            }
-            Ok(Err(detail)) => Err(detail),
-            Err(_) => Err(format!(
-                "the registry preflight did not finish within {:?}",
-                self.ready_timeout
-            )),
-        }
+    /// The readiness preflight under `ready_timeout`, from the snapshot (one registry preflight
+    /// per [`crate::snapshot::READY_MAX_AGE`] at most, whatever the request rate).
+    async fn preflight(self: &Arc<Self>) -> Result<Vec<SubjectMode>, String> {
+        let api = Arc::clone(self);
+        self.snapshots
+            .ready
+            .get(move || async move {
+                let outcome =
+                    match tokio::time::timeout(api.ready_timeout, api.storage.preflight()).await {
+                        Ok(Ok(modes)) => {
+                            metrics::modes(&modes);
+                            Ok(modes)
+                        }
+                        Ok(Err(detail)) => Err(detail),
+                        Err(_) => Err(format!(
+                            "the registry preflight did not finish within {:?}",
+                            api.ready_timeout
+                        )),
+                    };
+                if let Err(detail) = &outcome {
+                    tracing::warn!(%detail, "not ready");
+                }
+                outcome
+            })
+            .await
     }
 
-    async fn ready(&self) -> Reply {
+    async fn ready(self: &Arc<Self>) -> Reply {
         match self.preflight().await {
             Ok(modes) => {
                 let mut reply = json(StatusCode::OK, body::status("ready"));
@@ -97,72 +196,100 @@ impl<S: Storage> Api<S> {
                 }
                 reply
             }
-            Err(detail) => {
-                tracing::warn!(%detail, "not ready");
-                json(StatusCode::SERVICE_UNAVAILABLE, body::status("not ready"))
-            }
+            Err(_) => json(StatusCode::SERVICE_UNAVAILABLE, body::status("not ready")),
         }
     }
 
-    async fn targets(&self) -> Reply {
-        match self.storage.targets(Timestamp::now()).await {
-            Ok(mut dto) => {
-                dto.push('\n');
-                json(StatusCode::OK, dto)
-            }
-            Err(detail) => {
-                tracing::warn!(code = "registry_unavailable", status = 503, %detail, "targets refused");
-                json(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    body::error(ErrorCode::RegistryUnavailable),
-                )
-            }
+    /// `/targets` from the snapshot: one scan (under the store's commit lock) per
+    /// `--targets-max-age` at most, whatever the request rate.
+    async fn targets(self: &Arc<Self>) -> Reply {
+        let api = Arc::clone(self);
+        let snapshot = self
+            .snapshots
+            .targets
+            .get(move || async move {
+                let outcome = api.storage.targets(Timestamp::now()).await;
+                if let Err(detail) = &outcome {
+                    tracing::warn!(code = "registry_unavailable", status = 503, %detail, "targets refused");
+                }
+                outcome.map(|mut dto| {
+                    dto.push('\n');
+                    Bytes::from(dto)
+                })
+            })
+            .await;
+        match snapshot {
+            Ok(dto) => json_bytes(StatusCode::OK, dto),
+            Err(_) => json(
+                StatusCode::SERVICE_UNAVAILABLE,
+                body::error(ErrorCode::RegistryUnavailable),
+            ),
         }
     }
 
-    async fn ingest(&self, request: Request<Incoming>) -> Reply {
+    async fn ingest(self: &Arc<Self>, request: Request<Incoming>) -> Reply {
         match self.pipeline(request).await {
             Ok(reply) => {
                 metrics::accepted();
                 reply
             }
-            Err((code, detail)) => {
+            Err(Refusal {
+                code,
+                detail,
+                close,
+            }) => {
                 metrics::refused(code);
-                tracing::warn!(
-                    code = code.as_str(),
-                    status = code.http_status(),
-                    %detail,
-                    "envelope refused"
-                );
+                if let Some(held_back) = refusal_log_budget() {
+                    tracing::warn!(
+                        code = code.as_str(),
+                        status = code.http_status(),
+                        %detail,
+                        held_back,
+                        "envelope refused"
+                    );
+                }
                 let status = StatusCode::from_u16(code.http_status())
                     .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-                json(status, body::error(code))
+                let mut reply = json(status, body::error(code));
+                if close {
+                    reply
+                        .headers_mut()
+                        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+                }
+                reply
             }
         }
     }
 
-    /// The ingestion pipeline (docs/design/evidence-server.md#pipeline); a refusal is its code and
-    /// the detail for the log.
-    async fn pipeline(&self, request: Request<Incoming>) -> Result<Reply, (ErrorCode, String)> {
-        // 1. readiness gate, before the body is read
-        self.preflight()
-            .await
-            .map_err(|detail| (ErrorCode::StoreNotReady, detail))?;
-        // 2. the body, bounded
-        let bytes = Limited::new(request.into_body(), BODY_LIMIT)
-            .collect()
-            .await
-            .map_err(|e| {
-                (
-                    ErrorCode::InvalidEnvelope,
-                    format!("reading the body (limit {BODY_LIMIT} bytes): {e}"),
-                )
-            })?
-            .to_bytes();
-        // 3–6. decode, verify, validate the evidence set, the ContractRef policy
-        let admitted = admit(&bytes, &self.trust, Timestamp::now())
-            .map_err(|refusal| (refusal.code(), refusal.to_string()))?;
-        // 7. configured-subject membership
+    /// The ingestion pipeline (docs/design/evidence-server.md#pipeline): everything a client
+    /// controls is checked before the registry is read. A refusal is its code and the detail for
+    /// the log.
+    async fn pipeline(self: &Arc<Self>, request: Request<Incoming>) -> Result<Reply, Refusal> {
+        // 1. the body, bounded in size and in time
+        let body = Limited::new(request.into_body(), BODY_LIMIT).collect();
+        let bytes = match tokio::time::timeout(self.body_timeout, body).await {
+            Ok(Ok(collected)) => collected.to_bytes(),
+            Ok(Err(e)) => {
+                return Err(Refusal {
+                    code: ErrorCode::InvalidEnvelope,
+                    detail: format!("reading the body (limit {BODY_LIMIT} bytes): {e}"),
+                    close: true,
+                });
+            }
+            Err(_) => {
+                return Err(Refusal {
+                    code: ErrorCode::InvalidEnvelope,
+                    detail: format!(
+                        "the body did not arrive within {:?} (--read-body-timeout)",
+                        self.body_timeout
+                    ),
+                    close: true,
+                });
+            }
+        };
+        // 2–5. decode, verify, validate the evidence set, the ContractRef policy
+        let admitted = self.verifier.admit(bytes, Timestamp::now()).await?;
+        // 6. configured-subject membership
         let reference = format!(
             "oci://{}@{}",
             admitted.contract_ref.repository, admitted.contract_ref.digest
@@ -171,8 +298,13 @@ impl<S: Storage> Api<S> {
             return Err((
                 ErrorCode::ContractRefRejected,
                 format!("evidenceSet.ContractRef: {reference:?} is not a configured subject"),
-            ));
+            )
+                .into());
         }
+        // 7. readiness gate, for verified envelopes only (the snapshot of /ready)
+        self.preflight()
+            .await
+            .map_err(|detail| (ErrorCode::StoreNotReady, detail))?;
         // 8. resolve through the contract-resolver
         let contract = self
             .resolver
@@ -210,7 +342,7 @@ impl<S: Storage> Api<S> {
             Ok(()) => metrics::commit(seconds, "ok"),
             Err(failure) => {
                 metrics::commit(seconds, failure.code().as_str());
-                return Err((failure.code(), failure.to_string()));
+                return Err((failure.code(), failure.to_string()).into());
             }
         }
         tracing::info!(%id, subject = %reference, %compliance, findings, commit_seconds = seconds, "envelope accepted");
@@ -231,7 +363,11 @@ pub fn domain(repository: &str) -> String {
 }
 
 fn json(status: StatusCode, text: String) -> Reply {
-    let mut reply = Response::new(Full::new(Bytes::from(text)));
+    json_bytes(status, Bytes::from(text))
+}
+
+fn json_bytes(status: StatusCode, bytes: Bytes) -> Reply {
+    let mut reply = Response::new(Full::new(bytes));
     *reply.status_mut() = status;
     reply.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -266,66 +402,21 @@ fn method_not_allowed(allow: &'static str) -> Reply {
     reply
 }
 
-/// Serves the API on `listener` until `shutdown`; in-flight requests finish first. Request
-/// headers must arrive within `header_timeout`.
+/// Serves the API on `listener` within `limits` until `shutdown`; in-flight requests finish
+/// first (the accept loop, the connection cap and the deadlines: `conn`).
 pub async fn serve<S: Storage>(
     listener: TcpListener,
     api: Arc<Api<S>>,
-    header_timeout: Duration,
+    limits: Limits,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    let connections = tokio_util::task::TaskTracker::new();
-    loop {
-        let (stream, _) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(error) if is_transient(&error) => {
-                    tracing::warn!(%error, "accept failed, continuing");
-                    continue;
-                }
-                Err(error) => return Err(error),
-            },
-            () = shutdown.cancelled() => break,
-        };
-        let api = Arc::clone(&api);
-        let shutdown = shutdown.clone();
-        connections.spawn(async move {
-            let service = hyper::service::service_fn(move |request| {
-                let api = Arc::clone(&api);
-                async move { Ok::<_, Infallible>(api.handle(request).await) }
-            });
-            let connection = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(header_timeout)
-                .serve_connection(TokioIo::new(stream), service);
-            tokio::pin!(connection);
-            let outcome = tokio::select! {
-                outcome = connection.as_mut() => outcome,
-                () = shutdown.cancelled() => {
-                    connection.as_mut().graceful_shutdown();
-                    connection.await
-                }
-            };
-            if let Err(error) = outcome {
-                tracing::debug!(%error, "connection ended with an error");
-            }
-        });
-    }
-    connections.close();
-    connections.wait().await;
-    Ok(())
-}
-
-fn is_transient(error: &std::io::Error) -> bool {
-    matches!(
-        error.kind(),
-        std::io::ErrorKind::ConnectionAborted
-            | std::io::ErrorKind::ConnectionReset
-            | std::io::ErrorKind::Interrupted
-            | std::io::ErrorKind::WouldBlock
-    ) || error
-        .raw_os_error()
-        .is_some_and(|code| code == 24 || code == 23)
+    conn::serve(
+        listener,
+        limits,
+        move |request| Arc::clone(&api).handle(request),
+        shutdown,
+    )
+    .await
 }
 
 #[cfg(test)]

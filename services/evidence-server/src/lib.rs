@@ -7,6 +7,9 @@
 //! - [`api`]: routing and the ingestion pipeline (its order and every stable error code:
 //!   docs/design/evidence-server.md#pipeline);
 //! - `body`: the byte-exact JSON bodies (Go `json.Encoder` forms);
+//! - [`conn`]: the accept loop, the connection cap and the deadlines
+//!   (docs/design/evidence-server.md#limits);
+//! - [`snapshot`]: `/ready` and `/targets` answered from a snapshot of the registry;
 //! - [`resolve`]: the contract-resolver client;
 //! - [`storage`]: what the server needs from the store, implemented by the OCI store of
 //!   `pacto-evidence` (`oci`);
@@ -17,9 +20,11 @@
 
 pub mod api;
 mod body;
+pub mod conn;
 mod metrics;
 mod oci;
 pub mod resolve;
+pub mod snapshot;
 pub mod storage;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -36,11 +41,13 @@ use pacto_runtime::grpc::{self, ChannelSpec, RetryPolicy, Transport};
 use pacto_runtime::{CancellationToken, RuntimeError, parse_duration};
 use tokio::net::TcpListener;
 
-pub use api::{Api, MODE_HEADER, PREFIX};
+pub use api::{Api, MODE_HEADER, PREFIX, Verifier};
+pub use conn::Limits;
 pub use metrics::{
     COMMIT_SECONDS, ENVELOPES_ACCEPTED_TOTAL, ENVELOPES_REFUSED_TOTAL, REFERRERS_MODE,
 };
 pub use resolve::ContractResolver;
+pub use snapshot::Snapshots;
 pub use storage::{AcceptedRecord, CommitFailure, ReferrersMode, Storage, SubjectMode};
 
 /// The `pacto_name` the server sends with each Resolve (the resolver logs it; there is no Pacto).
@@ -129,7 +136,8 @@ pub struct Args {
         value_parser = parse_duration
     )]
     pub ready_timeout: Duration,
-    /// How long a client may take to send the request headers.
+    /// How long a client may take to send the request headers; also how long a kept-alive
+    /// connection may stay idle between two requests.
     #[arg(
         long = "read-header-timeout",
         env = "PACTO_EVIDENCE_SERVER_READ_HEADER_TIMEOUT",
@@ -138,6 +146,45 @@ pub struct Args {
         value_parser = parse_duration
     )]
     pub read_header_timeout: Duration,
+    /// How long a client may take to send the request body once the headers are in (a late body
+    /// is refused with invalid_envelope and the connection closed).
+    #[arg(
+        long = "read-body-timeout",
+        env = "PACTO_EVIDENCE_SERVER_READ_BODY_TIMEOUT",
+        value_name = "DURATION",
+        default_value = "10s",
+        value_parser = parse_duration
+    )]
+    pub read_body_timeout: Duration,
+    /// How long one write of an answer may make no progress before the connection is closed (a
+    /// client that stops reading).
+    #[arg(
+        long = "write-timeout",
+        env = "PACTO_EVIDENCE_SERVER_WRITE_TIMEOUT",
+        value_name = "DURATION",
+        default_value = "10s",
+        value_parser = parse_duration
+    )]
+    pub write_timeout: Duration,
+    /// Connections served at once; more wait in the listen queue until one ends. Each may buffer
+    /// a body of up to 1 MiB.
+    #[arg(
+        long = "max-connections",
+        env = "PACTO_EVIDENCE_SERVER_MAX_CONNECTIONS",
+        value_name = "N",
+        default_value_t = 64,
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
+    pub max_connections: u32,
+    /// How long a /targets answer is reused before the registry is scanned again.
+    #[arg(
+        long = "targets-max-age",
+        env = "PACTO_EVIDENCE_SERVER_TARGETS_MAX_AGE",
+        value_name = "DURATION",
+        default_value = "2s",
+        value_parser = parse_duration
+    )]
+    pub targets_max_age: Duration,
     /// Timeouts and retries of the contract-resolver calls.
     #[command(flatten)]
     pub client: GrpcClientArgs,
@@ -167,6 +214,18 @@ pub enum ServerError {
         #[source]
         source: std::io::Error,
     },
+}
+
+impl Args {
+    /// The connection limits of the flags.
+    pub fn limits(&self) -> Limits {
+        Limits {
+            header_timeout: self.read_header_timeout,
+            body_timeout: self.read_body_timeout,
+            write_timeout: self.write_timeout,
+            max_connections: self.max_connections as usize,
+        }
+    }
 }
 
 /// The contract-resolver client of `args` over `transport`.
@@ -202,11 +261,13 @@ pub async fn run(args: Args) -> Result<(), ServerError> {
     let storage = pacto_evidence::store::Store::new(subjects, options, &keychain)
         .map_err(|e| ServerError::Store(e.to_string()))?;
     let api = Api {
-        trust,
+        verifier: Verifier::new(trust),
         producers: args.producers.clone(),
         storage,
         resolver: resolver(&args, &process.transport)?,
         ready_timeout: args.ready_timeout,
+        body_timeout: args.read_body_timeout,
+        snapshots: Snapshots::new(args.targets_max_age),
     };
     let listener = TcpListener::bind(args.listen_address)
         .await
@@ -215,23 +276,16 @@ pub async fn run(args: Args) -> Result<(), ServerError> {
             source,
         })?;
     let admin = process.bind_admin().await?;
-    serve(
-        api,
-        listener,
-        admin,
-        args.read_header_timeout,
-        process.shutdown,
-    )
-    .await
+    serve(api, listener, admin, args.limits(), process.shutdown).await
 }
 
-/// Serves `api` on `listener` and the admin endpoints on `admin` until `shutdown`, then
-/// drains. `/readyz` on the admin port turns ready once the API port serves.
+/// Serves `api` on `listener` within `limits` and the admin endpoints on `admin` until
+/// `shutdown`, then drains. `/readyz` on the admin port turns ready once the API port serves.
 pub async fn serve<S: Storage>(
     api: Api<S>,
     listener: TcpListener,
     admin: TcpListener,
-    header_timeout: Duration,
+    limits: Limits,
     shutdown: CancellationToken,
 ) -> Result<(), ServerError> {
     let recorder = pacto_runtime::metrics::install_recorder().map_err(RuntimeError::from)?;
@@ -246,7 +300,7 @@ pub async fn serve<S: Storage>(
     );
     tracing::info!(?api_addr, ?admin_addr, "serving the evidence API");
     admin.readiness().set(true);
-    let served = api::serve(listener, Arc::new(api), header_timeout, shutdown.clone()).await;
+    let served = api::serve(listener, Arc::new(api), limits, shutdown.clone()).await;
     shutdown.cancel();
     let stopped = admin.stop().await;
     served.map_err(|source| ServerError::Listen {
@@ -289,5 +343,15 @@ mod tests {
         assert_eq!(args.subjects.len(), 2);
         assert_eq!(args.listen_address.port(), 8686);
         assert_eq!(args.ready_timeout, std::time::Duration::from_secs(3));
+        assert_eq!(args.limits(), super::Limits::default());
+        assert_eq!(args.targets_max_age, std::time::Duration::from_secs(2));
+        let err = Args::try_parse_from([
+            "pacto-evidence-server",
+            "--trust=/t",
+            "--subject=oci://a/b@sha256:1",
+            "--max-connections=0",
+        ])
+        .unwrap_err();
+        assert!(err.to_string().contains("--max-connections"), "{err}");
     }
 }

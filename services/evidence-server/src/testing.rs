@@ -26,7 +26,7 @@ use pacto_runtime::testing::{TestCa, TestEndpoint};
 use pacto_runtime::{CancellationToken, spiffe_id};
 use tokio::net::TcpListener;
 
-use crate::{Api, ContractResolver};
+use crate::{Api, ContractResolver, Limits, Snapshots, Verifier};
 
 /// The contract-resolver's server name on its certificate.
 pub const RESOLVER: &str = "contract-resolver.pacto.svc";
@@ -70,8 +70,10 @@ pub struct ServerOptions {
     pub trust: TrustStore,
     /// `--producer` values.
     pub producers: Vec<String>,
-    /// `--read-header-timeout`.
-    pub header_timeout: Duration,
+    /// `--read-header-timeout`, `--read-body-timeout`, `--write-timeout`, `--max-connections`.
+    pub limits: Limits,
+    /// `--targets-max-age`.
+    pub targets_max_age: Duration,
     /// The resolver client's retries.
     pub retry: RetryPolicy,
     /// The registry client's connect timeout (the client's default when `None`).
@@ -79,7 +81,7 @@ pub struct ServerOptions {
 }
 
 impl ServerOptions {
-    /// Options with a 10 s header timeout, one resolver retry and the registry client's
+    /// Options with the flags' default limits, one resolver retry and the registry client's
     /// default timeouts.
     pub fn new(
         registry_host: &str,
@@ -92,7 +94,8 @@ impl ServerOptions {
             subjects,
             trust,
             producers,
-            header_timeout: Duration::from_secs(10),
+            limits: Limits::default(),
+            targets_max_age: Duration::from_secs(2),
             retry: RetryPolicy {
                 max_retries: 1,
                 min_delay: Duration::from_millis(10),
@@ -153,11 +156,13 @@ pub async fn start_server(
         RESOLVER,
     );
     let api = Api {
-        trust: options.trust,
+        verifier: Verifier::new(options.trust),
         producers: options.producers,
         storage,
         resolver: ContractResolver::new(channel, options.retry, "pacto-system"),
         ready_timeout: Duration::from_secs(3),
+        body_timeout: options.limits.body_timeout,
+        snapshots: Snapshots::new(options.targets_max_age),
     };
     let listener = TcpListener::bind("127.0.0.1:0")
         .await
@@ -173,7 +178,7 @@ pub async fn start_server(
         api,
         listener,
         admin,
-        options.header_timeout,
+        options.limits,
         stop.clone(),
     ));
     server

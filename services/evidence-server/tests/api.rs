@@ -289,7 +289,8 @@ async fn every_code_of_the_ingestion_api_with_its_status_and_body() {
         count as f64 / seconds
     );
 
-    // store not ready: a server whose registry is down refuses before reading the body
+    // store not ready: a server whose registry is down refuses a verified envelope with
+    // store_not_ready, and garbage for what it is (the body is checked before the registry)
     let dead = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let dead_host = dead.local_addr().unwrap().to_string();
     drop(dead);
@@ -321,6 +322,20 @@ async fn every_code_of_the_ingestion_api_with_its_status_and_body() {
         (
             503,
             error_body("store_not_ready", "evidence store is not ready")
+        )
+    );
+    let (status, _, body) = http(
+        down.api,
+        "POST",
+        &format!("{PREFIX}/envelopes"),
+        b"not an envelope",
+    )
+    .await;
+    assert_eq!(
+        (status, body),
+        (
+            400,
+            error_body("invalid_envelope", "envelope could not be decoded")
         )
     );
     let (status, _, body) = http(down.api, "GET", &format!("{PREFIX}/targets"), b"").await;

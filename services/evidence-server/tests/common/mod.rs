@@ -115,9 +115,12 @@ pub fn trust(dir: &Path, key: &ed25519_dalek::SigningKey) -> TrustStore {
 
 /// The servers' `--read-header-timeout` in the tests.
 pub const HEADER_TIMEOUT: Duration = Duration::from_millis(500);
+/// The servers' `--read-body-timeout` in the tests.
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Starts the evidence API for `subjects` on `registry_host` with the resolver at `resolver`:
-/// producers `ci` and `another`, no resolver retries, a 1 s registry connect timeout.
+/// producers `ci` and `another`, no resolver retries, a 1 s registry connect timeout, the header
+/// and body timeouts above, the other limits at their defaults.
 pub async fn start_server(
     ca: &TestCa,
     dir: &Path,
@@ -133,7 +136,8 @@ pub async fn start_server(
         trust,
         vec!["ci".to_owned(), "another".to_owned()],
     );
-    options.header_timeout = HEADER_TIMEOUT;
+    options.limits.header_timeout = HEADER_TIMEOUT;
+    options.limits.body_timeout = BODY_TIMEOUT;
     options.retry = RetryPolicy {
         max_retries: 0,
         min_delay: Duration::from_millis(10),
