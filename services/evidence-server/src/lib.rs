@@ -185,6 +185,26 @@ pub struct Args {
         value_parser = parse_duration
     )]
     pub targets_max_age: Duration,
+    /// Records kept per subject: the oldest beyond it are dropped from the listing
+    /// (docs/design/evidence-store.md#retention); at most 10000.
+    #[arg(
+        long = "retention-max-records",
+        env = "PACTO_EVIDENCE_SERVER_RETENTION_MAX_RECORDS",
+        value_name = "N",
+        default_value_t = 1000,
+        value_parser = clap::value_parser!(u32).range(1..=10_000)
+    )]
+    pub retention_max_records: u32,
+    /// Age beyond which a record is dropped, counted from its subject's newest record (a
+    /// target's latest record is always kept); 0s keeps records of any age.
+    #[arg(
+        long = "retention-max-age",
+        env = "PACTO_EVIDENCE_SERVER_RETENTION_MAX_AGE",
+        value_name = "DURATION",
+        default_value = "720h",
+        value_parser = parse_duration
+    )]
+    pub retention_max_age: Duration,
     /// Timeouts and retries of the contract-resolver calls.
     #[command(flatten)]
     pub client: GrpcClientArgs,
@@ -217,6 +237,14 @@ pub enum ServerError {
 }
 
 impl Args {
+    /// The store's retention of the flags (`--retention-max-age=0s`: no age limit).
+    pub fn retention(&self) -> pacto_evidence::Retention {
+        pacto_evidence::Retention {
+            max_age: (!self.retention_max_age.is_zero()).then_some(self.retention_max_age),
+            max_records: usize::try_from(self.retention_max_records).unwrap_or(usize::MAX),
+        }
+    }
+
     /// The connection limits of the flags.
     pub fn limits(&self) -> Limits {
         Limits {
@@ -256,6 +284,7 @@ pub async fn run(args: Args) -> Result<(), ServerError> {
             insecure_registries: args.insecure_registries.clone(),
             ..pacto_oci::ClientOptions::default()
         },
+        retention: args.retention(),
         ..pacto_evidence::store::StoreOptions::default()
     };
     let storage = pacto_evidence::store::Store::new(subjects, options, &keychain)
@@ -345,6 +374,24 @@ mod tests {
         assert_eq!(args.ready_timeout, std::time::Duration::from_secs(3));
         assert_eq!(args.limits(), super::Limits::default());
         assert_eq!(args.targets_max_age, std::time::Duration::from_secs(2));
+        // The flags' defaults are the store's.
+        assert_eq!(args.retention(), pacto_evidence::Retention::default());
+        let err = Args::try_parse_from([
+            "pacto-evidence-server",
+            "--trust=/t",
+            "--subject=oci://a/b@sha256:1",
+            "--retention-max-records=10001",
+        ])
+        .unwrap_err();
+        assert!(err.to_string().contains("--retention-max-records"), "{err}");
+        let forever = Args::try_parse_from([
+            "pacto-evidence-server",
+            "--trust=/t",
+            "--subject=oci://a/b@sha256:1",
+            "--retention-max-age=0s",
+        ])
+        .unwrap();
+        assert_eq!(forever.retention().max_age, None);
         let err = Args::try_parse_from([
             "pacto-evidence-server",
             "--trust=/t",
