@@ -17,11 +17,11 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::body;
-use crate::conn::{self, Limits, Reply};
 use crate::metrics;
 use crate::resolve::ContractResolver;
 use crate::snapshot::Snapshots;
 use crate::storage::{AcceptedRecord, ReferrersMode, Storage, SubjectMode};
+use pacto_runtime::http::{self as conn, Limits, Reply};
 
 /// The API prefix.
 pub const PREFIX: &str = "/api/evidence/v1";

@@ -7,8 +7,8 @@
 //! - [`api`]: routing and the ingestion pipeline (its order and every stable error code:
 //!   docs/design/evidence-server.md#pipeline);
 //! - `body`: the byte-exact JSON bodies (Go `json.Encoder` forms);
-//! - [`conn`]: the accept loop, the connection cap and the deadlines
-//!   (docs/design/evidence-server.md#limits);
+//! - `pacto_runtime::http`: the accept loop, the connection cap and the deadlines, shared with
+//!   every admin server (docs/design/evidence-server.md#limits);
 //! - [`snapshot`]: `/ready` and `/targets` answered from a snapshot of the registry;
 //! - [`resolve`]: the contract-resolver client;
 //! - [`storage`]: what the server needs from the store, implemented by the OCI store of
@@ -20,7 +20,6 @@
 
 pub mod api;
 mod body;
-pub mod conn;
 mod metrics;
 mod oci;
 pub mod resolve;
@@ -42,10 +41,10 @@ use pacto_runtime::{CancellationToken, RuntimeError, parse_duration};
 use tokio::net::TcpListener;
 
 pub use api::{Api, MODE_HEADER, PREFIX, Verifier};
-pub use conn::Limits;
 pub use metrics::{
     COMMIT_SECONDS, ENVELOPES_ACCEPTED_TOTAL, ENVELOPES_REFUSED_TOTAL, REFERRERS_MODE,
 };
+pub use pacto_runtime::http::Limits;
 pub use resolve::ContractResolver;
 pub use snapshot::Snapshots;
 pub use storage::{AcceptedRecord, CommitFailure, ReferrersMode, Storage, SubjectMode};

@@ -5,9 +5,12 @@
 //! `/metrics` renders the process-wide recorder, then an optional [`ExtraMetrics`] hook: series
 //! that must disappear with the object they describe (the global recorder cannot forget a
 //! series) are kept by the service and rendered there.
+//!
+//! Connections go through the shared loop of [`crate::http`] with [`crate::http::ADMIN_LIMITS`]:
+//! 32 at once, 10 s to send the headers (and at most 10 s idle between requests), 10 s per
+//! stalled write, and a backoff instead of a busy loop when accept fails (`EMFILE`).
 
 use std::{
-    convert::Infallible,
     net::SocketAddr,
     sync::{
         Arc,
@@ -19,7 +22,6 @@ use std::{
 use http::{Method, Request, Response, StatusCode, header};
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
-use hyper_util::rt::TokioIo;
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::{net::TcpListener, task::JoinHandle};
 use tokio_util::sync::CancellationToken;
@@ -191,56 +193,21 @@ async fn serve(
             }
         })
     };
-    let result = loop {
-        let (stream, _) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(error) if is_transient_accept_error(&error) => {
-                    tracing::warn!(%error, "admin accept failed, continuing");
-                    continue;
-                }
-                Err(error) => break Err(AdminError::Accept(error)),
-            },
-            () = shutdown.cancelled() => break Ok(()),
-        };
-        let metrics = metrics.clone();
+    // The shared connection loop: a cap, header and write deadlines, and a backoff on accept
+    // errors such as EMFILE (crate::http; docs/design/architecture.md#http-servers).
+    let handler = {
         let readiness = readiness.clone();
-        let shutdown = shutdown.clone();
-        tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |request| {
-                let response = route(&request, &metrics, &build, &readiness);
-                async move { Ok::<_, Infallible>(response) }
-            });
-            let connection = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service);
-            tokio::pin!(connection);
-            let outcome = tokio::select! {
-                outcome = connection.as_mut() => outcome,
-                () = shutdown.cancelled() => {
-                    connection.as_mut().graceful_shutdown();
-                    connection.await
-                }
-            };
-            if let Err(error) = outcome {
-                tracing::debug!(%error, "admin connection ended with an error");
-            }
-        });
+        move |request: Request<Incoming>| {
+            let response = route(&request, &metrics, &build, &readiness);
+            async move { response }
+        }
     };
+    let result = crate::http::serve(listener, crate::http::ADMIN_LIMITS, handler, shutdown)
+        .await
+        .map_err(AdminError::Accept);
     readiness.set(false);
     upkeep.abort();
     result
-}
-
-fn is_transient_accept_error(error: &std::io::Error) -> bool {
-    matches!(
-        error.kind(),
-        std::io::ErrorKind::ConnectionAborted
-            | std::io::ErrorKind::ConnectionReset
-            | std::io::ErrorKind::Interrupted
-            | std::io::ErrorKind::WouldBlock
-    ) || error
-        .raw_os_error()
-        .is_some_and(|code| code == 24 || code == 23) // EMFILE / ENFILE
 }
 
 fn route(
@@ -317,5 +284,32 @@ mod tests {
 
         admin.stop().await.unwrap();
         assert!(shutdown.is_cancelled());
+    }
+
+    /// A client that connects and sends nothing is cut off by the admin header deadline
+    /// (`ADMIN_LIMITS`, 10 s) instead of holding its connection for ever.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_silent_connection_is_closed_after_the_header_deadline() {
+        use tokio::io::AsyncReadExt as _;
+        let recorder = crate::metrics::install_recorder().unwrap();
+        let listener = bind(SocketAddr::from(([127, 0, 0, 1], 0))).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let shutdown = CancellationToken::new();
+        let build = BuildInfo {
+            name: "pacto-test",
+            version: "1.0.0",
+            commit: "0",
+            build_time: "2026-12-06T00:00:00Z",
+        };
+        let admin = AdminServer::spawn(listener, MetricsEndpoint::new(recorder), build, &shutdown);
+        let mut silent = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let mut rest = Vec::new();
+        let limit = crate::http::ADMIN_LIMITS.header_timeout * 3;
+        let closed = tokio::time::timeout(limit, silent.read_to_end(&mut rest)).await;
+        assert!(
+            closed.is_ok(),
+            "a silent admin connection still open after {limit:?}"
+        );
+        admin.stop().await.unwrap();
     }
 }

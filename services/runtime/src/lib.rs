@@ -28,6 +28,7 @@ pub mod build_info;
 mod duration;
 mod error;
 pub mod grpc;
+pub mod http;
 mod identity;
 pub mod metrics;
 pub mod process;

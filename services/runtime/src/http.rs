@@ -1,16 +1,18 @@
-//! Connections of the ingestion API (docs/design/evidence-server.md#limits): the accept loop, the
-//! connection cap and the deadlines every connection is held to.
+//! The HTTP connection loop of every plain-HTTP server: the admin endpoints of each service and
+//! the Evidence Server's ingestion API (docs/design/architecture.md#http-servers). One accept
+//! loop, one connection cap, the same deadlines:
 //!
 //! - At most [`Limits::max_connections`] connections are served at once. Once every slot is
 //!   taken the loop stops accepting (the connection it holds waits for a slot, the next ones
 //!   wait in the kernel's listen queue: first come, first served) instead of accepting and
-//!   refusing them. While every slot is taken, each answer
-//!   carries `Connection: close`: a kept-alive connection gives its slot back after one request,
-//!   so a flood of kept-alive clients cannot hold the slots a producer waits for.
+//!   refusing them. While every slot is taken, each answer carries `Connection: close`: a
+//!   kept-alive connection gives its slot back after one request, so a flood of kept-alive
+//!   clients cannot hold the slots others wait for.
 //! - Request headers, and the idle time before the next request of a kept-alive connection, are
-//!   bounded by [`Limits::header_timeout`] (hyper's header read timeout); the body by
-//!   [`Limits::body_timeout`] (in [`crate::api`], which reads it); every write of the answer by
-//!   [`Limits::write_timeout`] (a client that stops reading loses its connection).
+//!   bounded by [`Limits::header_timeout`] (hyper's header read timeout); every write of the
+//!   answer by [`Limits::write_timeout`] (a client that stops reading loses its connection). A
+//!   body, when a handler reads one, is bounded by [`Limits::body_timeout`], which the handler
+//!   applies (the Evidence Server's API).
 //! - An accept error backs off (5 ms, doubling to 1 s, reset by the next accepted connection)
 //!   instead of retrying at once: out of file descriptors (`EMFILE`, `ENFILE`) or memory, the
 //!   pending connection stays queued and an immediate retry fails the same way, a busy loop.
@@ -36,8 +38,8 @@ use tokio_util::sync::CancellationToken;
 /// An answer of the API.
 pub type Reply = Response<Full<Bytes>>;
 
-/// The bounds every connection is held to (the flags `--read-header-timeout`,
-/// `--read-body-timeout`, `--write-timeout`, `--max-connections`).
+/// The bounds every connection is held to (the Evidence Server's flags `--read-header-timeout`,
+/// `--read-body-timeout`, `--write-timeout`, `--max-connections`; [`ADMIN_LIMITS`] for admin).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// Time to send the request headers; also the longest idle time between two requests of a
@@ -50,6 +52,15 @@ pub struct Limits {
     /// Connections served at once; more wait in the listen queue.
     pub max_connections: usize,
 }
+
+/// The admin endpoints' bounds: scrapes and probes are small GETs, so a few connections and short
+/// deadlines (no body is read).
+pub const ADMIN_LIMITS: Limits = Limits {
+    header_timeout: Duration::from_secs(10),
+    body_timeout: Duration::from_secs(10),
+    write_timeout: Duration::from_secs(10),
+    max_connections: 32,
+};
 
 impl Default for Limits {
     /// The flags' defaults: 10 s, 10 s, 10 s, 64 connections.
@@ -64,7 +75,7 @@ impl Default for Limits {
 }
 
 /// Where connections come from: a [`TcpListener`], or a test's stand-in.
-pub(crate) trait Acceptor: Send + 'static {
+pub trait Acceptor: Send + 'static {
     /// One connection.
     type Io: AsyncRead + AsyncWrite + Unpin + Send + 'static;
     /// The next connection.
@@ -154,7 +165,7 @@ fn is_retryable(error: &io::Error) -> bool {
 /// Serves `handler` on the connections of `acceptor` within `limits` until `shutdown`; in-flight
 /// requests finish first. An accept error that leaves the listener usable backs off; any other
 /// ends the loop with that error.
-pub(crate) async fn serve<A, H, F>(
+pub async fn serve<A, H, F>(
     mut acceptor: A,
     limits: Limits,
     handler: H,
