@@ -222,7 +222,7 @@ impl Authorizer {
                     "refused {clients} client identity"
                 ),
                 None => {
-                    tracing::warn!(service = self.service, %identity, "refused client identity")
+                    tracing::warn!(service = self.service, %identity, "refused client identity");
                 }
             }
             Err(Status::permission_denied(format!(
