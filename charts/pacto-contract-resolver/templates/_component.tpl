@@ -29,6 +29,11 @@
 - --failure-cache-ttl={{ .Values.cache.failureTtl }}
 - --max-bundle-bytes={{ int64 .Values.limits.maxBundleBytes }}
 - --max-inline-bytes={{ int64 .Values.limits.maxInlineBytes }}
+{{- /* The resolver sizes its bundle cache, pulls and validations to fit the container's memory
+limit (docs/design/resolution.md#memory). */}}
+{{- with (.Values.resources.limits | default dict).memory }}
+- --memory-limit={{ . }}
+{{- end }}
 {{- end }}
 
 {{/* The status-writer calls Resolve / ListRevisions; the Evidence Server calls Resolve when

@@ -101,6 +101,46 @@ fn validate_valid_and_invalid_with_exit_codes() {
     assert!(json_shape(&stdout(&out)).2);
 }
 
+/// The document (docs/design/contract.md#yaml-limits): a 9.2 MB `pacto.yaml` of 4.6
+/// million plain scalars used to validate with 893 MiB; it is now invalid at once, with a
+/// YAML_PARSE_ERROR naming the file and its limit, and with overrides (which parse the file as
+/// the base) too.
+#[test]
+fn validate_refuses_an_oversized_pacto_yaml_naming_the_file_and_its_limit() {
+    let h = home();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut doc = Vec::with_capacity(9_200_000);
+    doc.push(b'[');
+    while doc.len() + 3 < 9_200_000 {
+        doc.extend_from_slice(b"1,");
+    }
+    doc.extend_from_slice(b"1]\n");
+    std::fs::write(dir.path().join("pacto.yaml"), &doc).expect("write");
+    let out = run(pacto(h.path())
+        .args(["validate", "-o", "json"])
+        .arg(dir.path()));
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    let text = stdout(&out);
+    let (errors, _, valid) = json_shape(&text);
+    assert!(!valid);
+    assert_eq!(errors, [("YAML_PARSE_ERROR".to_owned(), String::new())]);
+    assert!(
+        text.contains(
+            "pacto.yaml is 9200000 bytes, over the limit of 1048576 bytes for pacto.yaml"
+        ),
+        "{text}"
+    );
+    let out = run(pacto(h.path())
+        .args(["validate", "--set", "a=b"])
+        .arg(dir.path()));
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("over the limit of 1048576 bytes for pacto.yaml"),
+        "{}",
+        stdout(&out)
+    );
+}
+
 #[test]
 fn validate_reproduces_the_fixture_corpus_codes() {
     let h = home();

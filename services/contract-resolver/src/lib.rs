@@ -7,6 +7,7 @@
 //! fetch (Secret, `registry`, `cache`) → validate (pure, `pacto-contract`) → outcome. Only the
 //! identities on `--allowed-identities` (status-writer by default) may call it.
 
+mod budget;
 mod cache;
 mod metrics;
 mod outcome;
@@ -30,6 +31,7 @@ use pacto_runtime::{
     service::ServiceNames,
 };
 
+pub use budget::{MemoryPlan, PlanInput, parse_quantity};
 pub use outcome::{
     ContractSource, ListInput, Outcome, ResolutionPolicy, ResolveInput, ResolvedContract,
 };
@@ -136,15 +138,27 @@ pub struct Args {
         default_value_t = 512
     )]
     pub bundle_cache_size: usize,
-    /// Most bytes of bundle files kept in the cache (the oldest bundles are dropped first; a
-    /// bundle larger than this is not cached).
+    /// Most bytes bundles hold in the cache (the oldest bundles are dropped first; a bundle
+    /// larger than this is not cached). Default: what --memory-limit leaves after the pulls,
+    /// validations and tag lists (docs/design/resolution.md#memory).
     #[arg(
         long = "bundle-cache-bytes",
         env = "PACTO_RESOLVER_BUNDLE_CACHE_BYTES",
-        value_name = "BYTES",
-        default_value_t = 256 * 1024 * 1024
+        value_name = "BYTES"
     )]
-    pub bundle_cache_bytes: u64,
+    pub bundle_cache_bytes: Option<u64>,
+    /// The container's memory limit (a Kubernetes quantity such as 256Mi; the chart passes
+    /// resources.limits.memory). The bundle cache, concurrent pulls and concurrent validations
+    /// are derived from it so that together they fit; a start with budgets over it is refused
+    /// (docs/design/resolution.md#memory).
+    #[arg(
+        long = "memory-limit",
+        env = "PACTO_RESOLVER_MEMORY_LIMIT",
+        value_name = "QUANTITY",
+        default_value = "256Mi",
+        value_parser = parse_quantity
+    )]
+    pub memory_limit: u64,
     /// How long a registry failure (not found, authentication rejected, unreachable, …) is
     /// remembered and given, with its original message, to the requests of the same reference
     /// and credentials that accept an answer that old (status-writer's requeues); 0 disables.
@@ -157,15 +171,15 @@ pub struct Args {
         value_parser = parse_duration
     )]
     pub failure_cache_ttl: Duration,
-    /// Most bundle pulls in flight at once (further pulls wait for a slot).
+    /// Most bundle pulls in flight at once (further pulls wait for a slot). Default: as many
+    /// as half of --memory-limit holds at the worst case of each (up to 8).
     #[arg(
         long = "max-concurrent-pulls",
         env = "PACTO_RESOLVER_MAX_CONCURRENT_PULLS",
         value_name = "N",
-        default_value_t = 8,
         value_parser = clap::value_parser!(u32).range(1..)
     )]
-    pub max_concurrent_pulls: u32,
+    pub max_concurrent_pulls: Option<u32>,
     /// Hosts (`host` or `host:port`) besides a registry's own host that its redirects and token
     /// realms may send the resolver to: a CDN serving blobs or a separate token service. The
     /// default trusts those of Docker Hub and GitHub's registry; an empty value trusts none.
@@ -191,9 +205,21 @@ pub struct Args {
 }
 
 impl Args {
+    /// How the flags spend --memory-limit (docs/design/resolution.md#memory).
+    pub fn memory_plan(&self) -> MemoryPlan {
+        MemoryPlan::derive(&PlanInput {
+            limit: self.memory_limit,
+            max_layer_bytes: self.max_bundle_bytes,
+            max_files_bytes: pacto_contract::bundle::Limits::default().max_total_bytes,
+            pulls: self.max_concurrent_pulls.map(|n| n as usize),
+            cache_bytes: self.bundle_cache_bytes,
+        })
+    }
+
     /// The resolver configuration the flags describe.
     pub fn resolver_config(&self) -> ResolverConfig {
         let defaults = ResolverConfig::default();
+        let plan = self.memory_plan();
         let client = ClientOptions {
             insecure_registries: self
                 .insecure_registries
@@ -216,12 +242,14 @@ impl Args {
             registry: registry::RegistryOptions {
                 client,
                 max_retries: self.registry_max_retries,
-                max_concurrent_pulls: self.max_concurrent_pulls as usize,
+                max_concurrent_pulls: plan.concurrent_pulls,
                 ..defaults.registry.clone()
             },
             bundle_ttl: self.bundle_cache_ttl,
             bundle_capacity: self.bundle_cache_size,
-            bundle_cache_bytes: self.bundle_cache_bytes,
+            bundle_cache_bytes: plan.bundle_cache_bytes,
+            tags_cache_bytes: plan.tags_cache_bytes,
+            max_concurrent_validations: plan.concurrent_parses,
             tags_ttl: self.tags_cache_ttl,
             failure_ttl: self.failure_cache_ttl,
             max_inline_bytes: self.max_inline_bytes,
@@ -239,6 +267,12 @@ pub enum ResolverError {
     /// The registry client could not be built.
     #[error(transparent)]
     Registry(#[from] registry::RegistryError),
+    /// The budgets do not fit the memory limit.
+    #[error(
+        "the resolver's budgets do not fit --memory-limit: {0}; raise the limit or lower \
+         --max-bundle-bytes, --max-concurrent-pulls or --bundle-cache-bytes"
+    )]
+    Memory(MemoryPlan),
     /// No Kubernetes client configuration was found.
     #[error(
         "no Kubernetes client configuration (in-cluster or KUBECONFIG); pass --no-kubernetes to run without pull-secret support"
@@ -273,7 +307,12 @@ pub async fn serve(
 
 /// Runs the service as the binary does: process start, Kubernetes client, listeners, serve.
 pub async fn run(args: Args) -> Result<(), ResolverError> {
+    let plan = args.memory_plan();
+    if !plan.fits() {
+        return Err(ResolverError::Memory(plan));
+    }
     let process = pacto_runtime::process::start(&args.runtime)?;
+    tracing::info!(%plan, "memory plan");
     let secrets: Option<Arc<dyn secrets::SecretSource>> = if args.no_kubernetes {
         tracing::warn!("--no-kubernetes: pull secrets cannot be read");
         None
@@ -318,8 +357,24 @@ mod tests {
             args.server.allowed_identities,
             ["spiffe://pacto/ns/pacto-system/sa/pacto-status-writer"]
         );
-        assert_eq!(config.registry.max_concurrent_pulls, 8);
-        assert_eq!(config.bundle_cache_bytes, 256 * 1024 * 1024);
+        // Derived from --memory-limit (256Mi): one worst-case pull and one validation at once.
+        let plan = args.memory_plan();
+        assert!(plan.fits(), "{plan}");
+        assert_eq!(plan.limit, 256 * 1024 * 1024);
+        assert_eq!(config.registry.max_concurrent_pulls, plan.concurrent_pulls);
+        assert_eq!(config.bundle_cache_bytes, plan.bundle_cache_bytes);
+        assert_eq!(config.max_concurrent_validations, plan.concurrent_parses);
+        let explicit = Args::try_parse_from([
+            "x",
+            "--memory-limit=2Gi",
+            "--max-concurrent-pulls=3",
+            "--bundle-cache-bytes=1000",
+        ])
+        .expect("parses");
+        let config = explicit.resolver_config();
+        assert_eq!(config.registry.max_concurrent_pulls, 3);
+        assert_eq!(config.bundle_cache_bytes, 1000);
+        assert!(Args::try_parse_from(["x", "--memory-limit=lots"]).is_err());
         assert_eq!(
             config.registry.client.allowed_hosts.join(","),
             DEFAULT_ALLOWED_HOSTS

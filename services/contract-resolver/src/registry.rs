@@ -372,7 +372,15 @@ impl RegistryAccess {
         .await
     }
 
-    /// Pulls and extracts the bundle at `reference` (pinned to a digest by the caller).
+    /// A slot for one bundle pull (docs/design/resolution.md#memory): the caller holds it from
+    /// the pull until only what it keeps of the bundle is left. A closed semaphore cannot happen
+    /// (it is never closed); the caller then goes on without a slot.
+    pub async fn pull_slot(&self) -> Option<tokio::sync::SemaphorePermit<'_>> {
+        self.pulls.acquire().await.ok()
+    }
+
+    /// Pulls and extracts the bundle at `reference` (pinned to a digest by the caller, who holds
+    /// a [`RegistryAccess::pull_slot`]).
     pub async fn pull(
         &self,
         scope: &CredentialScope,
@@ -382,8 +390,6 @@ impl RegistryAccess {
         let client = self.client(scope, credentials)?;
         let no_progress = |_: pacto_oci::Progress| {};
         self.retrying(|| async {
-            // A closed semaphore cannot happen (it is never closed); pull without a slot then.
-            let _slot = self.pulls.acquire().await.ok();
             record("bundle_pull");
             client
                 .pull(reference, &no_progress)

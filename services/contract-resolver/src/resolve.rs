@@ -68,6 +68,9 @@ pub struct ResolverConfig {
     /// How long a registry failure is remembered and shared with requests whose max age allows
     /// it; zero disables (docs/design/resolution.md#shared-resolves).
     pub failure_ttl: Duration,
+    /// Most validations (parses of a contract and its documents) at once, each on a blocking
+    /// thread (docs/design/resolution.md#memory).
+    pub max_concurrent_validations: usize,
 }
 
 impl Default for ResolverConfig {
@@ -83,6 +86,7 @@ impl Default for ResolverConfig {
             max_inline_bytes: 1024 * 1024,
             max_policy_fetches: 16,
             failure_ttl: Duration::from_secs(10),
+            max_concurrent_validations: crate::budget::MAX_CONCURRENT_VALIDATIONS,
         }
     }
 }
@@ -136,6 +140,15 @@ impl Access<'_> {
     fn secret_name(&self) -> Option<&str> {
         self.secret.as_ref().map(|(n, _)| *n)
     }
+}
+
+/// A pulled bundle as the resolver keeps it (docs/design/resolution.md#memory): the layer is
+/// gone, and when `pacto.yaml` parsed, only the files its contract can read are left.
+#[derive(Clone)]
+pub(crate) struct Pulled {
+    files: Arc<BundleFiles>,
+    /// Whether `pacto.yaml` parsed within the limits: only such a bundle is cached.
+    parsed: bool,
 }
 
 /// A fetched bundle and where it came from.
@@ -302,14 +315,35 @@ fn sort_revisions(revisions: &mut [TagRevision]) {
 /// What a remembered failure weighs.
 const FAILURE_WEIGHT: u64 = 512;
 
-/// What a cached bundle weighs: its files' contents and names, plus a per-file overhead.
-fn bundle_weight(answer: &Answer<Arc<BundleFiles>>) -> u64 {
+/// What a cached bundle weighs: the memory it holds (buffers' capacity, names, entries).
+fn bundle_weight(answer: &Answer<Pulled>) -> u64 {
     match answer {
-        Ok(files) => files
-            .iter()
-            .map(|(name, bytes)| (name.len() + bytes.len() + 64) as u64)
-            .sum(),
+        Ok(pulled) => pulled.files.held_bytes(),
         Err(_) => FAILURE_WEIGHT,
+    }
+}
+
+/// Only a bundle whose `pacto.yaml` parsed is cached (failures are, briefly).
+fn bundle_cacheable(answer: &Answer<Pulled>) -> bool {
+    answer.as_ref().is_ok_and(|p| p.parsed)
+}
+
+/// Keeps the files of `files` that validation and the answer can read (after extraction, the
+/// rest is dropped), when `pacto.yaml` parses within the limits; else only `pacto.yaml`.
+fn vet(mut files: BundleFiles) -> Pulled {
+    let contract = files.contract().map(pacto_contract::parse_contract);
+    let (keep, parsed) = match contract {
+        Some(Ok((_, contract))) => (pacto_contract::bundle::files_used_by(&contract), true),
+        // The YAML parsed, the typed model did not: validation reports why from `pacto.yaml`.
+        Some(Err(pacto_contract::ParseError::Model { .. })) => {
+            (std::iter::once(CONTRACT_FILE.to_owned()).collect(), true)
+        }
+        _ => (std::iter::once(CONTRACT_FILE.to_owned()).collect(), false),
+    };
+    files.retain_paths(&keep);
+    Pulled {
+        files: Arc::new(files),
+        parsed,
     }
 }
 
@@ -326,10 +360,15 @@ pub struct Resolver {
     config: ResolverConfig,
     registry: RegistryAccess,
     secrets: Option<Arc<dyn SecretSource>>,
-    bundles: Shared<BundleKey, Arc<BundleFiles>>,
+    bundles: Shared<BundleKey, Pulled>,
     tags: Shared<TagsKey, Arc<Vec<String>>>,
     digests: Shared<DigestKey, String>,
     salt: Salt,
+    /// Slots for validations and parses (docs/design/resolution.md#memory).
+    validations: Arc<tokio::sync::Semaphore>,
+    /// Turns of the requests that hold bundles (from their fetch to the end of their validation),
+    /// as many as pulls and validations together (docs/design/resolution.md#memory).
+    turns: tokio::sync::Semaphore,
 }
 
 impl std::fmt::Debug for Resolver {
@@ -355,7 +394,8 @@ impl Resolver {
                 "bundle_pull",
                 TtlCache::new(config.bundle_ttl, config.bundle_capacity)
                     .with_max_bytes(config.bundle_cache_bytes, bundle_weight),
-            ),
+            )
+            .with_keep(bundle_cacheable),
             tags: Shared::new(
                 "tags",
                 "tags_list",
@@ -369,8 +409,35 @@ impl Resolver {
             ),
             secrets,
             salt: Salt::random(),
+            validations: Arc::new(tokio::sync::Semaphore::new(
+                config.max_concurrent_validations.max(1),
+            )),
+            turns: tokio::sync::Semaphore::new(
+                config.max_concurrent_validations.max(1)
+                    + config.registry.max_concurrent_pulls.max(1),
+            ),
             config,
         })
+    }
+
+    /// Runs `work` on a blocking thread once a validation slot is free, holding the slot until
+    /// it returns (also when the request that waits for it goes away).
+    async fn blocking<T: Send + 'static>(&self, work: impl FnOnce() -> T + Send + 'static) -> T {
+        // A closed semaphore cannot happen (it is never closed); run without a slot then.
+        let slot = Arc::clone(&self.validations).acquire_owned().await.ok();
+        match tokio::task::spawn_blocking(move || {
+            let _slot = slot;
+            work()
+        })
+        .await
+        {
+            Ok(value) => value,
+            Err(e) => match e.try_into_panic() {
+                Ok(panic) => std::panic::resume_unwind(panic),
+                // Cancelled: the runtime is shutting down, and this request with it.
+                Err(_) => std::future::pending().await,
+            },
+        }
     }
 
     /// What a request with `max_age` accepts of a shared answer whose successes stay valid for
@@ -433,9 +500,12 @@ impl Resolver {
     }
 
     async fn resolve_inner(&self, input: &ResolveInput) -> Outcome {
+        // A closed semaphore cannot happen (it is never closed); go on without a turn then.
+        let _turn = self.turns.acquire().await.ok();
         match &input.source {
             ContractSource::None => ResolveError::NoSource.into_outcome(ResolutionPolicy::None),
-            ContractSource::Inline(yaml) => match self.resolve_inline(yaml, &input.overrides) {
+            ContractSource::Inline(yaml) => match self.resolve_inline(yaml, &input.overrides).await
+            {
                 Ok(resolved) => Outcome::Resolved(Box::new(resolved)),
                 Err(e) => e.into_outcome(ResolutionPolicy::None),
             },
@@ -459,7 +529,7 @@ impl Resolver {
         }
     }
 
-    fn resolve_inline(
+    async fn resolve_inline(
         &self,
         yaml: &str,
         overrides: &[ConfigurationOverride],
@@ -472,7 +542,10 @@ impl Resolver {
         }
         let mut files = BundleFiles::new();
         files.insert(CONTRACT_FILE, yaml.as_bytes().to_vec());
-        let validated = validate_contract(&files, true, overrides, None)?;
+        let overrides = overrides.to_vec();
+        let validated = self
+            .blocking(move || validate_contract(&files, true, &overrides, None))
+            .await?;
         Ok(ResolvedContract {
             effective_yaml: validated.effective_yaml,
             raw_yaml: yaml.as_bytes().to_vec(),
@@ -504,16 +577,24 @@ impl Resolver {
                 reference: fetched.reference.to_string(),
             })?
             .to_vec();
-        let policies = match pacto_contract::parse_contract(&raw) {
-            Ok((_, contract)) => {
+        let contract = {
+            let raw = raw.clone();
+            self.blocking(move || pacto_contract::parse_contract(&raw).ok())
+                .await
+        };
+        let policies = match contract {
+            Some((_, contract)) => {
                 self.prefetch_policies(&access, &contract, input.max_age)
                     .await
             }
             // Validation reports the parse error.
-            Err(_) => PolicyBundles::default(),
+            None => PolicyBundles::default(),
         };
-        let validated =
-            validate_contract(&fetched.files, false, &input.overrides, Some(&policies))?;
+        let files = Arc::clone(&fetched.files);
+        let overrides = input.overrides.clone();
+        let validated = self
+            .blocking(move || validate_contract(&files, false, &overrides, Some(&policies)))
+            .await?;
         Ok(ResolvedContract {
             effective_yaml: validated.effective_yaml,
             content_hash: sha256_hex(&raw),
@@ -662,10 +743,16 @@ impl Resolver {
                 let pinned = reference
                     .with_digest(digest)
                     .map_err(|e| RegistryError::Oci(e.into()))?;
+                // One slot from the pull until only the kept files are left
+                // (docs/design/resolution.md#memory).
+                let _slot = self.registry.pull_slot().await;
                 let pulled = self.registry.pull(scope, credentials, &pinned).await?;
-                Ok(Arc::new(pulled.files))
+                let files = pulled.files;
+                drop(pulled.layer);
+                Ok(self.blocking(move || vet(files)).await)
             })
             .await
+            .map(|pulled| pulled.files)
     }
 
     /// Fetches the bundles of `ref` policies (recursively, bounded) with the Pacto's credentials.
@@ -758,6 +845,7 @@ impl Resolver {
                 source,
             })?;
         let base = reference.without_version();
+        let _turn = self.turns.acquire().await.ok();
         let access = self
             .access(&input.namespace, input.pull_secret.as_deref())
             .await?;
@@ -811,7 +899,12 @@ impl Resolver {
                     let raw = files.contract().unwrap_or_default();
                     revision.digest = digest;
                     revision.content_hash = sha256_hex(raw);
-                    if let Ok((_, contract)) = pacto_contract::parse_contract(raw) {
+                    let parsed = {
+                        let raw = raw.to_vec();
+                        self.blocking(move || pacto_contract::parse_contract(&raw).ok())
+                            .await
+                    };
+                    if let Some((_, contract)) = parsed {
                         revision.version = contract.service.version;
                         revision.service_name = contract.service.name;
                     }

@@ -49,6 +49,8 @@ pub struct Shared<K, V> {
     /// `kind` label of the merged and failure-hit counters (the registry operation).
     kind: &'static str,
     answers: TtlCache<K, Answer<V>>,
+    /// Which answers are stored (the others serve only the requests of their flight).
+    keep: fn(&Answer<V>) -> bool,
     flights: Flights<K, V>,
 }
 
@@ -69,8 +71,17 @@ impl<K: Hash + Eq + Clone, V: Clone> Shared<K, V> {
             cache,
             kind,
             answers,
+            keep: |_| true,
             flights: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Stores only the answers `keep` accepts (docs/design/resolution.md#memory: a bundle only
+    /// once its `pacto.yaml` parsed).
+    #[must_use]
+    pub fn with_keep(mut self, keep: fn(&Answer<V>) -> bool) -> Self {
+        self.keep = keep;
+        self
     }
 
     /// The answer for `key`: a stored one `accept` allows, else the answer of the operation in
@@ -103,8 +114,10 @@ impl<K: Hash + Eq + Clone, V: Clone> Shared<K, V> {
                 led = true;
                 async {
                     let answer = fetch().await.map_err(Arc::new);
-                    self.answers
-                        .insert(key.clone(), answer.clone(), Instant::now());
+                    if (self.keep)(&answer) {
+                        self.answers
+                            .insert(key.clone(), answer.clone(), Instant::now());
+                    }
                     answer
                 }
             })

@@ -18,6 +18,10 @@ use std::fs;
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
+/// What [`BundleFiles::held_bytes`] counts per file besides its name and content: a B-tree
+/// map entry's share and two allocation headers.
+const HELD_OVERHEAD: usize = 96;
+
 /// The name of the contract document at the root of every bundle.
 pub const CONTRACT_FILE: &str = "pacto.yaml";
 /// The ignore file read from the bundle root when packing a directory.
@@ -278,6 +282,12 @@ impl BundleError {
 /// Normalises a bundle-relative path (`./`, `.` and `..` components) and reads it. A path that
 /// escapes the bundle root or is absolute is treated as missing.
 pub fn read_file<'a>(fs: &'a BundleFiles, path: &str) -> Option<&'a [u8]> {
+    fs.get(&normalize_path(path)?)
+}
+
+/// The key [`read_file`] looks `path` up by: `./`, `.` and `..` components resolved; `None` for
+/// an absolute path or one that escapes the bundle root.
+pub fn normalize_path(path: &str) -> Option<String> {
     if path.starts_with('/') {
         return None;
     }
@@ -291,7 +301,30 @@ pub fn read_file<'a>(fs: &'a BundleFiles, path: &str) -> Option<&'a [u8]> {
             s => parts.push(s),
         }
     }
-    fs.get(&parts.join("/"))
+    Some(parts.join("/"))
+}
+
+/// The files of a bundle that validation, policy resolution and a resolve's answer can read,
+/// given its contract: `pacto.yaml`, `policy/schema.json` (read when the bundle serves as a
+/// policy), and the files named by `interfaces[].ref`, `configurations[].schema` and
+/// `policies[].schema` (docs/design/resolution.md#memory: the rest is dropped after extraction).
+pub fn files_used_by(contract: &crate::model::Contract) -> BTreeSet<String> {
+    let named = contract
+        .interfaces
+        .iter()
+        .map(|i| i.reference.as_str())
+        .chain(
+            contract
+                .configurations
+                .iter()
+                .filter_map(|c| c.schema.as_deref()),
+        )
+        .chain(contract.policies.iter().filter_map(|p| p.schema.as_deref()));
+    [CONTRACT_FILE, crate::policy::FALLBACK_POLICY_SCHEMA]
+        .into_iter()
+        .map(str::to_owned)
+        .chain(named.filter_map(normalize_path))
+        .collect()
 }
 
 /// The files of a bundle, keyed by normalised relative path (`/`-separated, no leading `./`,
@@ -341,6 +374,24 @@ impl BundleFiles {
     /// Sum of all file sizes in bytes.
     pub fn total_bytes(&self) -> u64 {
         self.files.values().map(|v| v.len() as u64).sum()
+    }
+
+    /// The memory the bundle holds: every file buffer's capacity, every name, and a per-file
+    /// overhead for the map entry and the two allocations' headers.
+    pub fn held_bytes(&self) -> u64 {
+        self.files
+            .iter()
+            .map(|(name, bytes)| (name.capacity() + bytes.capacity() + HELD_OVERHEAD) as u64)
+            .sum()
+    }
+
+    /// Keeps only the files at `paths` (normalised keys, see [`normalize_path`]) and gives the
+    /// kept buffers' unused capacity back to the allocator.
+    pub fn retain_paths(&mut self, paths: &BTreeSet<String>) {
+        self.files.retain(|name, _| paths.contains(name));
+        for bytes in self.files.values_mut() {
+            bytes.shrink_to_fit();
+        }
     }
 
     /// Reads a bundle directory: every regular file below `dir`, minus the default ignores

@@ -28,7 +28,10 @@ pub use finding::{DetailedFinding, Finding, Layer};
 pub use overrides::{
     CliOverrides, ConfigurationOverride, OverrideError, ValuesFile, apply_cli_overrides,
 };
-pub use parse::{ParseError, YamlLimits, parse_contract, parse_yaml, parse_yaml_with};
+pub use parse::{
+    PEAK_BYTES_PER_NODE, PEAK_BYTES_PER_TOKEN, ParseError, YamlLimits, count_tokens,
+    parse_contract, parse_contract_yaml, parse_json_with, parse_yaml, parse_yaml_with,
+};
 pub use policy::{
     FALLBACK_POLICY_SCHEMA, MAX_POLICY_DEPTH, PolicyResolveError, PolicyResolver, resolve_policies,
 };

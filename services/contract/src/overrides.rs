@@ -102,19 +102,19 @@ pub fn apply_cli_overrides<'a>(
     if overrides.is_empty() {
         return Ok(Cow::Borrowed(base));
     }
-    let mut doc =
-        match parse::first_document(base).map_err(|source| OverrideError::BaseParse { source })? {
-            Yaml::Null => Mapping::new(),
-            Yaml::Mapping(m) => stringify_keys(m),
-            _ => return Err(OverrideError::BaseNotMapping),
-        };
+    let mut doc = match parse::first_document_with(base, &parse::YamlLimits::CONTRACT)
+        .map_err(|source| OverrideError::BaseParse { source })?
+    {
+        Yaml::Null => Mapping::new(),
+        Yaml::Mapping(m) => stringify_keys(m),
+        _ => return Err(OverrideError::BaseNotMapping),
+    };
     for file in &overrides.values_files {
-        let overlay = match parse::first_document(&file.bytes).map_err(|source| {
-            OverrideError::ValuesParse {
+        let overlay = match parse::first_document_with(&file.bytes, &parse::YamlLimits::DOCUMENT)
+            .map_err(|source| OverrideError::ValuesParse {
                 file: file.name.clone(),
                 source,
-            }
-        })? {
+            })? {
             Yaml::Mapping(m) => stringify_keys(m),
             Yaml::Null => Mapping::new(),
             _ => {

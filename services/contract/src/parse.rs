@@ -4,10 +4,14 @@
 //! Only the first YAML document counts; merge keys (`<<`) are honoured; non-string mapping keys
 //! are stringified; YAML dates stay verbatim strings; tags are dropped (their value is kept).
 //!
-//! Every YAML document from a user goes through [`first_document`], which is bounded
-//! (docs/design/contract.md#yaml-limits): at most [`YamlLimits::max_bytes`] of input, and a budget
-//! of nodes and scalar bytes after alias expansion, so an alias bomb is refused while it is being
-//! read instead of being materialised.
+//! Every YAML document from a user goes through [`first_document_with`], which is bounded
+//! (docs/design/contract.md#yaml-limits) by fixed ceilings that do not grow with the document: at
+//! most [`YamlLimits::max_bytes`] of input, at most [`YamlLimits::max_tokens`] tokens counted
+//! before anything is parsed (the YAML crate loads every event of a document before handing out
+//! the first, so this count is what bounds its memory), and a budget of nodes and scalar bytes
+//! after alias expansion, so an alias bomb is refused while it is being read instead of being
+//! materialised. `pacto.yaml` has its own, smaller ceilings ([`YamlLimits::CONTRACT`]) than the
+//! other documents of a bundle ([`YamlLimits::DOCUMENT`]).
 
 use std::cell::Cell;
 use std::fmt;
@@ -43,19 +47,34 @@ pub enum ParseError {
     #[error("{path}: non-finite number {value} cannot be represented in JSON")]
     NonFiniteNumber { path: String, value: String },
     /// The document is larger than [`YamlLimits::max_bytes`].
-    #[error("yaml: document is {size} bytes, over the limit of {limit} bytes")]
+    #[error("yaml: {document} is {size} bytes, over the limit of {limit} bytes for {document}")]
     TooLarge {
+        /// What was parsed (`pacto.yaml` or `document`, [`YamlLimits::document`]).
+        document: &'static str,
         /// Size of the document, in bytes.
         size: usize,
         /// The limit, in bytes.
         limit: usize,
     },
+    /// The document has more tokens than [`YamlLimits::max_tokens`] (counted before parsing).
+    #[error(
+        "yaml: {document} has more than {limit} tokens (scalars, indicators and words), over \
+         the limit of {limit} tokens for {document}; it is refused before parsing"
+    )]
+    TooManyTokens {
+        /// What was parsed ([`YamlLimits::document`]).
+        document: &'static str,
+        /// The limit, in tokens.
+        limit: usize,
+    },
     /// Alias expansion (or the document itself) exceeds the node or scalar-byte budget.
     #[error(
-        "yaml: document expands (aliases included) to more than {limit} {what}; \
+        "yaml: {document} expands (aliases included) to more than {limit} {what}; \
          alias bombs and oversized documents are refused"
     )]
     ExpansionLimit {
+        /// What was parsed ([`YamlLimits::document`]).
+        document: &'static str,
         /// `"nodes"` or `"scalar bytes"`.
         what: &'static str,
         /// The budget that was exceeded.
@@ -83,46 +102,218 @@ impl ParseError {
     }
 }
 
-/// Bounds on one YAML document (docs/design/contract.md#yaml-limits).
+/// Bounds on one YAML document (docs/design/contract.md#yaml-limits): fixed ceilings, the same
+/// whatever the size of the document.
 ///
-/// The node and scalar budgets grow with the document: an alias-free document never produces
-/// more nodes or scalar bytes than it has bytes, so only alias expansion can exhaust them.
+/// Parsing takes memory in proportion to the tokens of the text (the YAML crate materialises
+/// every event of the document first, about 200 bytes per node measured) and to the nodes built
+/// (alias replays included), so [`YamlLimits::peak_bytes`] bounds what one parse can take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct YamlLimits {
+    /// What the document is, as errors name it (`pacto.yaml`, `document`).
+    pub document: &'static str,
     /// Largest document, in bytes.
     pub max_bytes: usize,
-    /// Node budget for small documents; a document of `n` bytes gets `max(min_nodes, n)`.
-    pub min_nodes: usize,
-    /// Scalar-byte budget for small documents; a document of `n` bytes gets
-    /// `max(min_scalar_bytes, n)`.
-    pub min_scalar_bytes: usize,
+    /// Most tokens of the text, counted before parsing ([`count_tokens`]: an upper bound on the
+    /// scalars, indicators and collections the YAML crate reads).
+    pub max_tokens: usize,
+    /// Most nodes built, alias replays included.
+    pub max_nodes: usize,
+    /// Most scalar bytes built, alias replays included.
+    pub max_scalar_bytes: usize,
 }
 
 impl Default for YamlLimits {
     fn default() -> Self {
-        YamlLimits {
-            max_bytes: 10 * 1024 * 1024,
-            min_nodes: 100_000,
-            min_scalar_bytes: 4 * 1024 * 1024,
-        }
+        Self::DOCUMENT
     }
 }
+
+/// Peak bytes of a parse per token of the text: the YAML crate's events (at most two per token,
+/// about 110 bytes each with their mark). Measured: 170 to 250 bytes per token for the densest
+/// documents, nodes included (`examples/yaml_bomb_rss.rs`, docs/design/contract.md#yaml-limits).
+pub const PEAK_BYTES_PER_TOKEN: usize = 256;
+/// Peak bytes of a parse per node built: the YAML value and its JSON copy. Measured: about 110
+/// bytes per node for the value alone.
+pub const PEAK_BYTES_PER_NODE: usize = 256;
 
 impl YamlLimits {
-    /// The node budget for a document of `len` bytes.
-    pub fn node_budget(&self, len: usize) -> usize {
-        self.min_nodes.max(len)
+    /// Any YAML document of a bundle or a user other than `pacto.yaml`: an interface spec, an
+    /// override values file, a ConfigMap value checked against a schema. 10 MiB (the per-file
+    /// bundle limit), 100,000 tokens and nodes (about 700 KB of OpenAPI YAML; a JSON interface
+    /// spec is checked without building values and has no token ceiling), 4 MiB of scalars.
+    pub const DOCUMENT: YamlLimits = YamlLimits {
+        document: "document",
+        max_bytes: 10 * 1024 * 1024,
+        max_tokens: 100_000,
+        max_nodes: 100_000,
+        max_scalar_bytes: 4 * 1024 * 1024,
+    };
+
+    /// `pacto.yaml` (a bundle's or an inline contract): 1 MiB (the resolver's inline limit),
+    /// 50,000 tokens, 100,000 nodes (alias replays included) and 2 MiB of scalars. The largest
+    /// contract in tests/fixtures has 2.2 KB and about 400 tokens: the ceilings leave more than a
+    /// hundredfold headroom, and the 5,000-interface contract of the end-to-end size test
+    /// (200 KiB, 20,000 tokens) still parses.
+    pub const CONTRACT: YamlLimits = YamlLimits {
+        document: "pacto.yaml",
+        max_bytes: 1024 * 1024,
+        max_tokens: 50_000,
+        max_nodes: 100_000,
+        max_scalar_bytes: 2 * 1024 * 1024,
+    };
+
+    /// The most memory one parse within these limits can take, besides the input itself: the
+    /// token ceiling's events, the node ceiling's values (a YAML tree and its JSON copy), the
+    /// events' copy of the scalars (at most the input) and the values' (at most the scalar
+    /// ceiling).
+    pub const fn peak_bytes(&self) -> usize {
+        self.max_tokens * PEAK_BYTES_PER_TOKEN
+            + self.max_nodes * PEAK_BYTES_PER_NODE
+            + self.max_bytes
+            + self.max_scalar_bytes
     }
 
-    /// The scalar-byte budget for a document of `len` bytes.
-    pub fn scalar_budget(&self, len: usize) -> usize {
-        self.min_scalar_bytes.max(len)
+    /// Whether `bytes` is within the byte and token ceilings (what is checked before parsing).
+    pub fn check_size(&self, bytes: &[u8]) -> Result<(), ParseError> {
+        if bytes.len() > self.max_bytes {
+            return Err(ParseError::TooLarge {
+                document: self.document,
+                size: bytes.len(),
+                limit: self.max_bytes,
+            });
+        }
+        if count_tokens(bytes, self.max_tokens) > self.max_tokens {
+            return Err(ParseError::TooManyTokens {
+                document: self.document,
+                limit: self.max_tokens,
+            });
+        }
+        Ok(())
     }
 }
 
-/// Parses YAML bytes into the generic JSON view. An empty document yields `null`.
+/// An upper bound on the tokens of a YAML (or JSON) text, counting stops past `stop_after`.
+///
+/// Every token the YAML scanner produces (a scalar, an alias, an anchor, a tag, an indicator
+/// `- ? : , [ ] { }`) starts at a position counted here: the first byte, a non-blank byte after a
+/// blank or a line break (including the Unicode breaks and the byte order mark), after a flow
+/// indicator, `?`, `:` or a quote, any byte that can itself be an indicator (`, [ ] { } ? : & * !
+/// | > " '`), and a `-` followed by a blank. Words inside scalars and comments count too, so the
+/// bound is loose for prose but never below the truth. One pass over the bytes, no allocation.
+pub fn count_tokens(bytes: &[u8], stop_after: usize) -> usize {
+    let blank = |b: u8| matches!(b, b' ' | b'\t' | b'\r' | b'\n');
+    let mut count = 0usize;
+    let mut after_separator = true;
+    for (i, &b) in bytes.iter().enumerate() {
+        if !blank(b) {
+            let starts = after_separator
+                || matches!(
+                    b,
+                    b',' | b'['
+                        | b']'
+                        | b'{'
+                        | b'}'
+                        | b'?'
+                        | b':'
+                        | b'&'
+                        | b'*'
+                        | b'!'
+                        | b'|'
+                        | b'>'
+                        | b'"'
+                        | b'\''
+                )
+                || (b == b'-' && bytes.get(i + 1).is_none_or(|&n| blank(n)));
+            if starts {
+                count += 1;
+                if count > stop_after {
+                    return count;
+                }
+            }
+        }
+        after_separator = blank(b)
+            || matches!(
+                b,
+                b',' | b'[' | b']' | b'{' | b'}' | b'?' | b':' | b'"' | b'\''
+            )
+            || unicode_break_ends_at(bytes, i);
+    }
+    count
+}
+
+/// Whether a NEL, LS or PS line break or a byte order mark ends at `i`.
+fn unicode_break_ends_at(bytes: &[u8], i: usize) -> bool {
+    let ends =
+        |pattern: &[u8]| i + 1 >= pattern.len() && bytes[i + 1 - pattern.len()..=i] == *pattern;
+    bytes[i] >= 0x80
+        && (ends(&[0xC2, 0x85])
+            || ends(&[0xE2, 0x80, 0xA8])
+            || ends(&[0xE2, 0x80, 0xA9])
+            || ends(&[0xEF, 0xBB, 0xBF]))
+}
+
+/// Parses JSON bytes into a value within `limits` (its byte and token ceilings; serde_json caps
+/// nesting at 128): the bundle's JSON Schema files. The error is a message for a finding.
+pub fn parse_json_with(bytes: &[u8], limits: &YamlLimits) -> Result<Value, String> {
+    limits.check_size(bytes).map_err(|e| match e {
+        ParseError::TooLarge { size, limit, .. } => {
+            format!("is {size} bytes, over the limit of {limit} bytes")
+        }
+        ParseError::TooManyTokens { limit, .. } => format!(
+            "has more than {limit} tokens (values, keys and punctuation), over the limit of \
+             {limit} tokens"
+        ),
+        other => other.to_string(),
+    })?;
+    serde_json::from_slice(bytes).map_err(|e| format!("is not valid JSON: {e}"))
+}
+
+/// The token budget the JSON Schema files of one validation share (configuration and policy
+/// schemas, local or from policy bundles): their compiled validators are all held until the
+/// validation ends, so each file's own ceiling ([`YamlLimits::DOCUMENT`]) is not enough; together
+/// they get that ceiling once.
+#[derive(Debug)]
+pub(crate) struct SchemaBudget {
+    tokens_left: Cell<usize>,
+}
+
+impl SchemaBudget {
+    /// The budget of one validation.
+    pub(crate) fn new() -> Self {
+        Self {
+            tokens_left: Cell::new(YamlLimits::DOCUMENT.max_tokens),
+        }
+    }
+
+    /// Parses one schema file, charging its tokens; the error is a message for a finding.
+    pub(crate) fn parse_json(&self, bytes: &[u8]) -> Result<Value, String> {
+        let limits = YamlLimits::DOCUMENT;
+        let left = self.tokens_left.get();
+        let tokens = count_tokens(bytes, left.min(limits.max_tokens));
+        if tokens > left && tokens <= limits.max_tokens {
+            return Err(format!(
+                "is over the schema budget: the JSON Schema files of one contract have at most \
+                 {} tokens together",
+                limits.max_tokens
+            ));
+        }
+        let value = parse_json_with(bytes, &limits)?;
+        self.tokens_left.set(left.saturating_sub(tokens));
+        Ok(value)
+    }
+}
+
+/// Parses YAML bytes into the generic JSON view within [`YamlLimits::DOCUMENT`]. An empty
+/// document yields `null`. `pacto.yaml` goes through [`parse_contract_yaml`] instead.
 pub fn parse_yaml(bytes: &[u8]) -> Result<Value, ParseError> {
-    parse_yaml_with(bytes, &YamlLimits::default())
+    parse_yaml_with(bytes, &YamlLimits::DOCUMENT)
+}
+
+/// Parses the bytes of a `pacto.yaml` into the generic JSON view within
+/// [`YamlLimits::CONTRACT`].
+pub fn parse_contract_yaml(bytes: &[u8]) -> Result<Value, ParseError> {
+    parse_yaml_with(bytes, &YamlLimits::CONTRACT)
 }
 
 /// [`parse_yaml`] with explicit limits.
@@ -131,38 +322,34 @@ pub fn parse_yaml_with(bytes: &[u8], limits: &YamlLimits) -> Result<Value, Parse
     yaml_to_json(yaml, "")
 }
 
-/// Parses YAML bytes into a generic YAML value (first document, merges applied), within the
-/// default [`YamlLimits`].
-pub(crate) fn first_document(bytes: &[u8]) -> Result<serde_norway::Value, ParseError> {
-    first_document_with(bytes, &YamlLimits::default())
-}
-
-fn first_document_with(
+/// Parses YAML bytes into a generic YAML value (first document, merges applied) within
+/// `limits`: the size and token ceilings are checked before the YAML crate sees the bytes, the
+/// node and scalar budgets while the value is built.
+pub(crate) fn first_document_with(
     bytes: &[u8],
     limits: &YamlLimits,
 ) -> Result<serde_norway::Value, ParseError> {
-    if bytes.len() > limits.max_bytes {
-        return Err(ParseError::TooLarge {
-            size: bytes.len(),
-            limit: limits.max_bytes,
-        });
-    }
+    limits.check_size(bytes)?;
     let mut docs = serde_norway::Deserializer::from_slice(bytes);
     let Some(first) = docs.next() else {
         return Ok(serde_norway::Value::Null);
     };
     let budget = Budget {
-        nodes: Cell::new(limits.node_budget(bytes.len())),
-        scalar_bytes: Cell::new(limits.scalar_budget(bytes.len())),
-        node_limit: limits.node_budget(bytes.len()),
-        scalar_limit: limits.scalar_budget(bytes.len()),
+        nodes: Cell::new(limits.max_nodes),
+        scalar_bytes: Cell::new(limits.max_scalar_bytes),
+        node_limit: limits.max_nodes,
+        scalar_limit: limits.max_scalar_bytes,
         exceeded: Cell::new(None),
     };
     let mut value = match (BoundedValue { budget: &budget }).deserialize(first) {
         Ok(v) => v,
         Err(e) => {
             return Err(match budget.exceeded.get() {
-                Some((what, limit)) => ParseError::ExpansionLimit { what, limit },
+                Some((what, limit)) => ParseError::ExpansionLimit {
+                    document: limits.document,
+                    what,
+                    limit,
+                },
                 None => yaml_error(e),
             });
         }
@@ -459,9 +646,9 @@ pub fn to_contract(doc: &Value) -> Result<Contract, ParseError> {
     Contract::deserialize(doc).map_err(|source| ParseError::Model { source })
 }
 
-/// Parses YAML bytes into both views.
+/// Parses the bytes of a `pacto.yaml` into both views, within [`YamlLimits::CONTRACT`].
 pub fn parse_contract(bytes: &[u8]) -> Result<(Value, Contract), ParseError> {
-    let doc = parse_yaml(bytes)?;
+    let doc = parse_contract_yaml(bytes)?;
     let contract = to_contract(&doc)?;
     Ok((doc, contract))
 }
@@ -565,13 +752,14 @@ mod tests {
         let bomb = alias_bomb();
         assert!(bomb.len() <= 17 * 1024, "{}", bomb.len());
         let start = std::time::Instant::now();
-        let err = parse_yaml(bomb.as_bytes()).unwrap_err();
+        let err = parse_contract_yaml(bomb.as_bytes()).unwrap_err();
         assert!(
             matches!(
                 err,
                 ParseError::ExpansionLimit {
                     what: "nodes",
-                    limit: 100_000
+                    limit: 100_000,
+                    ..
                 }
             ),
             "{err:?}"
@@ -590,7 +778,7 @@ mod tests {
         writeln!(doc, "t: &t [{items}]").unwrap();
         let items = vec!["*t"; 30].join(",");
         writeln!(doc, "u: [{items}]").unwrap();
-        let err = parse_yaml(doc.as_bytes()).unwrap_err();
+        let err = parse_contract_yaml(doc.as_bytes()).unwrap_err();
         assert!(
             matches!(
                 err,
@@ -614,48 +802,143 @@ mod tests {
         assert_eq!(v["z"], v["x"]);
     }
 
-    #[test]
-    fn the_budget_grows_with_the_document() {
-        // 300,000 plain scalars: more than the small-document budget, fewer than one per byte.
-        let doc = format!("[{}]", vec!["1"; 300_000].join(","));
-        assert_eq!(
-            parse_yaml(doc.as_bytes())
-                .unwrap()
-                .as_array()
-                .unwrap()
-                .len(),
-            300_000
-        );
-        let tight = YamlLimits {
-            min_nodes: 10,
-            ..YamlLimits::default()
-        };
-        assert!(parse_yaml_with(b"a: [1, 2, 3]", &tight).is_ok());
-        assert_eq!(tight.node_budget(5), 10);
-        assert_eq!(tight.node_budget(50), 50);
+    /// A plain `[1,1,…]` of `bytes` bytes: no aliases, one node per two bytes.
+    fn flow_list(bytes: usize) -> Vec<u8> {
+        let mut doc = Vec::with_capacity(bytes);
+        doc.push(b'[');
+        while doc.len() + 3 < bytes {
+            doc.extend_from_slice(b"1,");
+        }
+        doc.extend_from_slice(b"1]\n");
+        doc
     }
 
     #[test]
-    fn a_document_over_the_size_limit_is_refused_with_its_size() {
-        let limits = YamlLimits {
-            max_bytes: 1024,
-            ..YamlLimits::default()
-        };
-        let doc = format!("a: \"{}\"\n", "z".repeat(2000));
-        let err = parse_yaml_with(doc.as_bytes(), &limits).unwrap_err();
+    fn a_plain_document_of_millions_of_scalars_is_refused_before_parsing() {
+        // The issue's document: 9.2 MB, 4.6 million plain scalars, no aliases. Its parse used to
+        // build every node (893 MiB, seconds); now the fixed ceilings refuse it from one pass
+        // over the bytes.
+        let doc = flow_list(9_200_000);
+        let err = parse_yaml(&doc).unwrap_err();
         assert!(
-            matches!(err, ParseError::TooLarge { size, limit: 1024 } if size == doc.len()),
+            matches!(
+                err,
+                ParseError::TooManyTokens {
+                    document: "document",
+                    limit: 100_000
+                }
+            ),
             "{err:?}"
         );
-        assert!(
-            err.to_string().contains("over the limit of 1024 bytes"),
-            "{err}"
+        assert!(err.to_string().contains("more than 100000 tokens"), "{err}");
+        let err = parse_contract(&doc).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "yaml: pacto.yaml is 9200000 bytes, over the limit of 1048576 bytes for pacto.yaml"
         );
-        let huge = vec![b' '; YamlLimits::default().max_bytes + 1];
+        // Under the byte ceiling of pacto.yaml, the token ceiling names the file too.
+        let err = parse_contract(&flow_list(1_000_000)).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ParseError::TooManyTokens {
+                    document: "pacto.yaml",
+                    limit: 50_000
+                }
+            ),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("pacto.yaml"), "{err}");
+    }
+
+    #[test]
+    fn the_ceilings_are_fixed_and_a_document_under_them_parses() {
+        // The same ceiling for a small and a large document: the budget no longer grows with it.
+        let under = flow_list(99_000);
+        assert!(parse_yaml(&under).unwrap().as_array().unwrap().len() > 49_000);
+        let tight = YamlLimits {
+            max_tokens: 10,
+            ..YamlLimits::DOCUMENT
+        };
+        assert!(parse_yaml_with(b"a: [1, 2, 3]", &tight).is_ok());
         assert!(matches!(
-            parse_yaml(&huge),
-            Err(ParseError::TooLarge { .. })
+            parse_yaml_with(&flow_list(100), &tight),
+            Err(ParseError::TooManyTokens { limit: 10, .. })
         ));
+        let few_nodes = YamlLimits {
+            max_nodes: 10,
+            ..YamlLimits::DOCUMENT
+        };
+        assert!(matches!(
+            parse_yaml_with(&flow_list(100), &few_nodes),
+            Err(ParseError::ExpansionLimit {
+                what: "nodes",
+                limit: 10,
+                ..
+            })
+        ));
+        const { assert!(YamlLimits::CONTRACT.max_bytes < YamlLimits::DOCUMENT.max_bytes) };
+        const { assert!(YamlLimits::CONTRACT.max_tokens < YamlLimits::DOCUMENT.max_tokens) };
+    }
+
+    #[test]
+    fn tokens_are_counted_at_every_token_start() {
+        let count = |text: &str| count_tokens(text.as_bytes(), usize::MAX);
+        assert_eq!(count(""), 0);
+        assert_eq!(count("[1,1,1]"), 7);
+        assert_eq!(count("key: value"), 3);
+        assert_eq!(count("- a\n- b\n"), 4);
+        assert_eq!(count("name: unexpected-key-padding"), 3);
+        assert_eq!(count("{\"a\":1}"), 7);
+        // A token after a NEL line break (which libyaml honours) is counted.
+        assert_eq!(count("a: 1\u{85}b: 2"), 6);
+        assert_eq!(count_tokens(b"[1,1,1,1,1]", 3), 4, "stops past the limit");
+    }
+
+    #[test]
+    fn the_real_contracts_are_far_under_the_contract_ceilings() {
+        // docs/design/contract.md#yaml-limits: the ceilings are sized from these.
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures");
+        let mut largest = (0, 0, String::new());
+        let mut seen = 0;
+        for entry in walkdir::WalkDir::new(&root) {
+            let entry = entry.unwrap();
+            let name = entry.file_name().to_string_lossy();
+            if !(name.ends_with(".yaml") || name.ends_with(".yml")) {
+                continue;
+            }
+            let bytes = std::fs::read(entry.path()).unwrap();
+            let tokens = count_tokens(&bytes, usize::MAX);
+            seen += 1;
+            if tokens > largest.0 {
+                largest = (tokens, bytes.len(), entry.path().display().to_string());
+            }
+        }
+        println!(
+            "{seen} YAML files; the most tokens: {} ({} bytes) in {}",
+            largest.0, largest.1, largest.2
+        );
+        assert!(seen > 40, "{seen}");
+        assert!(
+            largest.0 * 100 < YamlLimits::CONTRACT.max_tokens,
+            "{largest:?}"
+        );
+        assert!(
+            largest.1 * 100 < YamlLimits::CONTRACT.max_bytes,
+            "{largest:?}"
+        );
+    }
+
+    #[test]
+    fn json_schema_files_have_the_document_ceilings() {
+        assert!(parse_json_with(b"{\"type\":\"object\"}", &YamlLimits::DOCUMENT).is_ok());
+        let err = parse_json_with(&flow_list(1_000_000), &YamlLimits::DOCUMENT).unwrap_err();
+        assert!(err.contains("more than 100000 tokens"), "{err}");
+        let budget = SchemaBudget::new();
+        let half = flow_list(60_000);
+        assert!(budget.parse_json(&half).is_ok());
+        let err = budget.parse_json(&half).unwrap_err();
+        assert!(err.contains("schema budget"), "{err}");
     }
 
     proptest::proptest! {
@@ -676,7 +959,7 @@ mod tests {
                 .iter()
                 .scan(base as f64, |size, n| { *size *= *n as f64; Some(*size) })
                 .sum::<f64>() + base as f64;
-            match parse_yaml(doc.as_bytes()) {
+            match parse_contract_yaml(doc.as_bytes()) {
                 Ok(_) => {
                     proptest::prop_assert!(expanded <= 100_000.0);
                 }
@@ -689,6 +972,45 @@ mod tests {
                 }
                 Err(e) => proptest::prop_assert!(false, "{e}"),
             }
+        }
+
+        /// The token count bounds what the YAML crate builds: for any text of YAML's significant
+        /// pieces that parses, at most three nodes per counted token (the densest: a lone `?`
+        /// or `:` makes a mapping, an empty key and an empty value).
+        #[test]
+        fn the_token_count_bounds_the_nodes(
+            pieces in proptest::collection::vec(
+                proptest::sample::select(vec![
+                    "-", "- ", "?", "? ", ":", ": ", ",", "[", "]", "{", "}", "a", "b1", "\n",
+                    "\n  ", " ", "\"q\"", "'s'", "&x ", "!t ", "|\n  t\n", "# c\n", "\u{85}",
+                    "a:b", "-1", "\t",
+                ]),
+                0..60,
+            ),
+        ) {
+            let text: String = pieces.concat();
+            let unbounded = YamlLimits {
+                max_tokens: usize::MAX,
+                max_nodes: usize::MAX,
+                ..YamlLimits::DOCUMENT
+            };
+            if let Ok(value) = parse_yaml_with(text.as_bytes(), &unbounded) {
+                let tokens = count_tokens(text.as_bytes(), usize::MAX);
+                proptest::prop_assert!(
+                    nodes(&value) <= 3 * tokens + 1,
+                    "{text:?}: {} nodes, {tokens} tokens",
+                    nodes(&value)
+                );
+            }
+        }
+    }
+
+    /// Nodes of a JSON value, keys included.
+    fn nodes(v: &Value) -> usize {
+        match v {
+            Value::Array(a) => 1 + a.iter().map(nodes).sum::<usize>(),
+            Value::Object(o) => 1 + o.values().map(|x| 1 + nodes(x)).sum::<usize>(),
+            _ => 1,
         }
     }
 

@@ -17,6 +17,7 @@ use crate::bundle::{BundleFiles, read_file};
 use crate::codes;
 use crate::finding::{Finding, Layer};
 use crate::model::{Contract, Policy};
+use crate::parse::SchemaBudget;
 use crate::{parse, schema};
 
 /// The fixed policy schema path of a referenced bundle without its own `policies[]`.
@@ -89,6 +90,16 @@ pub fn resolve_policies(
     fs: Option<&BundleFiles>,
     resolver: Option<&dyn PolicyResolver>,
 ) -> (Vec<ResolvedPolicy>, Vec<Finding>) {
+    resolve_policies_within(contract, fs, resolver, &SchemaBudget::new())
+}
+
+/// [`resolve_policies`] charging the schema files it compiles to `schemas`.
+fn resolve_policies_within(
+    contract: &Contract,
+    fs: Option<&BundleFiles>,
+    resolver: Option<&dyn PolicyResolver>,
+    schemas: &SchemaBudget,
+) -> (Vec<ResolvedPolicy>, Vec<Finding>) {
     let mut resolved = Vec::new();
     let mut out = Vec::new();
     let Some(fs) = fs else {
@@ -98,7 +109,7 @@ pub fn resolve_policies(
     for (i, pol) in contract.policies.iter().enumerate() {
         let origin = origin_of(pol, i);
         match (pol.schema.as_deref(), pol.reference.as_deref()) {
-            (Some(file), _) => match load_local(fs, file) {
+            (Some(file), _) => match load_local(schemas, fs, file) {
                 Ok(v) => resolved.push(ResolvedPolicy {
                     origin,
                     validator: v,
@@ -120,6 +131,7 @@ pub fn resolve_policies(
                 Some(res) => resolve_ref(
                     res,
                     &Step {
+                        schemas,
                         base: "",
                         reference: r,
                         origin: &origin,
@@ -143,6 +155,7 @@ pub fn resolve_policies(
 /// One `ref` to resolve: declared in `base` (`""` for the root contract), shown as `origin`,
 /// reached from the root policy at `top_path`.
 struct Step<'a> {
+    schemas: &'a SchemaBudget,
     base: &'a str,
     reference: &'a str,
     origin: &'a str,
@@ -157,6 +170,7 @@ fn resolve_ref(
     out: &mut Vec<Finding>,
 ) {
     let Step {
+        schemas,
         base,
         reference,
         origin,
@@ -212,7 +226,7 @@ fn resolve_ref(
         .map(|(_, c)| c.policies)
         .filter(|p| !p.is_empty());
     let Some(nested) = nested else {
-        match load_local(&files, FALLBACK_POLICY_SCHEMA) {
+        match load_local(schemas, &files, FALLBACK_POLICY_SCHEMA) {
             Ok(v) => resolved.push(ResolvedPolicy {
                 origin: origin.to_owned(),
                 validator: v,
@@ -229,7 +243,7 @@ fn resolve_ref(
     for (i, pol) in nested.iter().enumerate() {
         let child = format!("{reference} → {}", origin_of(pol, i));
         match (pol.schema.as_deref(), pol.reference.as_deref()) {
-            (Some(file), _) => match load_local(&files, file) {
+            (Some(file), _) => match load_local(schemas, &files, file) {
                 Ok(v) => resolved.push(ResolvedPolicy {
                     origin: child,
                     validator: v,
@@ -243,6 +257,7 @@ fn resolve_ref(
             (None, Some(r)) => resolve_ref(
                 resolver,
                 &Step {
+                    schemas,
                     base: reference,
                     reference: r,
                     origin: &child,
@@ -262,10 +277,9 @@ fn resolve_ref(
     chain.pop();
 }
 
-fn load_local(fs: &BundleFiles, file: &str) -> Result<Validator, String> {
+fn load_local(schemas: &SchemaBudget, fs: &BundleFiles, file: &str) -> Result<Validator, String> {
     let bytes = read_file(fs, file).ok_or_else(|| "not found".to_owned())?;
-    let value: Value =
-        serde_json::from_slice(bytes).map_err(|e| format!("is not valid JSON: {e}"))?;
+    let value: Value = schemas.parse_json(bytes)?;
     schema::compile(&value).map_err(|e| format!("does not compile: {e}"))
 }
 
@@ -297,13 +311,14 @@ pub fn enforce(resolved: &[ResolvedPolicy], raw: &Value) -> Vec<Finding> {
 }
 
 /// Layer 3: resolution, then (if resolution produced no error) enforcement over `raw`.
-pub fn check_policies(
+pub(crate) fn check_policies(
     contract: &Contract,
     raw: &Value,
     fs: Option<&BundleFiles>,
     resolver: Option<&dyn PolicyResolver>,
+    schemas: &SchemaBudget,
 ) -> Vec<Finding> {
-    let (resolved, mut out) = resolve_policies(contract, fs, resolver);
+    let (resolved, mut out) = resolve_policies_within(contract, fs, resolver, schemas);
     if out
         .iter()
         .any(|f| f.severity == crate::codes::Severity::Error)

@@ -19,6 +19,7 @@ use crate::bundle::BundleFiles;
 use crate::codes;
 use crate::finding::{Finding, Layer};
 use crate::model::{Capability, Contract, Interface};
+use crate::parse::SchemaBudget;
 use crate::reference::{OCI_SCHEME, is_valid_tag, validate_digest};
 use crate::schema;
 use crate::version::{Constraint, Version};
@@ -31,7 +32,17 @@ fn finding(code: &str, path: impl Into<String>, message: impl Into<String>) -> F
 }
 
 /// Runs every layer-2 rule. `fs` is the bundle; `None` skips the "(FS)" rules silently.
+#[cfg(test)]
 pub fn cross_field(c: &Contract, fs: Option<&BundleFiles>) -> Vec<Finding> {
+    cross_field_within(c, fs, &SchemaBudget::new())
+}
+
+/// [`cross_field`] charging the schema files it compiles to `schemas` (shared with layer 3).
+pub(crate) fn cross_field_within(
+    c: &Contract,
+    fs: Option<&BundleFiles>,
+    schemas: &SchemaBudget,
+) -> Vec<Finding> {
     let mut out = Vec::new();
 
     // 1
@@ -96,7 +107,7 @@ pub fn cross_field(c: &Contract, fs: Option<&BundleFiles>) -> Vec<Finding> {
             let path = format!("configurations[{i}].schema");
             compiled = load_schema(
                 &mut out,
-                fs,
+                (fs, schemas),
                 schema_path,
                 &path,
                 codes::INVALID_CONFIG_JSON,
@@ -122,7 +133,7 @@ pub fn cross_field(c: &Contract, fs: Option<&BundleFiles>) -> Vec<Finding> {
         if let (Some(schema_path), Some(fs)) = (pol.schema.as_deref(), fs) {
             load_schema(
                 &mut out,
-                fs,
+                (fs, schemas),
                 schema_path,
                 &format!("policies[{i}].schema"),
                 codes::INVALID_POLICY_JSON,
@@ -363,7 +374,8 @@ fn parse_interface_spec(name: &str, bytes: &[u8]) -> Result<(), String> {
         .and_then(|e| e.to_str())
         .unwrap_or("");
     if ext.eq_ignore_ascii_case("yaml") || ext.eq_ignore_ascii_case("yml") {
-        crate::parse::parse_yaml(bytes)
+        // Only whether it parses matters: the YAML value, not its JSON copy.
+        crate::parse::first_document_with(bytes, &crate::parse::YamlLimits::DOCUMENT)
             .map(drop)
             .map_err(|e| e.to_string())
     } else {
@@ -548,7 +560,7 @@ pub fn parse_canonical_date(s: &str) -> Option<NaiveDate> {
 /// or `schema_code` on failure.
 fn load_schema(
     out: &mut Vec<Finding>,
-    fs: &BundleFiles,
+    (fs, schemas): (&BundleFiles, &SchemaBudget),
     file: &str,
     path: &str,
     json_code: &str,
@@ -563,14 +575,10 @@ fn load_schema(
         ));
         return None;
     };
-    let value: Value = match serde_json::from_slice(bytes) {
+    let value: Value = match schemas.parse_json(bytes) {
         Ok(v) => v,
         Err(e) => {
-            out.push(finding(
-                json_code,
-                path,
-                format!("{what} {file:?} is not valid JSON: {e}"),
-            ));
+            out.push(finding(json_code, path, format!("{what} {file:?} {e}")));
             return None;
         }
     };

@@ -174,7 +174,7 @@ pub fn validate_bundle_with_overrides(
 }
 
 fn parse_raw(bytes: &[u8]) -> Result<Value, Box<ValidationOutcome>> {
-    parse::parse_yaml(bytes).map_err(|e| {
+    parse::parse_contract_yaml(bytes).map_err(|e| {
         let mut report = ValidationReport::default();
         report.push(Finding::new(
             codes::YAML_PARSE_ERROR,
@@ -196,6 +196,7 @@ pub fn validate_raw(
     options: &ValidateOptions<'_>,
 ) -> ValidationOutcome {
     let mut report = ValidationReport::default();
+    let schemas = parse::SchemaBudget::new();
 
     // Layer 1: version selection, then the embedded schema.
     let version = parse::check_version(&raw);
@@ -241,7 +242,7 @@ pub fn validate_raw(
     };
 
     // Layer 2.
-    report.extend(rules::cross_field(&contract, fs));
+    report.extend(rules::cross_field_within(&contract, fs, &schemas));
     if report.has_errors_from(Layer::CrossField) {
         return ValidationOutcome {
             report,
@@ -256,6 +257,7 @@ pub fn validate_raw(
         &raw,
         fs,
         options.policy_resolver,
+        &schemas,
     ));
     ValidationOutcome {
         report,
