@@ -543,8 +543,7 @@ fn workflows_pin_actions_by_commit_and_scope_write_permissions() -> Result<()> {
         {
             let reference = line
                 .split_once('@')
-                .map(|(_, r)| r.split_whitespace().next().unwrap_or(""))
-                .unwrap_or("");
+                .map_or("", |(_, r)| r.split_whitespace().next().unwrap_or(""));
             ensure!(
                 reference.len() == 40 && reference.chars().all(|c| c.is_ascii_hexdigit()),
                 "{name}: not pinned by commit: {line}"
