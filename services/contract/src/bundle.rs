@@ -24,6 +24,9 @@ const HELD_OVERHEAD: usize = 96;
 
 /// The name of the contract document at the root of every bundle.
 pub const CONTRACT_FILE: &str = "pacto.yaml";
+/// The fixed policy schema path of a referenced bundle without its own `policies[]` (here, not
+/// in `policy`, so that [`files_used_by`] needs no import of it: modules point one way).
+pub const FALLBACK_POLICY_SCHEMA: &str = "policy/schema.json";
 /// The ignore file read from the bundle root when packing a directory.
 const IGNORE_FILE: &str = ".pactoignore";
 
@@ -320,7 +323,7 @@ pub fn files_used_by(contract: &crate::model::Contract) -> BTreeSet<String> {
                 .filter_map(|c| c.schema.as_deref()),
         )
         .chain(contract.policies.iter().filter_map(|p| p.schema.as_deref()));
-    [CONTRACT_FILE, crate::policy::FALLBACK_POLICY_SCHEMA]
+    [CONTRACT_FILE, FALLBACK_POLICY_SCHEMA]
         .into_iter()
         .map(str::to_owned)
         .chain(named.filter_map(normalize_path))

@@ -13,6 +13,7 @@ use std::error::Error as StdError;
 use jsonschema::Validator;
 use serde_json::Value;
 
+pub use crate::bundle::FALLBACK_POLICY_SCHEMA;
 use crate::bundle::{BundleFiles, read_file};
 use crate::codes;
 use crate::finding::{Finding, Layer};
@@ -20,8 +21,6 @@ use crate::model::{Contract, Policy};
 use crate::parse::SchemaBudget;
 use crate::{parse, schema};
 
-/// The fixed policy schema path of a referenced bundle without its own `policies[]`.
-pub const FALLBACK_POLICY_SCHEMA: &str = "policy/schema.json";
 /// Maximum nesting of `ref` policy resolution.
 pub const MAX_POLICY_DEPTH: usize = 16;
 
