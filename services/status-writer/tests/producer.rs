@@ -502,17 +502,26 @@ async fn context_without_backends(
 }
 
 /// Writes `holder` into the Lease `pacto-status-writer` now (a replica that took it over).
+/// The replica under test renews the same Lease meanwhile, so a write that lost that race
+/// (409 Conflict) is read and written again.
 async fn hold_lease(leases: &Api<k8s_openapi::api::coordination::v1::Lease>, holder: Option<&str>) {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
-    let mut lease = leases.get("pacto-status-writer").await.unwrap();
-    let spec = lease.spec.get_or_insert_default();
-    spec.holder_identity = holder.map(str::to_owned);
-    spec.renew_time = Some(MicroTime(k8s_openapi::jiff::Timestamp::now()));
-    spec.lease_duration_seconds = Some(3);
-    leases
-        .replace("pacto-status-writer", &PostParams::default(), &lease)
-        .await
-        .unwrap();
+    eventually("the Lease written", Duration::from_secs(10), || async {
+        let mut lease = leases.get("pacto-status-writer").await.unwrap();
+        let spec = lease.spec.get_or_insert_default();
+        spec.holder_identity = holder.map(str::to_owned);
+        spec.renew_time = Some(MicroTime(k8s_openapi::jiff::Timestamp::now()));
+        spec.lease_duration_seconds = Some(3);
+        match leases
+            .replace("pacto-status-writer", &PostParams::default(), &lease)
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 409 => Err(e.message),
+            Err(e) => panic!("writing the Lease: {e}"),
+        }
+    })
+    .await;
 }
 
 #[tokio::test]
