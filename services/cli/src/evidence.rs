@@ -6,10 +6,11 @@ use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use pacto_engine::Timestamp;
+use pacto_evidence::client::ClientError;
 use pacto_evidence::keys::{self, KeyError};
 use pacto_evidence::{
-    Envelope, EnvelopeError, Producer, Refusal, SignedEvidenceSet, TrustError, TrustStore, admit,
-    sign,
+    Envelope, EnvelopeError, IngestClient, PostError, Producer, Refusal, SignedEvidenceSet,
+    TrustError, TrustStore, admit, sign,
 };
 
 use crate::output::print_error;
@@ -38,16 +39,19 @@ enum EvidenceError {
     },
     /// The Evidence Server answered with an error: a 4xx refuses the envelope (exit 1), a 5xx
     /// is the server's failure (exit 2).
-    #[error("[{code}] {url} answered {status}: {message}")]
-    Server {
-        url: String,
-        status: u16,
-        code: String,
-        message: String,
-    },
+    #[error(
+        "[{}] {url} answered {}: {}",
+        .error.label(),
+        .error.status().unwrap_or_default(),
+        .error.message().unwrap_or_default()
+    )]
+    Server { url: String, error: PostError },
     /// The Evidence Server could not be reached or its answer not read (exit 2).
-    #[error("{url}: {reason}")]
-    Unreachable { url: String, reason: String },
+    #[error("{url}: {error}")]
+    Unreachable { url: String, error: PostError },
+    /// The HTTP client could not be set up (exit 2).
+    #[error(transparent)]
+    Client(ClientError),
     /// `list` found malformed or badly signed records (exit 1).
     #[error("{subject}: partial: {problems}")]
     Partial { subject: String, problems: String },
@@ -60,7 +64,11 @@ impl EvidenceError {
     fn exit_code(&self) -> u8 {
         match self {
             Self::Refused { .. } | Self::Partial { .. } => EXIT_INVALID,
-            Self::Server { status, .. } if (400..500).contains(status) => EXIT_INVALID,
+            Self::Server { error, .. }
+                if error.status().is_some_and(|s| (400..500).contains(&s)) =>
+            {
+                EXIT_INVALID
+            }
             _ => EXIT_ERROR,
         }
     }
@@ -318,128 +326,54 @@ fn verify_command(path: &Path, trust: &Path, at: Option<&str>) -> Result<(), Evi
     Ok(())
 }
 
-/// The ingestion URL of a base URL (a trailing `/` is allowed).
-fn envelopes_url(base: &str) -> Result<String, EvidenceError> {
-    let url = format!("{}/api/evidence/v1/envelopes", base.trim_end_matches('/'));
-    match reqwest::Url::parse(&url) {
-        Ok(parsed) if matches!(parsed.scheme(), "http" | "https") && parsed.host().is_some() => {
-            Ok(url)
-        }
-        _ => Err(EvidenceError::Usage {
-            flag: "--url",
-            message: format!(
-                "{:?} is not an http:// or https:// base URL",
-                pacto_evidence::redact_url(base)
-            ),
-        }),
-    }
-}
-
-/// The body of a 202: `{"acceptedAt","compliance","findings","id"}`.
-#[derive(Debug, serde::Deserialize)]
-struct Acceptance {
-    #[serde(rename = "acceptedAt")]
-    at: String,
-    compliance: String,
-    findings: u64,
-    id: String,
-}
-
-/// An error body: `{"code","message"}`.
-#[derive(Debug, serde::Deserialize)]
-struct ServerError {
-    code: String,
-    #[serde(default)]
-    message: String,
-}
-
-fn reason_of(error: &reqwest::Error) -> String {
-    let kind = if error.is_timeout() {
-        "no answer in time"
-    } else if error.is_connect() {
-        "cannot connect"
-    } else {
-        "request failed"
-    };
-    let mut text = kind.to_owned();
-    let mut source = std::error::Error::source(error);
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}
-
+/// `pacto evidence push`: the envelope checked, then sent through the one ingestion client
+/// (`pacto_evidence::client`, docs/design/envelopes.md#ingestion-client).
 async fn push_command(
     path: &Path,
     base: &str,
     timeout: std::time::Duration,
     output: crate::OutputFormat,
 ) -> Result<(), EvidenceError> {
-    let url = envelopes_url(base)?;
     // Errors name the URL without its userinfo: `--url https://user:pass@host` sends the
     // credentials (as basic auth) but never prints them.
-    let shown = pacto_evidence::redact_url(&url);
+    let client = IngestClient::new(base, timeout).map_err(|e| match e {
+        ClientError::Url { .. } => EvidenceError::Usage {
+            flag: "--url",
+            message: e.to_string(),
+        },
+        ClientError::Build(_) => EvidenceError::Client(e),
+    })?;
     let bytes = read_input(path)?;
     // A malformed envelope is refused here, naming the field, before anything is sent.
     Envelope::decode(&bytes).map_err(|e| envelope_refused(path, &e))?;
-    let unreachable = |reason: String| EvidenceError::Unreachable {
-        url: shown.clone(),
-        reason,
-    };
-    let client = reqwest::Client::builder()
-        .timeout(timeout)
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .map_err(|e| unreachable(reason_of(&e)))?;
-    let response = client
-        .post(&url)
-        .header(reqwest::header::CONTENT_TYPE, "application/json")
-        .body(bytes)
-        .send()
-        .await
-        .map_err(|e| unreachable(reason_of(&e)))?;
-    let status = response.status().as_u16();
-    let text = response
-        .text()
-        .await
-        .map_err(|e| unreachable(reason_of(&e)))?;
-    if status == 202 {
-        let accepted: Acceptance = serde_json::from_str(&text).map_err(|e| {
-            unreachable(format!(
-                "answered 202 with a body that is not an acceptance: {e}"
-            ))
-        })?;
-        match output {
-            crate::OutputFormat::Json => println!("{}", text.trim_end()),
-            crate::OutputFormat::Text => println!(
-                "accepted: envelope {:?} at {}: compliance {}, {} finding{}",
-                accepted.id,
-                accepted.at,
-                accepted.compliance,
-                accepted.findings,
-                if accepted.findings == 1 { "" } else { "s" }
-            ),
+    let url = client.shown_url().to_owned();
+    match client.post(bytes).await {
+        Ok(accepted) => {
+            match output {
+                crate::OutputFormat::Json => println!("{}", accepted.body.trim_end()),
+                crate::OutputFormat::Text => println!(
+                    "accepted: envelope {:?} at {}: compliance {}, {} finding{}",
+                    accepted.id,
+                    accepted.accepted_at,
+                    accepted.compliance,
+                    accepted.findings,
+                    if accepted.findings == 1 { "" } else { "s" }
+                ),
+            }
+            Ok(())
         }
-        return Ok(());
+        Err(error) => {
+            if error.message().is_none() {
+                return Err(EvidenceError::Unreachable { url, error });
+            }
+            if output == crate::OutputFormat::Json
+                && let Some(body) = error.body()
+            {
+                println!("{}", body.trim_end());
+            }
+            Err(EvidenceError::Server { url, error })
+        }
     }
-    let (code, message) = match serde_json::from_str::<ServerError>(&text) {
-        Ok(body) => (body.code, body.message),
-        Err(_) => (
-            format!("http_{status}"),
-            text.trim().chars().take(200).collect(),
-        ),
-    };
-    if output == crate::OutputFormat::Json {
-        println!("{}", text.trim_end());
-    }
-    Err(EvidenceError::Server {
-        url: shown,
-        status,
-        code,
-        message,
-    })
 }
 
 /// What `list` says about a record's signature.
@@ -606,27 +540,5 @@ mod tests {
         for bad in ["", "h", "10", "10d", "-1h", "1.5h", "99999999999999999999h"] {
             assert!(parse_ttl(bad).is_err(), "{bad}");
         }
-    }
-
-    #[test]
-    fn push_urls() {
-        assert_eq!(
-            envelopes_url("http://evidence:8686/").unwrap(),
-            "http://evidence:8686/api/evidence/v1/envelopes"
-        );
-        assert_eq!(
-            envelopes_url("https://e.example/base").unwrap(),
-            "https://e.example/base/api/evidence/v1/envelopes"
-        );
-        for bad in ["evidence:8686", "ftp://x", ""] {
-            let err = envelopes_url(bad).unwrap_err();
-            assert!(err.to_string().starts_with("--url: "), "{bad}: {err}");
-        }
-        // Credentials in the userinfo are sent, never printed.
-        let err = envelopes_url("ftp://ci:s3cret@x").unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "--url: \"ftp://***@x\" is not an http:// or https:// base URL"
-        );
     }
 }

@@ -24,12 +24,11 @@ mod flood;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use common::{Draft, evidence_set, http, in_an_hour, push, start_resolver, start_server, trust};
+use common::{Payments, payments_envelope, post_envelope, start_payments};
 use flood::{CountingProxy, Flood, Load, quantile_ms, rss_mib};
 use pacto_evidence::keys;
 use pacto_evidence_server::PREFIX;
 use pacto_runtime::CancellationToken;
-use pacto_runtime::testing::TestCa;
 use pacto_testenv::registry::Registry;
 
 fn setting(name: &str, default: usize) -> usize {
@@ -52,19 +51,10 @@ impl Producer {
         let mut latencies = Vec::with_capacity(count);
         for _ in 0..count {
             let id = format!("flood-bench-{}", self.next);
-            let envelope = Draft {
-                id: &id,
-                producer: "ci",
-                key_id: "ci-1",
-                sequence: self.next,
-                expires_at: in_an_hour(),
-                set: evidence_set("payments-prod", &self.subject, "ci"),
-            }
-            .signed(&self.key);
+            let envelope = payments_envelope(&self.key, &self.subject, &id, self.next);
             self.next += 1;
             let started = Instant::now();
-            let (status, _, body) =
-                http(self.api, "POST", &format!("{PREFIX}/envelopes"), &envelope).await;
+            let (status, body) = post_envelope(self.api, &envelope).await;
             latencies.push(started.elapsed());
             assert_eq!(status, 202, "{body}");
         }
@@ -87,31 +77,16 @@ async fn run() {
     let commits = setting("PACTO_BENCH_COMMITS", 20);
     let seed = setting("PACTO_BENCH_SEED", 50);
     let dir = tempfile::tempdir().unwrap();
-    let ca = TestCa::new("pacto-bench-ca").unwrap();
     let stop = CancellationToken::new();
     let registry = Registry::start().unwrap();
     let proxy = CountingProxy::start(registry.host().parse().unwrap()).await;
     let host = proxy.host();
-    let digest = push(
-        &host,
-        "team/payments",
-        "1.0.0",
-        "pactoVersion: \"2.0\"\nservice:\n  name: payments\n  version: 1.0.0\nworkload: job\n",
-    )
-    .await;
-    let subject = format!("oci://{host}/team/payments@{digest}");
-    let key = keys::generate().unwrap();
-    let resolver = start_resolver(&ca, dir.path(), &host, &stop).await;
-    let server = start_server(
-        &ca,
-        dir.path(),
-        resolver,
-        &host,
-        std::slice::from_ref(&subject),
-        trust(dir.path(), &key),
-        &stop,
-    )
-    .await;
+    let Payments {
+        server,
+        subject,
+        key,
+        ..
+    } = start_payments(dir.path(), &host, &stop).await;
     let mut producer = Producer {
         api: server.api,
         key,
@@ -121,15 +96,7 @@ async fn run() {
     producer.commit(seed).await;
 
     let post = format!("{PREFIX}/envelopes");
-    let forged = Draft {
-        id: "forged",
-        producer: "ci",
-        key_id: "ci-1",
-        sequence: 1,
-        expires_at: in_an_hour(),
-        set: evidence_set("payments-prod", &subject, "ci"),
-    }
-    .signed(&keys::generate().unwrap());
+    let forged = payments_envelope(&keys::generate().unwrap(), &subject, "forged", 1);
     let junk = b"this is not an envelope".to_vec();
     let garbage = vec![
         Load::Post(post.clone(), junk.clone()),

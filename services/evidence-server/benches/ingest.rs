@@ -13,11 +13,8 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Draft, evidence_set, http, in_an_hour, push, start_resolver, start_server, trust};
-use pacto_evidence::keys;
-use pacto_evidence_server::PREFIX;
+use common::{Payments, payments_envelope, post_envelope, start_payments};
 use pacto_runtime::CancellationToken;
-use pacto_runtime::testing::TestCa;
 use pacto_testenv::ggcr::GgcrRegistry;
 use pacto_testenv::registry::Registry;
 
@@ -25,48 +22,21 @@ const ENVELOPES: u64 = 100;
 
 async fn run(mode: &str, host: String) {
     let dir = tempfile::tempdir().unwrap();
-    let ca = TestCa::new("pacto-bench-ca").unwrap();
     let stop = CancellationToken::new();
-    let digest = push(
-        &host,
-        "team/payments",
-        "1.0.0",
-        "pactoVersion: \"2.0\"\nservice:\n  name: payments\n  version: 1.0.0\nworkload: job\n",
-    )
-    .await;
-    let subject = format!("oci://{host}/team/payments@{digest}");
-    let key = keys::generate().unwrap();
-    let resolver = start_resolver(&ca, dir.path(), &host, &stop).await;
-    let server = start_server(
-        &ca,
-        dir.path(),
-        resolver,
-        &host,
-        std::slice::from_ref(&subject),
-        trust(dir.path(), &key),
-        &stop,
-    )
-    .await;
+    let Payments {
+        server,
+        subject,
+        key,
+        ..
+    } = start_payments(dir.path(), &host, &stop).await;
     let envelopes: Vec<Vec<u8>> = (0..ENVELOPES)
-        .map(|n| {
-            let id = format!("bench-{n}");
-            Draft {
-                id: &id,
-                producer: "ci",
-                key_id: "ci-1",
-                sequence: n,
-                expires_at: in_an_hour(),
-                set: evidence_set("payments-prod", &subject, "ci"),
-            }
-            .signed(&key)
-        })
+        .map(|n| payments_envelope(&key, &subject, &format!("bench-{n}"), n))
         .collect();
     let mut latencies = Vec::with_capacity(envelopes.len());
     let started = Instant::now();
     for envelope in &envelopes {
         let one = Instant::now();
-        let (status, _, body) =
-            http(server.api, "POST", &format!("{PREFIX}/envelopes"), envelope).await;
+        let (status, body) = post_envelope(server.api, envelope).await;
         assert_eq!(status, 202, "{body}");
         latencies.push(one.elapsed());
     }

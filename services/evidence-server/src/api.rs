@@ -11,6 +11,7 @@ use http::{HeaderValue, Method, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt as _, Full, Limited};
 use hyper::body::{Bytes, Incoming};
 use pacto_engine::{Timestamp, derive_status, evaluate};
+use pacto_evidence::store::{CommitError, Readiness, Record, ReferrersMode};
 use pacto_evidence::{Admitted, ErrorCode, MAX_ENVELOPE_BYTES, TrustStore, admit};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
@@ -20,7 +21,7 @@ use crate::body;
 use crate::metrics;
 use crate::resolve::ContractResolver;
 use crate::snapshot::Snapshots;
-use crate::storage::{AcceptedRecord, ReferrersMode, Storage, SubjectMode};
+use crate::storage::{NotReady, Storage};
 use pacto_runtime::http::{self as conn, Limits, Reply};
 
 /// The API prefix.
@@ -154,25 +155,22 @@ impl<S: Storage> Api<S> {
 
     /// The readiness preflight under `ready_timeout`, from the snapshot (one registry preflight
     /// per [`crate::snapshot::READY_MAX_AGE`] at most, whatever the request rate).
-    async fn preflight(self: &Arc<Self>) -> Result<Vec<SubjectMode>, String> {
+    async fn preflight(self: &Arc<Self>) -> Result<Readiness, NotReady> {
         let api = Arc::clone(self);
         self.snapshots
             .ready
             .get(move || async move {
                 let outcome =
                     match tokio::time::timeout(api.ready_timeout, api.storage.preflight()).await {
-                        Ok(Ok(modes)) => {
-                            metrics::modes(&modes);
-                            Ok(modes)
+                        Ok(Ok(readiness)) => {
+                            metrics::modes(&readiness);
+                            Ok(readiness)
                         }
-                        Ok(Err(detail)) => Err(detail),
-                        Err(_) => Err(format!(
-                            "the registry preflight did not finish within {:?}",
-                            api.ready_timeout
-                        )),
+                        Ok(Err(error)) => Err(NotReady::Store(Arc::new(error))),
+                        Err(_) => Err(NotReady::Timeout(api.ready_timeout)),
                     };
-                if let Err(detail) = &outcome {
-                    tracing::warn!(%detail, "not ready");
+                if let Err(error) = &outcome {
+                    tracing::warn!(detail = %error, "not ready");
                 }
                 outcome
             })
@@ -181,9 +179,10 @@ impl<S: Storage> Api<S> {
 
     async fn ready(self: &Arc<Self>) -> Reply {
         match self.preflight().await {
-            Ok(modes) => {
+            Ok(readiness) => {
                 let mut reply = json(StatusCode::OK, body::status("ready"));
-                let mut names: Vec<ReferrersMode> = modes.iter().map(|m| m.mode).collect();
+                let mut names: Vec<ReferrersMode> =
+                    readiness.subjects.iter().map(|s| s.mode).collect();
                 names.sort();
                 names.dedup();
                 let value = names
@@ -209,12 +208,13 @@ impl<S: Storage> Api<S> {
             .targets
             .get(move || async move {
                 let outcome = api.storage.targets(Timestamp::now()).await;
-                if let Err(detail) = &outcome {
-                    tracing::warn!(code = "registry_unavailable", status = 503, %detail, "targets refused");
+                if let Err(error) = &outcome {
+                    tracing::warn!(code = "registry_unavailable", status = 503, detail = %error, "targets refused");
                 }
-                outcome.map(|mut dto| {
-                    dto.push('\n');
-                    Bytes::from(dto)
+                outcome.map(|dto| {
+                    let mut text = dto.to_json();
+                    text.push('\n');
+                    Bytes::from(text)
                 })
             })
             .await;
@@ -304,7 +304,7 @@ impl<S: Storage> Api<S> {
         // 7. readiness gate, for verified envelopes only (the snapshot of /ready)
         self.preflight()
             .await
-            .map_err(|detail| (ErrorCode::StoreNotReady, detail))?;
+            .map_err(|error| (ErrorCode::StoreNotReady, error.to_string()))?;
         // 8. resolve through the contract-resolver
         let contract = self
             .resolver
@@ -320,7 +320,7 @@ impl<S: Storage> Api<S> {
         let accepted_at = Timestamp::now();
         let id = admitted.envelope.id.clone();
         let findings = evaluation.findings.len();
-        let record = AcceptedRecord {
+        let record = Record {
             compliance: compliance.clone(),
             findings: evaluation
                 .findings
@@ -336,13 +336,17 @@ impl<S: Storage> Api<S> {
         };
         // 10. commit
         let started = Instant::now();
-        let committed = self.storage.commit(record).await;
+        let committed = self.storage.commit(&record).await;
         let seconds = started.elapsed().as_secs_f64();
         match committed {
-            Ok(()) => metrics::commit(seconds, "ok"),
-            Err(failure) => {
-                metrics::commit(seconds, failure.code().as_str());
-                return Err((failure.code(), failure.to_string()).into());
+            Ok(committed) => {
+                tracing::debug!(digest = %committed.digest, mode = committed.mode.as_str(), requests = committed.requests, "record committed");
+                metrics::commit(seconds, "ok");
+            }
+            Err(error) => {
+                let code = commit_code(&error);
+                metrics::commit(seconds, code.as_str());
+                return Err((code, error.to_string()).into());
             }
         }
         tracing::info!(%id, subject = %reference, %compliance, findings, commit_seconds = seconds, "envelope accepted");
@@ -350,6 +354,16 @@ impl<S: Storage> Api<S> {
             StatusCode::ACCEPTED,
             body::accepted(&accepted_at.to_rfc3339_nano(), &compliance, findings, &id),
         ))
+    }
+}
+
+/// The code a failed commit answers with: the store's own code, except a subject the pipeline
+/// found configured (step 6) and the store did not, a race with the configuration that is the
+/// server's own failure (`internal_error`).
+fn commit_code(error: &CommitError) -> ErrorCode {
+    match error {
+        CommitError::UnknownSubject { .. } => ErrorCode::InternalError,
+        other => other.code(),
     }
 }
 

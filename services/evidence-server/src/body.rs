@@ -1,35 +1,10 @@
 //! Response bodies as Go's `json.Encoder` writes them (docs/design/evidence-server.md#bodies):
 //! map keys sorted, HTML-escaped strings, one trailing newline. Every JSON body of the API is
-//! built here, so the byte-exact forms live in one place.
-
-use std::fmt::Write as _;
+//! built here, so the byte-exact forms live in one place; strings are written by the one Go-JSON
+//! encoder, `pacto_evidence::gojson` (docs/design/envelopes.md#canonical-bytes).
 
 use pacto_evidence::ErrorCode;
-
-/// A JSON string literal with Go's `encoding/json` escaping (`<`, `>`, `&`, U+2028 and U+2029
-/// escaped; `\n`, `\r`, `\t` short; other controls `\u00xx`).
-pub fn go_string(value: &str) -> String {
-    let mut out = String::with_capacity(value.len() + 2);
-    out.push('"');
-    for c in value.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
+use pacto_evidence::gojson::string as go_string;
 
 /// `{"status":"<status>"}` + newline (`/health`, `/ready`).
 pub fn status(status: &str) -> String {
@@ -86,14 +61,6 @@ pub fn producers(producers: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn strings_are_escaped_as_go_does() {
-        assert_eq!(
-            go_string("a<b>&\"\\\n\r\t\u{1}\u{2028}\u{2029}é"),
-            "\"a\\u003cb\\u003e\\u0026\\\"\\\\\\n\\r\\t\\u0001\\u2028\\u2029é\""
-        );
-    }
 
     #[test]
     fn bodies_are_byte_exact() {

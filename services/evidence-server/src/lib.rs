@@ -11,8 +11,8 @@
 //!   every admin server (docs/design/evidence-server.md#limits);
 //! - [`snapshot`]: `/ready` and `/targets` answered from a snapshot of the registry;
 //! - [`resolve`]: the contract-resolver client;
-//! - [`storage`]: what the server needs from the store, implemented by the OCI store of
-//!   `pacto-evidence` (`oci`);
+//! - [`storage`]: what the server needs from the store, in the store's own types, implemented
+//!   by the OCI store of `pacto-evidence` (`oci`);
 //! - `metrics`: accepted/refused envelopes, commit latency, referrers mode;
 //! - `testing` (feature `testing`): the server in process for tests;
 //! - this module: flags, `run` and `serve` (the public HTTP port next to the shared admin
@@ -47,7 +47,7 @@ pub use metrics::{
 pub use pacto_runtime::http::Limits;
 pub use resolve::ContractResolver;
 pub use snapshot::Snapshots;
-pub use storage::{AcceptedRecord, CommitFailure, ReferrersMode, Storage, SubjectMode};
+pub use storage::{NotReady, Storage, TargetsUnavailable};
 
 /// The `pacto_name` the server sends with each Resolve (the resolver logs it; there is no Pacto).
 pub const RESOLVE_CALLER: &str = "evidence-server";
@@ -123,7 +123,7 @@ pub struct Args {
         long = "namespace",
         env = "POD_NAMESPACE",
         value_name = "NAMESPACE",
-        default_value = "pacto-system"
+        default_value = "pacto-operator-system"
     )]
     pub namespace: String,
     /// Budget of the registry preflight behind `/ready` and the POST readiness gate.
@@ -221,9 +221,15 @@ pub enum ServerError {
     /// The trust configuration could not be loaded (the source names the file and the entry).
     #[error("--trust: the trust configuration could not be loaded")]
     Trust(#[source] pacto_evidence::TrustError),
-    /// The subjects or the registry client could not be set up.
-    #[error("{0}")]
-    Store(String),
+    /// A `--subject` value is not a digest-pinned `oci://` reference.
+    #[error("--subject: {0}")]
+    Subjects(#[source] pacto_evidence::store::SubjectsError),
+    /// The registry credentials (`DOCKER_CONFIG`) could not be read.
+    #[error("registry credentials (DOCKER_CONFIG): {0}")]
+    Credentials(#[source] pacto_oci::CredentialsError),
+    /// The store (its registry clients) could not be built.
+    #[error(transparent)]
+    Store(#[from] pacto_evidence::StoreError),
     /// The API port could not be bound or accepting failed.
     #[error("ingestion API on {addr}: {source}")]
     Listen {
@@ -273,10 +279,9 @@ pub fn resolver(args: &Args, transport: &Transport) -> Result<ContractResolver, 
 pub async fn run(args: Args) -> Result<(), ServerError> {
     let process = pacto_runtime::process::start(&args.runtime)?;
     let trust = pacto_evidence::TrustStore::load(&args.trust).map_err(ServerError::Trust)?;
-    let subjects = pacto_evidence::store::Subjects::parse(&args.subjects)
-        .map_err(|e| ServerError::Store(format!("--subject: {e}")))?;
-    let docker = pacto_oci::DockerConfig::load_default()
-        .map_err(|e| ServerError::Store(format!("registry credentials (DOCKER_CONFIG): {e}")))?;
+    let subjects =
+        pacto_evidence::store::Subjects::parse(&args.subjects).map_err(ServerError::Subjects)?;
+    let docker = pacto_oci::DockerConfig::load_default().map_err(ServerError::Credentials)?;
     let keychain = pacto_oci::Keychain::new().with_docker_config(docker);
     let options = pacto_evidence::store::StoreOptions {
         client: pacto_oci::ClientOptions {
@@ -286,8 +291,7 @@ pub async fn run(args: Args) -> Result<(), ServerError> {
         retention: args.retention(),
         ..pacto_evidence::store::StoreOptions::default()
     };
-    let storage = pacto_evidence::store::Store::new(subjects, options, &keychain)
-        .map_err(|e| ServerError::Store(e.to_string()))?;
+    let storage = pacto_evidence::store::Store::new(subjects, options, &keychain)?;
     let api = Api {
         verifier: Verifier::new(trust),
         producers: args.producers.clone(),

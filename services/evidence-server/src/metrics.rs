@@ -6,7 +6,7 @@ use std::sync::{Mutex, PoisonError};
 use metrics::{Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge};
 use pacto_evidence::ErrorCode;
 
-use crate::storage::{ReferrersMode, SubjectMode};
+use pacto_evidence::store::{Readiness, ReferrersMode};
 
 /// Envelopes accepted (202).
 pub const ENVELOPES_ACCEPTED_TOTAL: &str = "pacto_evidence_envelopes_accepted_total";
@@ -65,20 +65,25 @@ pub fn commit(seconds: f64, result: &'static str) {
 static LOGGED: Mutex<BTreeMap<String, ReferrersMode>> = Mutex::new(BTreeMap::new());
 
 /// Publishes the mode of each subject (gauge, and a log line when it is new or changed).
-pub fn modes(modes: &[SubjectMode]) {
+pub fn modes(readiness: &Readiness) {
+    let modes: Vec<(String, ReferrersMode)> = readiness
+        .subjects
+        .iter()
+        .map(|s| (s.subject.reference(), s.mode))
+        .collect();
     {
         let mut logged = LOGGED.lock().unwrap_or_else(PoisonError::into_inner);
-        for subject in modes {
-            if logged.get(&subject.subject) != Some(&subject.mode) {
-                tracing::info!(subject = %subject.subject, mode = subject.mode.as_str(), "referrers mode");
-                logged.insert(subject.subject.clone(), subject.mode);
+        for (subject, mode) in &modes {
+            if logged.get(subject) != Some(mode) {
+                tracing::info!(%subject, mode = mode.as_str(), "referrers mode");
+                logged.insert(subject.clone(), *mode);
             }
         }
     }
-    for subject in modes {
+    for (subject, current) in modes {
         for mode in ReferrersMode::ALL {
-            gauge!(REFERRERS_MODE, "subject" => subject.subject.clone(), "mode" => mode.as_str())
-                .set(if mode == subject.mode { 1.0 } else { 0.0 });
+            gauge!(REFERRERS_MODE, "subject" => subject.clone(), "mode" => mode.as_str())
+                .set(if mode == current { 1.0 } else { 0.0 });
         }
     }
 }

@@ -11,28 +11,34 @@ use std::time::{Duration, Instant};
 
 use hyper::body::Bytes;
 
-use crate::storage::SubjectMode;
+use pacto_evidence::store::Readiness;
+
+use crate::storage::{NotReady, RefreshFailed, TargetsUnavailable};
 
 /// How long a readiness preflight answers `/ready` and the POST gate.
 pub const READY_MAX_AGE: Duration = Duration::from_secs(1);
 
 #[derive(Debug)]
-struct Slot<V> {
+struct Slot<V, E> {
     /// When the refresh that produced `value` started, and the value.
-    value: Option<(Instant, Result<V, String>)>,
+    value: Option<(Instant, Result<V, E>)>,
     /// Completed refreshes.
     generation: u64,
 }
 
 /// An outcome of a registry read, reused until it is `max_age` old.
 #[derive(Debug)]
-pub struct Snapshot<V> {
+pub struct Snapshot<V, E> {
     max_age: Duration,
-    slot: Arc<Mutex<Slot<V>>>,
+    slot: Arc<Mutex<Slot<V, E>>>,
     refreshing: Arc<tokio::sync::Mutex<()>>,
 }
 
-impl<V: Clone + Send + 'static> Snapshot<V> {
+impl<V, E> Snapshot<V, E>
+where
+    V: Clone + Send + 'static,
+    E: Clone + Send + 'static + From<RefreshFailed>,
+{
     /// An empty snapshot; `Duration::ZERO` reads anew for every request (one at a time).
     pub fn new(max_age: Duration) -> Self {
         Self {
@@ -45,11 +51,11 @@ impl<V: Clone + Send + 'static> Snapshot<V> {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Slot<V>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Slot<V, E>> {
         self.slot.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn fresh(&self) -> Option<Result<V, String>> {
+    fn fresh(&self) -> Option<Result<V, E>> {
         let slot = self.lock();
         slot.value
             .as_ref()
@@ -60,9 +66,9 @@ impl<V: Clone + Send + 'static> Snapshot<V> {
     /// The snapshot's outcome, refreshed by `refresh` first when it is missing or too old. A
     /// request that waited for a refresh another request started takes that refresh's outcome,
     /// however long it took.
-    pub async fn get<F>(&self, refresh: impl FnOnce() -> F) -> Result<V, String>
+    pub async fn get<F>(&self, refresh: impl FnOnce() -> F) -> Result<V, E>
     where
-        F: Future<Output = Result<V, String>> + Send + 'static,
+        F: Future<Output = Result<V, E>> + Send + 'static,
     {
         if let Some(value) = self.fresh() {
             return value;
@@ -94,7 +100,7 @@ impl<V: Clone + Send + 'static> Snapshot<V> {
             value
         });
         task.await
-            .unwrap_or_else(|error| Err(format!("the refresh failed: {error}")))
+            .unwrap_or_else(|error| Err(RefreshFailed(error.to_string()).into()))
     }
 }
 
@@ -102,9 +108,9 @@ impl<V: Clone + Send + 'static> Snapshot<V> {
 #[derive(Debug)]
 pub struct Snapshots {
     /// The readiness preflight: each subject's referrers mode, or why not ready.
-    pub(crate) ready: Snapshot<Vec<SubjectMode>>,
+    pub(crate) ready: Snapshot<Readiness, NotReady>,
     /// The `/targets` body (with its newline), or why no subject could be read.
-    pub(crate) targets: Snapshot<Bytes>,
+    pub(crate) targets: Snapshot<Bytes, TargetsUnavailable>,
 }
 
 impl Snapshots {
@@ -127,11 +133,24 @@ mod tests {
 
     use super::*;
 
+    /// A failure of a refresh in these tests.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    enum Down {
+        Down,
+        Refresh(RefreshFailed),
+    }
+
+    impl From<RefreshFailed> for Down {
+        fn from(error: RefreshFailed) -> Self {
+            Self::Refresh(error)
+        }
+    }
+
     /// A refresh that counts itself and finishes when `release` fires.
     fn held(
         calls: &Arc<AtomicUsize>,
         release: oneshot::Receiver<()>,
-    ) -> impl Future<Output = Result<usize, String>> + use<> {
+    ) -> impl Future<Output = Result<usize, Down>> + use<> {
         let calls = Arc::clone(calls);
         async move {
             let _ = release.await;
@@ -208,12 +227,9 @@ mod tests {
 
     #[tokio::test]
     async fn failures_are_kept_like_answers() {
-        let snapshot: Snapshot<u8> = Snapshot::new(Duration::from_mins(1));
-        let first = snapshot.get(|| async { Err("down".to_owned()) }).await;
+        let snapshot: Snapshot<u8, Down> = Snapshot::new(Duration::from_mins(1));
+        let first = snapshot.get(|| async { Err(Down::Down) }).await;
         let second = snapshot.get(|| async { Ok(1) }).await;
-        assert_eq!(
-            (first, second),
-            (Err("down".to_owned()), Err("down".to_owned()))
-        );
+        assert_eq!((first, second), (Err(Down::Down), Err(Down::Down)));
     }
 }

@@ -2,7 +2,8 @@
 //! crate that talks to it start it — the real contract-resolver over mTLS (admitting only the
 //! evidence-server's identity), the server over the real OCI store, and a Pacto bundle pushed to
 //! a real registry. Used by this crate's tests, the status-writer's producer tests and the CLI's
-//! `pacto evidence push` test. Setup failures panic: they fail the test that asked.
+//! `pacto evidence push` test; [`start_payments`] is the one setup of this crate's single-subject
+//! tests and benches. Setup failures panic: they fail the test that asked.
 
 #![allow(
     clippy::expect_used,
@@ -14,9 +15,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use ed25519_dalek::SigningKey;
 use pacto_contract::bundle::{BundleFiles, CONTRACT_FILE};
-use pacto_evidence::TrustStore;
 use pacto_evidence::store::{Store, StoreOptions, Subjects};
+use pacto_evidence::{TrustStore, keys};
 use pacto_oci::{
     ArtifactClient, BundleConfig, BundleMeta, ClientOptions, Credentials, ImageManifest, Keychain,
     OCI_MANIFEST_MEDIA_TYPE, Repository, sha256_digest,
@@ -33,7 +35,7 @@ pub const RESOLVER: &str = "contract-resolver.pacto.svc";
 
 /// The evidence-server's SPIFFE identity (its chart's), the only one the resolver admits.
 pub fn evidence_identity() -> String {
-    spiffe_id("pacto", "pacto-system", "pacto-evidence-server")
+    spiffe_id("pacto", "pacto-operator-system", "pacto-evidence-server")
 }
 
 /// The real contract-resolver over mTLS on loopback, reading contracts from `registry_host`
@@ -159,7 +161,7 @@ pub async fn start_server(
         verifier: Verifier::new(options.trust),
         producers: options.producers,
         storage,
-        resolver: ContractResolver::new(channel, options.retry, "pacto-system"),
+        resolver: ContractResolver::new(channel, options.retry, "pacto-operator-system"),
         ready_timeout: Duration::from_secs(3),
         body_timeout: options.limits.body_timeout,
         snapshots: Snapshots::new(options.targets_max_age),
@@ -189,6 +191,67 @@ pub async fn start(dir: &Path, options: ServerOptions, stop: &CancellationToken)
     let ca = TestCa::new("evidence server test CA").expect("the test CA");
     let resolver = start_resolver(&ca, dir, &options.registry_host, stop).await;
     start_server(&ca, dir, resolver, options, stop).await
+}
+
+/// The contract of [`start_payments`]: service `payments`, workload `job` (an evidence set that
+/// observes `job` is compliant).
+pub const PAYMENTS_CONTRACT: &str =
+    "pactoVersion: \"2.0\"\nservice:\n  name: payments\n  version: 1.0.0\nworkload: job\n";
+
+/// The structured trust configuration of `key`, written to `dir`: key id `ci-1` of producer
+/// `ci`, subjects `payments*`, any contract repository.
+pub fn trust(dir: &Path, key: &SigningKey) -> TrustStore {
+    std::fs::write(
+        dir.join("ci__ci-1.pub"),
+        keys::verifying_key_text(&key.verifying_key()),
+    )
+    .expect("write the public key");
+    let config = "apiVersion: pacto.dev/evidence-trust/v1\nkeys:\n  - keyId: ci-1\n    producerId: ci\n    publicKeyFile: ci__ci-1.pub\n    allowedSubjects: [\"payments*\"]\n    allowedContractRepos: []\n";
+    let path = dir.join("trust.yaml");
+    std::fs::write(&path, config).expect("write the trust configuration");
+    TrustStore::load(&path).expect("the trust configuration")
+}
+
+/// A server over one subject, from [`start_payments`].
+#[derive(Debug)]
+pub struct Payments {
+    /// The server's addresses.
+    pub server: Server,
+    /// The subject, `oci://<registry>/team/payments@<digest>`.
+    pub subject: String,
+    /// The contract manifest's digest.
+    pub digest: String,
+    /// The signing key of key id `ci-1`, producer `ci` ([`trust`]).
+    pub key: SigningKey,
+}
+
+/// The setup of every single-subject test and bench: [`PAYMENTS_CONTRACT`] pushed as
+/// `<registry_host>/team/payments:1.0.0`, a fresh key trusted as `ci-1` of producer `ci`
+/// ([`trust`]), and the resolver and the server ([`start`], a fresh test CA whose files go to
+/// `dir`) over that one subject, with producer `ci` and the options `configure` adjusts.
+pub async fn start_payments(
+    dir: &Path,
+    registry_host: &str,
+    configure: impl FnOnce(&mut ServerOptions),
+    stop: &CancellationToken,
+) -> Payments {
+    let digest = push_bundle(registry_host, "team/payments", "1.0.0", PAYMENTS_CONTRACT).await;
+    let subject = format!("oci://{registry_host}/team/payments@{digest}");
+    let key = keys::generate().expect("a signing key");
+    let mut options = ServerOptions::new(
+        registry_host,
+        vec![subject.clone()],
+        trust(dir, &key),
+        vec!["ci".to_owned()],
+    );
+    configure(&mut options);
+    let server = start(dir, options, stop).await;
+    Payments {
+        server,
+        subject,
+        digest,
+        key,
+    }
 }
 
 /// Pushes `yaml` as the only file of a Pacto bundle `<host>/<repo>:<tag>` (the manifest

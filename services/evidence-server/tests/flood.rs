@@ -25,7 +25,6 @@ use flood::{CountingProxy, Flood, Load, quantile_ms, rss_mib};
 use pacto_evidence::keys;
 use pacto_evidence_server::PREFIX;
 use pacto_runtime::CancellationToken;
-use pacto_runtime::testing::TestCa;
 use pacto_testenv::registry::Registry;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
@@ -39,18 +38,9 @@ async fn commit(
 ) -> Vec<Duration> {
     let mut latencies = Vec::new();
     for sequence in sequences {
-        let id = format!("flood-{sequence}");
-        let envelope = Draft {
-            id: &id,
-            producer: "ci",
-            key_id: "ci-1",
-            sequence,
-            expires_at: in_an_hour(),
-            set: evidence_set("payments-prod", subject, "ci"),
-        }
-        .signed(key);
+        let envelope = payments_envelope(key, subject, &format!("flood-{sequence}"), sequence);
         let started = Instant::now();
-        let (status, _, body) = http(api, "POST", &format!("{PREFIX}/envelopes"), &envelope).await;
+        let (status, body) = post_envelope(api, &envelope).await;
         latencies.push(started.elapsed());
         assert_eq!(status, 202, "{body}");
     }
@@ -61,43 +51,20 @@ async fn commit(
 async fn a_flood_costs_the_registry_nothing_per_garbage_post_and_a_producer_still_commits() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let dir = tempfile::tempdir().unwrap();
-    let ca = TestCa::new("pacto-test-ca").unwrap();
     let registry = Registry::start().unwrap();
     let proxy = CountingProxy::start(registry.host().parse().unwrap()).await;
     let host = proxy.host();
     let stop = CancellationToken::new();
-    let digest = push(
-        &host,
-        "team/payments",
-        "1.0.0",
-        "pactoVersion: \"2.0\"\nservice:\n  name: payments\n  version: 1.0.0\nworkload: job\n",
-    )
-    .await;
-    let subject = format!("oci://{host}/team/payments@{digest}");
-    let key = keys::generate().unwrap();
-    let resolver = start_resolver(&ca, dir.path(), &host, &stop).await;
-    let server = start_server(
-        &ca,
-        dir.path(),
-        resolver,
-        &host,
-        std::slice::from_ref(&subject),
-        trust(dir.path(), &key),
-        &stop,
-    )
-    .await;
+    let Payments {
+        server,
+        subject,
+        key,
+        ..
+    } = start_payments(dir.path(), &host, &stop).await;
     let mut idle = commit(server.api, &key, &subject, 1..11).await;
 
     let post = format!("{PREFIX}/envelopes");
-    let forged = Draft {
-        id: "forged",
-        producer: "ci",
-        key_id: "ci-1",
-        sequence: 1,
-        expires_at: in_an_hour(),
-        set: evidence_set("payments-prod", &subject, "ci"),
-    }
-    .signed(&keys::generate().unwrap());
+    let forged = payments_envelope(&keys::generate().unwrap(), &subject, "forged", 1);
     let junk = b"this is not an envelope".to_vec();
 
     // garbage POSTs: refused before anything reaches the registry

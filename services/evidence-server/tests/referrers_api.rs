@@ -11,14 +11,12 @@ mod common;
 use std::time::Instant;
 
 use common::*;
-use pacto_evidence::keys;
 use pacto_evidence::store::{EMPTY_CONFIG_BLOB, EMPTY_CONFIG_DESCRIPTOR, RECORD_ARTIFACT_TYPE};
 use pacto_evidence_server::PREFIX;
 use pacto_oci::{
     ArtifactClient, ClientOptions, Credentials, OCI_MANIFEST_MEDIA_TYPE, Repository, sha256_digest,
 };
 use pacto_runtime::CancellationToken;
-use pacto_runtime::testing::TestCa;
 use pacto_testenv::ggcr::{GgcrRegistry, oras};
 
 /// The Referrers API mode (go-containerregistry's registry): `/ready` names it, each accepted
@@ -27,30 +25,15 @@ use pacto_testenv::ggcr::{GgcrRegistry, oras};
 async fn referrers_api_mode_records_are_listed_by_oras() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let dir = tempfile::tempdir().unwrap();
-    let ca = TestCa::new("pacto-test-ca").unwrap();
     let registry = GgcrRegistry::start().unwrap();
     let stop = CancellationToken::new();
     let host = registry.host();
-    let digest = push(
-        &host,
-        "team/payments",
-        "1.0.0",
-        "pactoVersion: \"2.0\"\nservice:\n  name: payments\n  version: 1.0.0\nworkload: job\n",
-    )
-    .await;
-    let subject = format!("oci://{host}/team/payments@{digest}");
-    let key = keys::generate().unwrap();
-    let resolver = start_resolver(&ca, dir.path(), &host, &stop).await;
-    let server = start_server(
-        &ca,
-        dir.path(),
-        resolver,
-        &host,
-        std::slice::from_ref(&subject),
-        trust(dir.path(), &key),
-        &stop,
-    )
-    .await;
+    let Payments {
+        server,
+        subject,
+        digest,
+        key,
+    } = start_payments(dir.path(), &host, &stop).await;
     let (status, head, body) = http(server.api, "GET", &format!("{PREFIX}/ready"), b"").await;
     assert_eq!((status, body.as_str()), (200, "{\"status\":\"ready\"}\n"));
     assert!(head.contains("pacto-referrers-mode: api"), "{head}");
@@ -58,23 +41,8 @@ async fn referrers_api_mode_records_are_listed_by_oras() {
     let count = 20u64;
     let started = Instant::now();
     for n in 0..count {
-        let id = format!("api-{n}");
-        let envelope = Draft {
-            id: &id,
-            producer: "ci",
-            key_id: "ci-1",
-            sequence: n,
-            expires_at: in_an_hour(),
-            set: evidence_set("payments-prod", &subject, "ci"),
-        }
-        .signed(&key);
-        let (status, _, body) = http(
-            server.api,
-            "POST",
-            &format!("{PREFIX}/envelopes"),
-            &envelope,
-        )
-        .await;
+        let envelope = payments_envelope(&key, &subject, &format!("api-{n}"), n);
+        let (status, body) = post_envelope(server.api, &envelope).await;
         assert_eq!(status, 202, "{body}");
         // workload declared and observed `job`: compliant
         assert!(
@@ -154,22 +122,8 @@ async fn referrers_api_mode_records_are_listed_by_oras() {
     assert_eq!(dto["health"]["status"], "partial", "{body}");
     assert_eq!(dto["health"]["invalidArtifacts"], 1, "{body}");
     assert_eq!(dto["targets"].as_array().map(Vec::len), Some(1), "{body}");
-    let envelope = Draft {
-        id: "after-tamper",
-        producer: "ci",
-        key_id: "ci-1",
-        sequence: 1000,
-        expires_at: in_an_hour(),
-        set: evidence_set("payments-prod", &subject, "ci"),
-    }
-    .signed(&key);
-    let (status, _, body) = http(
-        server.api,
-        "POST",
-        &format!("{PREFIX}/envelopes"),
-        &envelope,
-    )
-    .await;
+    let envelope = payments_envelope(&key, &subject, "after-tamper", 1000);
+    let (status, body) = post_envelope(server.api, &envelope).await;
     assert_eq!(
         (status, body.as_str()),
         (

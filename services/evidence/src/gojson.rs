@@ -1,11 +1,19 @@
-//! JSON text exactly as Go's `encoding/json` writes it (docs/design/envelopes.md#canonical-bytes).
+//! JSON text exactly as Go's `encoding/json` writes it (docs/design/envelopes.md#canonical-bytes):
+//! the one Go-JSON encoder of the workspace. The envelope's canonical bytes, the stored records
+//! and the Evidence Server's response bodies are all written with it.
 //!
 //! serde_json's writer differs from Go's in the places that matter for a signature: Go escapes
-//! `<`, `>` and `&` (HTML-safe output), U+2028 and U+2029, writes `\b` and `\f` short (Go 1.22
-//! and later) and every other control character as `\u00XX` with lower-case hex. [`Json`] is a
-//! small ordered tree written with those rules; [`Json::sorted`] gives the key order of a Go
-//! `map[string]any`; [`compact`] is Go's `json.Compact` with HTML escaping, which is what
-//! `json.Marshal` does to a `json.RawMessage`.
+//! `<`, `>` and `&` (HTML-safe output, `json.Marshal`'s default), U+2028 and U+2029, writes `\b`
+//! and `\f` short (since Go 1.22, whose release notes, go.dev/doc/go1.22 under encoding/json,
+//! say marshaling writes them so instead of `\u0008` and `\u000c`; `appendString` in
+//! `src/encoding/json/encode.go` of go1.26 still does), every other control character as
+//! `\u00XX` with lower-case hex, and each byte of invalid UTF-8 as `\ufffd`. [`string`] and
+//! [`write_string`] write a string literal with those rules ([`write_bytes`] for bytes that may
+//! not be UTF-8); `tests/gojson.rs` pins them with a vector Go wrote
+//! (`tests/gojson-vector/generate.go`). Inside the crate, `Json` is a small ordered tree
+//! written with them; `Json::sorted` gives the key order of a Go `map[string]any`; `compact` is
+//! Go's `json.Compact` with HTML escaping, which is what `json.Marshal` does to a
+//! `json.RawMessage`.
 
 use std::fmt::Write as _;
 
@@ -129,9 +137,38 @@ impl Json {
     }
 }
 
-/// A JSON string literal with Go's escaping (HTML-safe, Go 1.22+ short forms).
-pub(crate) fn write_string(s: &str, out: &mut String) {
+/// A JSON string literal with Go's escaping (HTML-safe, Go 1.22+ short forms), appended to
+/// `out`.
+pub fn write_string(s: &str, out: &mut String) {
     out.push('"');
+    write_chars(s, out);
+    out.push('"');
+}
+
+/// A JSON string literal with Go's escaping: what `json.Marshal` writes for `value`.
+pub fn string(value: &str) -> String {
+    let mut out = String::with_capacity(value.len() + 2);
+    write_string(value, &mut out);
+    out
+}
+
+/// A JSON string literal with Go's escaping for bytes that may not be UTF-8: what
+/// `json.Marshal(string(bytes))` writes. Go writes each byte that does not start a valid UTF-8
+/// sequence as `\ufffd` (`utf8.DecodeRuneInString` gives `RuneError` with size 1), so a truncated
+/// sequence of two bytes becomes two of them.
+pub fn write_bytes(bytes: &[u8], out: &mut String) {
+    out.push('"');
+    for chunk in bytes.utf8_chunks() {
+        write_chars(chunk.valid(), out);
+        for _ in chunk.invalid() {
+            out.push_str("\\ufffd");
+        }
+    }
+    out.push('"');
+}
+
+/// The characters of a string literal, escaped as Go escapes them.
+fn write_chars(s: &str, out: &mut String) {
     for c in s.chars() {
         match c {
             '"' => out.push_str("\\\""),
@@ -150,7 +187,6 @@ pub(crate) fn write_string(s: &str, out: &mut String) {
             c => out.push(c),
         }
     }
-    out.push('"');
 }
 
 /// Go's `json.Compact` with HTML escaping: insignificant whitespace removed, `<`, `>`, `&`,

@@ -9,7 +9,8 @@
 //! The envelope part is pure apart from reading key and trust files a caller names and the
 //! operating system's random source for key generation: no network, no clock (the caller passes
 //! `now`). [`store`] is the registry side: records stored as OCI referrers of the contract
-//! (docs/design/evidence-store.md).
+//! (docs/design/evidence-store.md); [`client`] the sending side: envelopes posted to an Evidence
+//! Server (docs/design/envelopes.md#ingestion-client).
 //!
 //! - [`Envelope`], [`Producer`], [`Signature`], [`SignedEvidenceSet`], [`SignedObservation`]:
 //!   the wire types; [`Envelope::canonical_bytes`] is what is signed;
@@ -20,13 +21,16 @@
 //!   repository scopes.
 //! - [`ReplayIndex`]: id uniqueness and per-producer sequences.
 //! - [`glob`]: `path.Match` globs for subject scopes.
+//! - [`client`]: [`IngestClient`], the one client of the Evidence Server's ingestion API.
+//! - [`gojson`]: JSON string literals exactly as Go's `encoding/json` writes them.
 //! - [`redact_url`]: a server URL as logs and errors show it (no userinfo credentials).
 //! - [`store`]: [`Store`], [`Record`], [`Subject`]: evidence stored in the registry.
 
+pub mod client;
 mod codes;
 mod envelope;
 pub mod glob;
-mod gojson;
+pub mod gojson;
 pub mod keys;
 mod redact;
 mod replay;
@@ -34,6 +38,7 @@ pub mod store;
 mod trust;
 mod verify;
 
+pub use client::{Acceptance, IngestClient, PostError};
 pub use codes::ErrorCode;
 pub use envelope::{
     ALGORITHM, API_VERSION, Envelope, EnvelopeError, KIND, MAX_ENVELOPE_BYTES,

@@ -31,7 +31,10 @@ use std::time::Duration;
 use ed25519_dalek::SigningKey;
 use metrics::counter;
 use pacto_engine::{EvidenceSet, Timestamp};
-use pacto_evidence::{Envelope, ErrorCode, Producer as ProducerId, SignedEvidenceSet};
+use pacto_evidence::client::ClientError;
+use pacto_evidence::{
+    Envelope, IngestClient, PostError, Producer as ProducerId, SignedEvidenceSet,
+};
 use pacto_runtime::CancellationToken;
 use sha2::{Digest as _, Sha256};
 use tokio::sync::{Notify, watch};
@@ -41,7 +44,7 @@ use crate::metrics::{
 };
 
 /// The ingestion path appended to the base URL.
-pub const ENVELOPES_PATH: &str = "/api/evidence/v1/envelopes";
+pub use pacto_evidence::client::ENVELOPES_PATH;
 /// The producer id unless `--evidence-producer` says otherwise.
 pub const DEFAULT_PRODUCER: &str = "pacto-status-writer";
 /// Records waiting to be sent unless `--evidence-queue-size` says otherwise.
@@ -85,7 +88,7 @@ pub enum ProducerError {
     QueueSize,
     /// The HTTP client could not be built.
     #[error("cannot build the evidence HTTP client: {0}")]
-    Client(String),
+    Client(#[source] ClientError),
 }
 
 /// The signing key, read once; its `Debug` shows nothing of it.
@@ -177,17 +180,10 @@ impl ProducerConfig {
         (!stem.is_empty()).then(|| stem.to_owned())
     }
 
-    fn check(&self) -> Result<String, ProducerError> {
-        let base = self.url.trim_end_matches('/');
-        let url = format!("{base}{ENVELOPES_PATH}");
-        match reqwest::Url::parse(&url) {
-            Ok(parsed) if matches!(parsed.scheme(), "http" | "https") => {}
-            _ => {
-                return Err(ProducerError::Url {
-                    url: pacto_evidence::redact_url(&self.url),
-                });
-            }
-        }
+    fn check(&self) -> Result<(), ProducerError> {
+        pacto_evidence::client::envelopes_url(&self.url).map_err(|_| ProducerError::Url {
+            url: pacto_evidence::redact_url(&self.url),
+        })?;
         for (flag, value) in [
             ("--evidence-producer", &self.producer_id),
             ("--evidence-key-id", &self.key_id),
@@ -198,7 +194,7 @@ impl ProducerConfig {
         if self.queue_size == 0 {
             return Err(ProducerError::QueueSize);
         }
-        Ok(url)
+        Ok(())
     }
 }
 
@@ -384,13 +380,13 @@ impl Producer {
         last_sequence: u64,
         shutdown: CancellationToken,
     ) -> Result<Self, ProducerError> {
-        let url = config.check()?;
-        let http = reqwest::Client::builder()
-            .connect_timeout(config.request_timeout.min(Duration::from_secs(5)))
-            .timeout(config.request_timeout)
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|e| ProducerError::Client(e.to_string()))?;
+        config.check()?;
+        // the one ingestion client (docs/design/envelopes.md#ingestion-client)
+        let client =
+            IngestClient::new(&config.url, config.request_timeout).map_err(|e| match e {
+                ClientError::Url { url } => ProducerError::Url { url },
+                ClientError::Build(_) => ProducerError::Client(e),
+            })?;
         let producer = Self {
             inner: Arc::new(Inner {
                 producer_id: config.producer_id.clone(),
@@ -406,8 +402,7 @@ impl Producer {
         };
         let worker = Worker {
             inner: Arc::clone(&producer.inner),
-            http,
-            url,
+            client,
             config,
             sequencer: Sequencer::after(last_sequence),
         };
@@ -508,7 +503,7 @@ enum Delivered {
 enum Attempt {
     Accepted,
     Replayed,
-    /// A 4xx other than replay: not retried.
+    /// A 4xx other than replay, or a code that stays until an operator acts: not retried.
     Refused {
         status: u16,
         code: String,
@@ -516,14 +511,13 @@ enum Attempt {
     },
     /// A 5xx or a transport error: retried.
     Retry {
-        reason: String,
+        reason: PostError,
     },
 }
 
 struct Worker {
     inner: Arc<Inner>,
-    http: reqwest::Client,
-    url: String,
+    client: IngestClient,
     config: ProducerConfig,
     sequencer: Sequencer,
 }
@@ -696,85 +690,23 @@ impl Worker {
     }
 
     async fn post(&self, body: String) -> Attempt {
-        let response = match self
-            .http
-            .post(&self.url)
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(body)
-            .send()
-            .await
-        {
-            Ok(response) => response,
-            Err(error) => {
-                return Attempt::Retry {
-                    reason: transport_reason(&error),
-                };
-            }
-        };
-        let status = response.status().as_u16();
-        if status == 202 || response.status().is_success() {
-            return Attempt::Accepted;
+        match self.client.post(body).await {
+            // a 2xx is stored, whatever its body says
+            Ok(_) | Err(PostError::BadAcceptance { .. }) => Attempt::Accepted,
+            Err(error) if error.is_replay() => Attempt::Replayed,
+            // Final: a refusal of the envelope itself (4xx), or a code that stays until an
+            // operator acts (`registry_incomplete`: an invalid artifact on this record's subject).
+            // Retrying it would stall the one queue, and every other subject's records, behind
+            // it (docs/design/evidence-store.md#commit).
+            Err(error) if !error.is_retryable() => Attempt::Refused {
+                status: error.status().unwrap_or(0),
+                code: error.label(),
+                message: error
+                    .message()
+                    .map_or_else(|| error.to_string(), str::to_owned),
+            },
+            Err(reason) => Attempt::Retry { reason },
         }
-        let text = response.text().await.unwrap_or_default();
-        let (code, message) = error_body(&text, status);
-        if status == 409 && code == ErrorCode::Replay.as_str() {
-            return Attempt::Replayed;
-        }
-        // Final: a refusal of the envelope itself (4xx), or a code that stays until an operator
-        // acts (`registry_incomplete`: an invalid artifact on this record's subject). Retrying
-        // it would stall the one queue, and every other subject's records, behind it
-        // (docs/design/evidence-store.md#commit).
-        let permanent = ErrorCode::parse(&code).is_some_and(|c| !c.is_retryable());
-        if (400..500).contains(&status) || permanent {
-            Attempt::Refused {
-                status,
-                code,
-                message,
-            }
-        } else {
-            Attempt::Retry {
-                reason: format!("{status} {code}: {message}"),
-            }
-        }
-    }
-}
-
-/// The error's kind and its chain, without the URL's credentials (reqwest prints the URL).
-fn transport_reason(error: &reqwest::Error) -> String {
-    let kind = if error.is_timeout() {
-        "timeout"
-    } else if error.is_connect() {
-        "connect"
-    } else {
-        "request"
-    };
-    let mut text = kind.to_owned();
-    let mut source = std::error::Error::source(error);
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}
-
-/// `(code, message)` of an ingestion error body `{"code","message"}`; a body that is not one
-/// gives the code `http_<status>` (a bounded label) and the body's start as the message.
-pub fn error_body(text: &str, status: u16) -> (String, String) {
-    #[derive(serde::Deserialize)]
-    struct Body {
-        code: String,
-        #[serde(default)]
-        message: String,
-    }
-    match serde_json::from_str::<Body>(text) {
-        Ok(body) if ErrorCode::ALL.iter().any(|c| c.as_str() == body.code) => {
-            (body.code, body.message)
-        }
-        _ => (
-            format!("http_{status}"),
-            text.chars().take(200).collect::<String>(),
-        ),
     }
 }
 
@@ -923,19 +855,6 @@ mod tests {
     }
 
     #[test]
-    fn error_bodies_give_the_code_or_a_bounded_label() {
-        assert_eq!(
-            error_body(r#"{"code":"replay","message":"envelope replayed"}"#, 409),
-            ("replay".to_owned(), "envelope replayed".to_owned())
-        );
-        assert_eq!(
-            error_body(r#"{"code":"whatever","message":"x"}"#, 418).0,
-            "http_418"
-        );
-        assert_eq!(error_body("<html>", 502).0, "http_502");
-    }
-
-    #[test]
     fn flags_need_each_other_and_name_the_key_file_not_its_content() {
         assert!(
             config_from_flags(None, None, None, DEFAULT_PRODUCER, 10)
@@ -979,8 +898,8 @@ mod tests {
         assert_eq!(err.to_string(), "--evidence-queue-size must be at least 1");
     }
 
-    #[tokio::test]
-    async fn credentials_in_the_evidence_url_are_never_shown() {
+    #[test]
+    fn credentials_in_the_evidence_url_are_never_shown() {
         let dir = tempfile::tempdir().unwrap();
         let key = dir.path().join("sw-2026.key");
         let signing = SigningKey::from_bytes(&[7; 32]);
@@ -1017,19 +936,7 @@ mod tests {
             err.to_string(),
             "--evidence-url: \"ftp://***@x\" is not an http:// or https:// URL"
         );
-
-        // A transport failure's reason (logged on each retry) does not carry them either.
-        let closed = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap();
-        let error = reqwest::Client::new()
-            .post(format!("http://ci:{secret}@{closed}{ENVELOPES_PATH}"))
-            .send()
-            .await
-            .unwrap_err();
-        let reason = transport_reason(&error);
-        assert!(reason.starts_with("connect"), "{reason}");
-        assert!(!reason.contains(secret), "{reason}");
+        // A transport failure's reason (logged on each retry) does not carry them either: the
+        // client's own test (`pacto_evidence::client`).
     }
 }

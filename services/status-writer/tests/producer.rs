@@ -60,6 +60,8 @@ struct ServerState {
     replay: Mutex<ReplayIndex>,
     received: Mutex<Vec<Envelope>>,
     requests: AtomicU64,
+    /// Connections accepted and not yet closed (each carries one request: no keep-alive).
+    connections: AtomicU64,
     mode: Mutex<Mode>,
     /// While false, requests wait (a server that accepted the connection but does not answer).
     open: watch::Receiver<bool>,
@@ -90,6 +92,7 @@ impl TestServer {
             replay: Mutex::new(ReplayIndex::new()),
             received: Mutex::new(Vec::new()),
             requests: AtomicU64::new(0),
+            connections: AtomicU64::new(0),
             mode: Mutex::new(Mode::Ingest),
             open,
         });
@@ -104,16 +107,22 @@ impl TestServer {
                 };
                 let state = Arc::clone(&served);
                 let token = token.clone();
+                state.connections.fetch_add(1, Ordering::SeqCst);
                 tokio::spawn(async move {
+                    let counted = Arc::clone(&state);
                     let service = hyper::service::service_fn(move |request| {
                         handle(Arc::clone(&state), request)
                     });
+                    // One request per connection, so a connection that is open is a request on
+                    // its way or being answered ([`TestServer::quiet`]).
                     let connection = hyper::server::conn::http1::Builder::new()
+                        .keep_alive(false)
                         .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
                     tokio::select! {
                         () = token.cancelled() => {}
                         _ = connection => {}
                     }
+                    counted.connections.fetch_sub(1, Ordering::SeqCst);
                 });
             }
         });
@@ -140,6 +149,15 @@ impl TestServer {
 
     fn requests(&self) -> u64 {
         self.state.requests.load(Ordering::SeqCst)
+    }
+
+    /// Waits (10 s at most) until no connection is open: every request that was on its way has
+    /// arrived and been answered, or was abandoned by its client.
+    async fn quiet(&self) {
+        eventually("no request in flight", Duration::from_secs(10), || async {
+            (self.state.connections.load(Ordering::SeqCst) == 0).then_some(())
+        })
+        .await;
     }
 
     fn received(&self) -> Vec<Envelope> {
@@ -424,8 +442,8 @@ async fn nothing_is_posted_outside_a_term_and_kept_records_go_out_in_the_next() 
     .await;
     // The term ends: not one more request, the retried record and a new one are kept.
     term.cancel();
-    // A request already on its way when the term ended has arrived by now.
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // A request already on its way when the term ended arrives (or is abandoned) first.
+    server.quiet().await;
     let requests = server.requests();
     server.set_mode(Mode::Ingest);
     producer.offer(record(41));
@@ -599,7 +617,8 @@ async fn posting_stops_when_the_lease_is_lost_and_resumes_when_it_is_held_again(
     })
     .await;
     server.set_mode(Mode::Ingest);
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // A request already on its way when the term ended arrives (or is abandoned) first.
+    server.quiet().await;
     let requests = server.requests();
     producer.offer(record(32));
     tokio::time::sleep(Duration::from_secs(2)).await;

@@ -2,7 +2,11 @@
 //! server in process over the real OCI store, Pacto bundles pushed to a real registry, signed
 //! envelopes, and a raw HTTP/1.1 client.
 
-#![allow(dead_code, reason = "each test binary uses a different subset")]
+#![allow(
+    dead_code,
+    unused_imports,
+    reason = "each test binary uses a different subset"
+)]
 #![allow(
     clippy::unwrap_used,
     reason = "test harness: a failed setup step should fail the test"
@@ -13,14 +17,15 @@ use std::path::Path;
 use std::time::Duration;
 
 use pacto_engine::Timestamp;
-use pacto_evidence::{Envelope, TrustStore, keys, sign};
+use pacto_evidence::{Envelope, TrustStore, sign};
+use pacto_evidence_server::PREFIX;
 use pacto_evidence_server::testing::ServerOptions;
 use pacto_runtime::CancellationToken;
 use pacto_runtime::grpc::RetryPolicy;
 use pacto_runtime::testing::TestCa;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
-pub use pacto_evidence_server::testing::{Server, start_resolver};
+pub use pacto_evidence_server::testing::{Payments, Server, start_resolver, trust};
 
 /// One HTTP/1.1 exchange on a fresh connection: (status, headers in lower case, body).
 pub async fn http(
@@ -100,17 +105,29 @@ pub fn in_an_hour() -> Timestamp {
     Timestamp::from_unix(now + 3600, 0).unwrap()
 }
 
-/// The structured trust configuration: key `ci-1` of producer `ci`, subjects `payments*`.
-pub fn trust(dir: &Path, key: &ed25519_dalek::SigningKey) -> TrustStore {
-    std::fs::write(
-        dir.join("ci__ci-1.pub"),
-        keys::verifying_key_text(&key.verifying_key()),
-    )
-    .unwrap();
-    let config = "apiVersion: pacto.dev/evidence-trust/v1\nkeys:\n  - keyId: ci-1\n    producerId: ci\n    publicKeyFile: ci__ci-1.pub\n    allowedSubjects: [\"payments*\"]\n    allowedContractRepos: []\n";
-    let path = dir.join("trust.yaml");
-    std::fs::write(&path, config).unwrap();
-    TrustStore::load(&path).unwrap()
+/// A signed envelope of producer `ci` (key id `ci-1`): the `payments-prod` evidence set against
+/// `subject`, valid for an hour.
+pub fn payments_envelope(
+    key: &ed25519_dalek::SigningKey,
+    subject: &str,
+    id: &str,
+    sequence: u64,
+) -> Vec<u8> {
+    Draft {
+        id,
+        producer: "ci",
+        key_id: "ci-1",
+        sequence,
+        expires_at: in_an_hour(),
+        set: evidence_set("payments-prod", subject, "ci"),
+    }
+    .signed(key)
+}
+
+/// `POST /envelopes` on a fresh connection: (status, body).
+pub async fn post_envelope(api: SocketAddr, envelope: &[u8]) -> (u16, String) {
+    let (status, _, body) = http(api, "POST", &format!("{PREFIX}/envelopes"), envelope).await;
+    (status, body)
 }
 
 /// The servers' `--read-header-timeout` in the tests.
@@ -118,9 +135,28 @@ pub const HEADER_TIMEOUT: Duration = Duration::from_millis(500);
 /// The servers' `--read-body-timeout` in the tests.
 pub const BODY_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// Starts the evidence API for `subjects` on `registry_host` with the resolver at `resolver`:
-/// producers `ci` and `another`, no resolver retries, a 1 s registry connect timeout, the header
-/// and body timeouts above, the other limits at their defaults.
+/// The options of the tests: producers `ci` and `another`, no resolver retries, a 1 s registry
+/// connect timeout, the header and body timeouts above, the other limits at their defaults.
+pub fn options(options: &mut ServerOptions) {
+    options.producers = vec!["ci".to_owned(), "another".to_owned()];
+    options.limits.header_timeout = HEADER_TIMEOUT;
+    options.limits.body_timeout = BODY_TIMEOUT;
+    options.retry = RetryPolicy {
+        max_retries: 0,
+        min_delay: Duration::from_millis(10),
+        max_delay: Duration::from_millis(10),
+    };
+    options.registry_connect_timeout = Some(Duration::from_secs(1));
+}
+
+/// The `payments` subject on `registry_host` and a server over it with the test [`options`]
+/// (`pacto_evidence_server::testing::start_payments`).
+pub async fn start_payments(dir: &Path, registry_host: &str, stop: &CancellationToken) -> Payments {
+    pacto_evidence_server::testing::start_payments(dir, registry_host, options, stop).await
+}
+
+/// Starts the evidence API for `subjects` on `registry_host` with the resolver at `resolver` and
+/// the test [`options`].
 pub async fn start_server(
     ca: &TestCa,
     dir: &Path,
@@ -130,19 +166,7 @@ pub async fn start_server(
     trust: TrustStore,
     stop: &CancellationToken,
 ) -> Server {
-    let mut options = ServerOptions::new(
-        registry_host,
-        subjects.to_vec(),
-        trust,
-        vec!["ci".to_owned(), "another".to_owned()],
-    );
-    options.limits.header_timeout = HEADER_TIMEOUT;
-    options.limits.body_timeout = BODY_TIMEOUT;
-    options.retry = RetryPolicy {
-        max_retries: 0,
-        min_delay: Duration::from_millis(10),
-        max_delay: Duration::from_millis(10),
-    };
-    options.registry_connect_timeout = Some(Duration::from_secs(1));
-    pacto_evidence_server::testing::start_server(ca, dir, resolver, options, stop).await
+    let mut server_options = ServerOptions::new(registry_host, subjects.to_vec(), trust, vec![]);
+    options(&mut server_options);
+    pacto_evidence_server::testing::start_server(ca, dir, resolver, server_options, stop).await
 }

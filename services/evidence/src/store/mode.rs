@@ -1,7 +1,7 @@
 //! The referrer modes (docs/design/evidence-store.md#modes).
 
 /// How a subject's referrers are listed and written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ReferrersMode {
     /// The registry's Referrers API (`GET /v2/<repo>/referrers/<digest>`).
     Api,
@@ -11,6 +11,9 @@ pub enum ReferrersMode {
 }
 
 impl ReferrersMode {
+    /// Both modes.
+    pub const ALL: [Self; 2] = [Self::Api, Self::TagSchema];
+
     /// `api` or `tag-schema` (metric label and `/ready` detail).
     pub fn as_str(self) -> &'static str {
         match self {
