@@ -42,6 +42,14 @@ enum CommandError {
     Runtime(#[source] std::io::Error),
     #[error("{0}")]
     Usage(String),
+    /// A `pacto diff` operand (`old` or `new`) that could not be obtained.
+    #[error("{operand} contract {name}: {inner}")]
+    Operand {
+        operand: &'static str,
+        name: String,
+        #[source]
+        inner: Box<CommandError>,
+    },
 }
 
 /// Runs the parsed command line.
@@ -93,6 +101,7 @@ pub fn execute(cli: Cli) -> u8 {
             constraint,
         } => finish(ctx.pull(&reference, &output, constraint.as_deref())),
         Command::Inspect { reference, output } => finish(ctx.inspect(&reference, output)),
+        Command::Diff(args) => ctx.diff(&args),
         Command::Evidence(command) => crate::evidence::run(&command, &runtime, &registries),
         Command::Status(args) => match runtime.block_on(crate::status::run(&args)) {
             Ok(()) => EXIT_OK,
@@ -192,7 +201,8 @@ fn load_error_is_invalid(e: &CommandError) -> bool {
         CommandError::Io { .. }
         | CommandError::Constraint(_)
         | CommandError::Runtime(_)
-        | CommandError::Usage(_) => false,
+        | CommandError::Usage(_)
+        | CommandError::Operand { .. } => false,
     }
 }
 
@@ -226,7 +236,7 @@ impl Ctx<'_> {
         }
         if source.contains("://") {
             return Err(CommandError::Usage(format!(
-                "{source}: unsupported scheme (use a directory, a pacto.yaml file or oci://)"
+                "{source}: unsupported scheme (use a directory, a pacto.yaml file, a bundle .tar.gz or oci://)"
             )));
         }
         let path = Path::new(source);
@@ -234,6 +244,19 @@ impl Ctx<'_> {
             path: path.to_path_buf(),
             source: e,
         })?;
+        let lower = source.to_ascii_lowercase();
+        if meta.is_file() && [".tar.gz", ".tgz"].iter().any(|ext| lower.ends_with(ext)) {
+            // A bundle file, as `pacto pack` writes it.
+            let file = std::fs::File::open(path).map_err(|e| CommandError::Io {
+                path: path.to_path_buf(),
+                source: e,
+            })?;
+            return Ok(Loaded {
+                files: BundleFiles::from_tar_gz(std::io::BufReader::new(file), &Limits::default())?,
+                base_dir: None,
+                subject: path.display().to_string(),
+            });
+        }
         if meta.is_dir() {
             return Ok(Loaded {
                 files: BundleFiles::from_dir(path, &Limits::default())?,
@@ -481,6 +504,87 @@ impl Ctx<'_> {
                 EXIT_ERROR
             }
         }
+    }
+
+    /// `pacto diff`: loads and validates both operands (as `validate --offline` does, with each
+    /// side's overrides), computes the diff in the contract library and renders it
+    /// (docs/design/contract.md#diff).
+    fn diff(&self, args: &crate::DiffArgs) -> u8 {
+        let old = self.diff_operand("old", &args.old, &args.old_values, &args.old_set);
+        let new = self.diff_operand("new", &args.new, &args.new_values, &args.new_set);
+        let (Some((old, old_contract)), Some((new, new_contract))) = (old, new) else {
+            return EXIT_ERROR;
+        };
+        let diff = pacto_contract::diff::diff_contracts(
+            pacto_contract::diff::DiffSide {
+                contract: &old_contract,
+                files: &old.files,
+            },
+            pacto_contract::diff::DiffSide {
+                contract: &new_contract,
+                files: &new.files,
+            },
+        );
+        let sides = [
+            crate::diff::Operand {
+                source: &old.subject,
+                contract: &old_contract,
+            },
+            crate::diff::Operand {
+                source: &new.subject,
+                contract: &new_contract,
+            },
+        ];
+        let rendered = match args.output {
+            OutputFormat::Json => format!("{}\n", crate::diff::json(&sides, &diff)),
+            OutputFormat::Text => crate::diff::text(&sides, &diff),
+        };
+        // A closed pipe (`| head`) is not an error; anything else is.
+        let mut stdout = std::io::stdout().lock();
+        match std::io::Write::write_all(&mut stdout, rendered.as_bytes())
+            .and_then(|()| std::io::Write::flush(&mut stdout))
+        {
+            Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                eprintln!("error: writing the diff: {e}");
+                EXIT_ERROR
+            }
+            _ => crate::diff::exit_code(&diff, args.fail_on),
+        }
+    }
+
+    /// One operand of `diff`, loaded, overridden and validated; `None` after printing why not.
+    fn diff_operand(
+        &self,
+        operand: &'static str,
+        source: &str,
+        values: &[PathBuf],
+        set: &[String],
+    ) -> Option<(Loaded, Contract)> {
+        let context = |e: CommandError| CommandError::Operand {
+            operand,
+            name: source.to_owned(),
+            inner: Box::new(e),
+        };
+        let mut loaded = match self.load(source) {
+            Ok(l) => l,
+            Err(e) => {
+                print_error(&context(e));
+                return None;
+            }
+        };
+        let outcome = match self.check(&mut loaded, values, set, true, true) {
+            Ok(o) => o,
+            Err(e) => {
+                print_error(&context(e));
+                return None;
+            }
+        };
+        if let (true, Some(contract)) = (outcome.is_valid(), outcome.contract) {
+            return Some((loaded, contract));
+        }
+        eprintln!("error: {operand} contract {source} is invalid; diff compares valid contracts");
+        eprint!("{}", output::text(&loaded.subject, &outcome.report));
+        None
     }
 
     fn pull(

@@ -1,16 +1,18 @@
-//! The `pacto` command-line interface: validate, pack, push, pull and inspect contract bundles,
-//! and `status`, which explains a Pacto's verdict from the cluster (also installed as the kubectl
-//! plugin `kubectl pacto status`), and `evidence`, which generates keys, signs, verifies and sends
-//! evidence envelopes and lists the records stored for a contract.
+//! The `pacto` command-line interface: validate, pack, push, pull, inspect and diff contract
+//! bundles, and `status`, which explains a Pacto's verdict from the cluster (also installed as
+//! the kubectl plugin `kubectl pacto status`), and `evidence`, which generates keys, signs,
+//! verifies and sends evidence envelopes and lists the records stored for a contract.
 //!
 //! Exit codes: `0` success (for `validate`: the contract is valid), `1` the contract is invalid
 //! as the operator judges it (also a malformed reference, a corrupt artifact, a bundle without
 //! `pacto.yaml`; for `evidence`: the evidence set or envelope is refused), `2` usage errors or
 //! when the contract cannot be obtained (a missing local path, registry unreachable,
-//! authentication rejected, not found).
+//! authentication rejected, not found). For `diff`, `1` is its gate (the new version needs a
+//! bigger bump, or what `--fail-on` names) and `2` also covers an invalid operand.
 
 mod cache;
 mod commands;
+mod diff;
 mod evidence;
 mod explain;
 mod output;
@@ -190,12 +192,71 @@ pub struct StatusArgs {
     pub node_agent_namespace: String,
 }
 
+/// When `pacto diff` exits 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FailOn {
+    /// The new service.version is bumped less than the changes imply.
+    Bump,
+    /// Any breaking change, whatever the version.
+    Breaking,
+    /// Any change, informational ones included.
+    Any,
+    /// Never (report only).
+    None,
+}
+
+/// The arguments of `pacto diff`.
+#[derive(Debug, Clone, Args)]
+pub struct DiffArgs {
+    /// The old contract: `<dir>`, `<path/to/pacto.yaml>`, a bundle file (`.tar.gz`, `.tgz`) or
+    /// `oci://registry/repo[:tag|@digest]`.
+    #[arg(value_name = "OLD")]
+    pub old: String,
+    /// The new contract, in the same forms.
+    #[arg(value_name = "NEW")]
+    pub new: String,
+    /// Output format.
+    #[arg(long, short, value_enum, default_value_t = OutputFormat::Text, env = "PACTO_OUTPUT")]
+    pub output: OutputFormat,
+    /// When to exit 1: `bump` when the new service.version is bumped less than the changes
+    /// imply, `breaking` on any breaking change whatever the version, `any` on any change,
+    /// `none` never.
+    #[arg(long, value_enum, value_name = "WHEN", default_value_t = FailOn::Bump, env = "PACTO_DIFF_FAIL_ON")]
+    pub fail_on: FailOn,
+    /// YAML values file deep-merged into the old contract (repeatable, in order).
+    #[arg(
+        long = "old-values",
+        value_name = "FILE",
+        env = "PACTO_OLD_VALUES",
+        value_delimiter = ','
+    )]
+    pub old_values: Vec<PathBuf>,
+    /// `key.path=value` override of the old contract, applied after its values files
+    /// (repeatable, in order).
+    #[arg(long = "old-set", value_name = "KEY=VALUE", env = "PACTO_OLD_SET")]
+    pub old_set: Vec<String>,
+    /// YAML values file deep-merged into the new contract (repeatable, in order).
+    #[arg(
+        long = "new-values",
+        value_name = "FILE",
+        env = "PACTO_NEW_VALUES",
+        value_delimiter = ','
+    )]
+    pub new_values: Vec<PathBuf>,
+    /// `key.path=value` override of the new contract, applied after its values files
+    /// (repeatable, in order).
+    #[arg(long = "new-set", value_name = "KEY=VALUE", env = "PACTO_NEW_SET")]
+    pub new_set: Vec<String>,
+}
+
 /// The commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Validate a contract: a bundle directory, a pacto.yaml file, or an oci:// reference.
+    /// Validate a contract: a bundle directory, a pacto.yaml file, a bundle file, or an oci://
+    /// reference.
     Validate {
-        /// `<dir>`, `<path/to/pacto.yaml>` or `oci://registry/repo[:tag|@digest]`.
+        /// `<dir>`, `<path/to/pacto.yaml>`, a bundle file (`.tar.gz`, `.tgz`, as `pacto pack`
+        /// writes) or `oci://registry/repo[:tag|@digest]`.
         #[arg(value_name = "SOURCE", env = "PACTO_SOURCE")]
         source: String,
         /// Output format.
@@ -254,6 +315,13 @@ pub enum Command {
         #[arg(long, short, value_enum, default_value_t = OutputFormat::Text, env = "PACTO_OUTPUT")]
         output: OutputFormat,
     },
+    /// Show what a new version of a contract changes (interfaces, configurations, dependencies,
+    /// capabilities, ...), each change breaking, non-breaking or informational, and whether the
+    /// new service.version is bumped enough (major for breaking changes). Exits 0 when there are
+    /// no changes or the version bump covers them, 1 when the new version needs a bigger bump
+    /// (or what --fail-on names), 2 on usage errors or when either contract cannot be obtained or
+    /// is invalid
+    Diff(DiffArgs),
     /// Explain a Pacto's verdict from the cluster (kubeconfig): conditions, findings, the
     /// troubleshooting guide's next step, readiness, events and the next check.
     Status(StatusArgs),

@@ -10,6 +10,7 @@
 
 pub mod bundle;
 pub mod codes;
+pub mod diff;
 mod finding;
 pub mod model;
 mod overrides;
