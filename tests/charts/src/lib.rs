@@ -15,7 +15,7 @@ pub mod values;
 
 /// The versions `scripts/chart-tools.sh` installs (its cache directory name); a test keeps the two
 /// in step.
-pub const TOOLS_VERSION_KEY: &str = "helm-3.19.0-helmfile-0.166.0-kv-1.37.0";
+pub const TOOLS_VERSION_KEY: &str = "helm-3.19.0-helmfile-0.167.1-kubectl-1.34.0-kv-1.37.0";
 
 /// Every installable chart under `charts/` (the library chart [`LIBRARY_CHART`] aside).
 pub const CHARTS: &[&str] = &[

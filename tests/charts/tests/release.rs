@@ -561,3 +561,78 @@ fn workflows_pin_actions_by_commit_and_scope_write_permissions() -> Result<()> {
     }
     Ok(())
 }
+
+/// The release workflow builds without credentials and publishes in a separate job
+/// (docs/images.md, "Service images"): the build job has no write permission and no secret and
+/// runs `scripts/release.sh --no-push`; the push job needs it, holds `packages: write` and
+/// `id-token: write` (keyless signing), and pushes what was built with `--from … --sign`. Every
+/// action names its release next to the commit.
+#[test]
+fn the_release_is_built_without_credentials_and_pushed_signed() -> Result<()> {
+    let path = repo_root().join(".github/workflows/release.yml");
+    let text = std::fs::read_to_string(&path)?;
+    let doc: Value = serde_norway::from_str(&text)?;
+    let jobs = doc["jobs"].as_mapping().context("release.yml: no jobs")?;
+    let job_text = |name: &str| -> Result<String> {
+        Ok(serde_norway::to_string(
+            jobs.get(name)
+                .with_context(|| format!("release.yml: no job {name}"))?,
+        )?)
+    };
+
+    let build = &doc["jobs"]["build"];
+    let build_text = job_text("build")?;
+    let build_writes = build["permissions"]
+        .as_mapping()
+        .is_some_and(|p| p.values().any(|v| v.as_str() == Some("write")));
+    ensure!(
+        !build_writes,
+        "release.yml: the build job must not get write permissions"
+    );
+    ensure!(
+        !build_text.contains("secrets."),
+        "release.yml: the build job must not see a secret"
+    );
+    ensure!(
+        build_text.contains("scripts/release.sh") && build_text.contains("--no-push"),
+        "release.yml: the build job runs scripts/release.sh --no-push"
+    );
+
+    let push = &doc["jobs"]["push"];
+    ensure!(
+        push["needs"].as_str() == Some("build"),
+        "release.yml: the push job needs the build job"
+    );
+    for (permission, level) in [
+        ("packages", "write"),
+        ("id-token", "write"),
+        ("contents", "write"),
+    ] {
+        ensure!(
+            push["permissions"][permission].as_str() == Some(level),
+            "release.yml: the push job needs {permission}: {level}"
+        );
+    }
+    let push_text = job_text("push")?;
+    ensure!(
+        push_text.contains("scripts/release.sh")
+            && push_text.contains("--from")
+            && push_text.contains("--sign"),
+        "release.yml: the push job runs scripts/release.sh --from … --sign"
+    );
+    ensure!(
+        push_text.contains("sigstore/cosign-installer@"),
+        "release.yml: the push job installs cosign"
+    );
+
+    for line in text
+        .lines()
+        .filter(|l| l.trim_start().starts_with("- uses:"))
+    {
+        ensure!(
+            line.split_once(" # v").is_some(),
+            "release.yml: an action without its release in a comment: {line}"
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,500 @@
+//! The release's signing path (docs/images.md, "Signatures and provenance"), rehearsed against a
+//! real registry (go-containerregistry's, on loopback) with the pinned cosign
+//! (`scripts/cosign.sh`) and a key pair made for the test (`--sign-key`: the release workflow signs
+//! keylessly instead, with the same commands otherwise):
+//! - a chart component built with `scripts/release.sh --no-push` and pushed with `--from … --sign`
+//!   is signed by digest, carries an SLSA provenance attestation naming the component, version
+//!   and commit, and its `SHA256SUMS` is signed; another key does not verify it;
+//! - a service image is pushed from the OCI archive a `--no-push` build leaves, byte for byte (the
+//!   digest in `DIGESTS` is the archive's manifest digest), and carries its SBOM as a CycloneDX
+//!   attestation;
+//! - signing without a push, or `--from` with `--no-push`, is refused before anything runs.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use anyhow::{Context, Result, ensure};
+use pacto_chart_tests::{repo_root, tools_dir};
+use pacto_testenv::ggcr::GgcrRegistry;
+use serde_json::Value;
+
+/// The pinned cosign, built once per machine by `scripts/cosign.sh` (cached by version).
+fn cosign() -> Result<PathBuf> {
+    let out = Command::new(repo_root().join("scripts/cosign.sh"))
+        .output()
+        .context("running scripts/cosign.sh")?;
+    ensure!(
+        out.status.success(),
+        "scripts/cosign.sh failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(PathBuf::from(String::from_utf8(out.stdout)?.trim()))
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// `scripts/release.sh args…` with the chart tools and cosign first on PATH.
+fn release(cosign: &Path, args: &[&str]) -> Result<Output> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut dirs = vec![tools_dir()];
+    if let Some(dir) = cosign.parent() {
+        dirs.push(dir.to_path_buf());
+    }
+    dirs.extend(std::env::split_paths(&path));
+    Ok(Command::new(repo_root().join("scripts/release.sh"))
+        .args(args)
+        .env("PATH", std::env::join_paths(dirs)?)
+        .env("COSIGN_PASSWORD", "")
+        .env_remove("PACTO_RELEASE_SIGN")
+        .output()?)
+}
+
+fn version_of(component: &str) -> Result<String> {
+    let out = Command::new(repo_root().join("scripts/release.sh"))
+        .args(["--version-of", component])
+        .output()?;
+    ensure!(out.status.success(), "{}", text(&out));
+    Ok(String::from_utf8(out.stdout)?.trim().to_owned())
+}
+
+/// A cosign key pair (empty password) in `dir`: (`cosign.key`, `cosign.pub`).
+fn key_pair(cosign: &Path, dir: &Path) -> Result<(PathBuf, PathBuf)> {
+    std::fs::create_dir_all(dir)?;
+    let out = Command::new(cosign)
+        .arg("generate-key-pair")
+        .current_dir(dir)
+        .env("COSIGN_PASSWORD", "")
+        .output()?;
+    ensure!(out.status.success(), "generate-key-pair: {}", text(&out));
+    Ok((dir.join("cosign.key"), dir.join("cosign.pub")))
+}
+
+/// `cosign ARGS…` with the flags a plain-HTTP registry and a key without the transparency log need.
+fn cosign_verify(cosign: &Path, args: &[&str]) -> Result<Output> {
+    Ok(Command::new(cosign)
+        .args(args)
+        .args(["--insecure-ignore-tlog", "--allow-http-registry"])
+        .output()?)
+}
+
+/// The DIGESTS file: (pushed reference, digest) per line.
+fn digests(out: &Path) -> Result<Vec<(String, String)>> {
+    let text = std::fs::read_to_string(out.join("DIGESTS"))?;
+    text.lines()
+        .map(|l| {
+            let (r, d) = l.split_once(' ').context("DIGESTS line without a digest")?;
+            ensure!(
+                d.len() == 71 && d.starts_with("sha256:"),
+                "DIGESTS: not a digest: {d}"
+            );
+            Ok((r.to_owned(), d.to_owned()))
+        })
+        .collect()
+}
+
+/// Standard base64 (with padding) decoded; `None` on a character outside the alphabet.
+fn base64_decode(text: &str) -> Option<Vec<u8>> {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = Vec::with_capacity(text.len() / 4 * 3);
+    let (mut acc, mut bits) = (0u32, 0u32);
+    for c in text.bytes().filter(|c| *c != b'=') {
+        let v = ALPHABET.iter().position(|a| *a == c)?;
+        acc = (acc << 6) | u32::try_from(v).ok()?;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push(u8::try_from((acc >> bits) & 0xff).ok()?);
+        }
+    }
+    Some(out)
+}
+
+/// The in-toto statements `cosign verify-attestation` printed (one DSSE envelope per line).
+fn statements(out: &Output) -> Result<Vec<Value>> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| {
+            let envelope: Value = serde_json::from_str(l)?;
+            let payload = envelope["payload"].as_str().context("no payload")?;
+            let decoded = base64_decode(payload).context("payload is not base64")?;
+            Ok(serde_json::from_slice(&decoded)?)
+        })
+        .collect()
+}
+
+fn head_commit() -> Result<String> {
+    let out = Command::new("git")
+        .current_dir(repo_root())
+        .args(["rev-parse", "HEAD"])
+        .output()?;
+    ensure!(out.status.success(), "git rev-parse HEAD");
+    Ok(String::from_utf8(out.stdout)?.trim().to_owned())
+}
+
+#[test]
+fn a_chart_pushed_from_its_build_is_signed_and_attested_by_digest() -> Result<()> {
+    let cosign = cosign()?;
+    let registry = GgcrRegistry::start()?;
+    let host = registry.host();
+    let dir = tempfile::tempdir()?;
+    let (key, public) = key_pair(&cosign, &dir.path().join("keys"))?;
+    let out = dir.path().join("out");
+    let out_s = out.to_str().context("utf-8 path")?;
+    let version = version_of("pki")?;
+
+    // The build job: no push, no signing.
+    let built = release(
+        &cosign,
+        &[
+            "pki",
+            &version,
+            "--registry",
+            &host,
+            "--plain-http",
+            "--no-push",
+            "--out",
+            out_s,
+        ],
+    )?;
+    ensure!(built.status.success(), "--no-push: {}", text(&built));
+    ensure!(
+        !out.join("DIGESTS").exists(),
+        "a build without a push wrote DIGESTS"
+    );
+
+    // The push job.
+    let key_s = key.to_str().context("utf-8 path")?;
+    let pushed = release(
+        &cosign,
+        &[
+            "pki",
+            &version,
+            "--registry",
+            &host,
+            "--plain-http",
+            "--from",
+            out_s,
+            "--sign-key",
+            key_s,
+        ],
+    )?;
+    ensure!(
+        pushed.status.success(),
+        "--from --sign-key: {}",
+        text(&pushed)
+    );
+    let listed = digests(&out)?;
+    let chart_ref = format!("oci://{host}/trianalab/pacto-operator-rs/charts/pacto-pki:{version}");
+    ensure!(
+        listed.len() == 1 && listed[0].0 == chart_ref,
+        "DIGESTS: {listed:?}"
+    );
+    let by_digest = format!(
+        "{host}/trianalab/pacto-operator-rs/charts/pacto-pki@{}",
+        listed[0].1
+    );
+    let public_s = public.to_str().context("utf-8 path")?;
+
+    let verified = cosign_verify(&cosign, &["verify", "--key", public_s, &by_digest])?;
+    ensure!(
+        verified.status.success(),
+        "cosign verify: {}",
+        text(&verified)
+    );
+
+    let attested = cosign_verify(
+        &cosign,
+        &[
+            "verify-attestation",
+            "--key",
+            public_s,
+            "--type",
+            "slsaprovenance1",
+            &by_digest,
+        ],
+    )?;
+    ensure!(
+        attested.status.success(),
+        "verify-attestation: {}",
+        text(&attested)
+    );
+    let statements = statements(&attested)?;
+    let provenance = statements
+        .iter()
+        .find(|s| s["predicateType"] == "https://slsa.dev/provenance/v1")
+        .with_context(|| format!("no SLSA v1 provenance among {statements:?}"))?;
+    let predicate = &provenance["predicate"];
+    ensure!(
+        predicate["buildDefinition"]["externalParameters"]["component"] == "pki"
+            && predicate["buildDefinition"]["externalParameters"]["version"] == version.as_str()
+            && predicate["buildDefinition"]["resolvedDependencies"][0]["digest"]["gitCommit"]
+                == head_commit()?.as_str(),
+        "provenance predicate: {predicate}"
+    );
+    ensure!(
+        provenance["subject"][0]["digest"]["sha256"] == listed[0].1.trim_start_matches("sha256:"),
+        "provenance subject: {}",
+        provenance["subject"]
+    );
+
+    let sums = out.join("SHA256SUMS");
+    let blob = Command::new(&cosign)
+        .args([
+            "verify-blob",
+            "--key",
+            public_s,
+            "--insecure-ignore-tlog",
+            "--bundle",
+        ])
+        .arg(out.join("SHA256SUMS.sigstore.json"))
+        .arg(&sums)
+        .output()?;
+    ensure!(
+        blob.status.success(),
+        "verify-blob SHA256SUMS: {}",
+        text(&blob)
+    );
+    let sums_text = std::fs::read_to_string(&sums)?;
+    ensure!(
+        sums_text.contains("DIGESTS") && sums_text.contains(&format!("pacto-pki-{version}.tgz")),
+        "SHA256SUMS: {sums_text}"
+    );
+
+    // Another key does not verify it.
+    let (_, other) = key_pair(&cosign, &dir.path().join("other"))?;
+    let wrong = cosign_verify(
+        &cosign,
+        &[
+            "verify",
+            "--key",
+            other.to_str().context("utf-8")?,
+            &by_digest,
+        ],
+    )?;
+    ensure!(!wrong.status.success(), "verified with a foreign key");
+    Ok(())
+}
+
+/// Writes an OCI image archive (`oci-archive:` as buildah saves it: a gzip layer) of a one-file
+/// image whose manifest is tagged `name`, and returns its manifest digest.
+fn write_oci_archive(archive: &Path, name: &str) -> Result<String> {
+    let script = r#"
+import gzip, hashlib, io, json, sys, tarfile
+archive, name = sys.argv[1], sys.argv[2]
+def blob(data):
+    return "sha256:" + hashlib.sha256(data).hexdigest(), data
+buf = io.BytesIO()
+with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as t:
+    body = b"signed by the release test\n"
+    info = tarfile.TarInfo("hello.txt"); info.size = len(body); info.mtime = 0
+    t.addfile(info, io.BytesIO(body))
+layer = gzip.compress(buf.getvalue(), mtime=0)
+layer_digest, _ = blob(layer)
+config = json.dumps({"architecture": "amd64", "os": "linux",
+    "rootfs": {"type": "layers", "diff_ids": ["sha256:" + hashlib.sha256(buf.getvalue()).hexdigest()]},
+    "config": {}}).encode()
+config_digest, _ = blob(config)
+manifest = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+    "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": config_digest, "size": len(config)},
+    "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", "digest": layer_digest, "size": len(layer)}]}).encode()
+manifest_digest, _ = blob(manifest)
+index = json.dumps({"schemaVersion": 2, "manifests": [{"mediaType": "application/vnd.oci.image.manifest.v1+json",
+    "digest": manifest_digest, "size": len(manifest), "annotations": {"org.opencontainers.image.ref.name": name}}]}).encode()
+with tarfile.open(archive, mode="w") as t:
+    def add(path, data):
+        info = tarfile.TarInfo(path); info.size = len(data); info.mtime = 0
+        t.addfile(info, io.BytesIO(data))
+    add("oci-layout", b'{"imageLayoutVersion":"1.0.0"}')
+    add("index.json", index)
+    for d in (layer, config, manifest):
+        add("blobs/sha256/" + hashlib.sha256(d).hexdigest(), d)
+print(manifest_digest)
+"#;
+    let out = Command::new("python3")
+        .args(["-c", script])
+        .arg(archive)
+        .arg(name)
+        .output()?;
+    ensure!(
+        out.status.success(),
+        "writing the OCI archive: {}",
+        text(&out)
+    );
+    Ok(String::from_utf8(out.stdout)?.trim().to_owned())
+}
+
+#[test]
+fn an_image_is_pushed_from_its_archive_byte_for_byte_with_its_sbom_attested() -> Result<()> {
+    let cosign = cosign()?;
+    let registry = GgcrRegistry::start()?;
+    let host = registry.host();
+    let dir = tempfile::tempdir()?;
+    let (key, public) = key_pair(&cosign, &dir.path().join("keys"))?;
+    let version = version_of("evaluator")?;
+    let out = dir.path().join("out");
+    std::fs::create_dir_all(&out)?;
+
+    // What `--no-push` leaves for a service (the binary build itself is the deployed tier's
+    // rehearsal): the changelog, the SBOM, the image's OCI archive and the packaged chart.
+    std::fs::write(out.join("CHANGELOG.md"), "## evaluator\n")?;
+    let sbom = serde_json::json!({
+        "bomFormat": "CycloneDX", "specVersion": "1.5", "version": 1,
+        "components": [{"type": "library", "name": "pacto-evaluator", "version": version}],
+    });
+    std::fs::write(
+        out.join(format!("evaluator-{version}.cdx.json")),
+        serde_json::to_vec(&sbom)?,
+    )?;
+    let image = format!("{host}/trianalab/pacto-operator-rs/evaluator:{version}");
+    let manifest_digest =
+        write_oci_archive(&out.join(format!("evaluator-{version}.oci.tar")), &image)?;
+    let helm = Command::new(tools_dir().join("helm"))
+        .args(["package", "charts/pacto-evaluator", "-d"])
+        .arg(&out)
+        .current_dir(repo_root())
+        .env("HOME", dir.path())
+        .output()?;
+    ensure!(helm.status.success(), "helm package: {}", text(&helm));
+
+    let pushed = release(
+        &cosign,
+        &[
+            "evaluator",
+            &version,
+            "--registry",
+            &host,
+            "--plain-http",
+            "--from",
+            out.to_str().context("utf-8")?,
+            "--sign-key",
+            key.to_str().context("utf-8")?,
+        ],
+    )?;
+    ensure!(
+        pushed.status.success(),
+        "--from --sign-key: {}",
+        text(&pushed)
+    );
+    let listed = digests(&out)?;
+    ensure!(
+        listed
+            .iter()
+            .any(|(r, d)| *r == image && *d == manifest_digest),
+        "DIGESTS {listed:?} lacks {image} {manifest_digest} (pushed byte for byte)"
+    );
+    ensure!(listed.len() == 2, "image and chart in DIGESTS: {listed:?}");
+    let sums = std::fs::read_to_string(out.join("SHA256SUMS"))?;
+    ensure!(
+        !sums.contains(".oci.tar"),
+        "the OCI archive is not a release asset: {sums}"
+    );
+
+    let by_digest = format!("{host}/trianalab/pacto-operator-rs/evaluator@{manifest_digest}");
+    let public_s = public.to_str().context("utf-8")?;
+    let verified = cosign_verify(&cosign, &["verify", "--key", public_s, &by_digest])?;
+    ensure!(
+        verified.status.success(),
+        "cosign verify: {}",
+        text(&verified)
+    );
+    let attested = cosign_verify(
+        &cosign,
+        &[
+            "verify-attestation",
+            "--key",
+            public_s,
+            "--type",
+            "cyclonedx",
+            &by_digest,
+        ],
+    )?;
+    ensure!(
+        attested.status.success(),
+        "verify-attestation cyclonedx: {}",
+        text(&attested)
+    );
+    let statements = statements(&attested)?;
+    ensure!(
+        statements
+            .iter()
+            .any(|s| s["predicateType"] == "https://cyclonedx.org/bom"
+                && s["predicate"]["components"][0]["name"] == "pacto-evaluator"),
+        "no CycloneDX SBOM attestation: {statements:?}"
+    );
+    Ok(())
+}
+
+#[test]
+fn signing_without_a_push_is_refused_before_anything_runs() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let version = version_of("pki")?;
+    let out = dir.path().to_str().context("utf-8")?;
+    for (args, needle) in [
+        (
+            vec!["pki", &version, "--registry", "none", "--no-push", "--sign"],
+            "--sign signs what is pushed",
+        ),
+        (
+            vec![
+                "pki",
+                &version,
+                "--registry",
+                "none",
+                "--no-push",
+                "--from",
+                out,
+            ],
+            "cannot be combined with --no-push",
+        ),
+        (
+            vec![
+                "pki",
+                &version,
+                "--registry",
+                "none",
+                "--from",
+                out,
+                "--out",
+                out,
+            ],
+            "--out does not apply",
+        ),
+        (
+            vec![
+                "pki",
+                &version,
+                "--registry",
+                "none",
+                "--sign-key",
+                "/nonexistent/cosign.key",
+            ],
+            "no key file",
+        ),
+    ] {
+        let run = Command::new(repo_root().join("scripts/release.sh"))
+            .args(&args)
+            .env_remove("PACTO_RELEASE_SIGN")
+            .output()?;
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        ensure!(!run.status.success(), "{args:?} went ahead: {stderr}");
+        ensure!(stderr.contains(needle), "{args:?}: {stderr}");
+    }
+    let run = Command::new(repo_root().join("scripts/release.sh"))
+        .args(["pki", &version, "--registry", "none", "--no-push"])
+        .env("PACTO_RELEASE_SIGN", "yes")
+        .output()?;
+    ensure!(
+        !run.status.success()
+            && String::from_utf8_lossy(&run.stderr).contains("PACTO_RELEASE_SIGN"),
+        "PACTO_RELEASE_SIGN=yes: {}",
+        text(&run)
+    );
+    Ok(())
+}
