@@ -71,13 +71,22 @@ pub fn evaluate(contract: &ContractAssertions, evidence: &EvidenceSet) -> Evalua
                 contract_path: Path::Keyed("interfaces[name=", name),
                 required: true,
             },
-            |value| match value {
+            // The Kubernetes collector's reason is the upstream message; a negative the node
+            // agents decided carries its own reason as the observation's detail
+            // (docs/design/evaluation.md#finding-messages).
+            |value, detail| match value {
                 Value::Interface(v) if !v.present => Some((
                     FindingCode::InterfaceAbsent,
-                    format!(
-                        "interface {} is not available (zero ready endpoints beyond the stabilization window)",
-                        go_quote(name)
-                    ),
+                    match detail {
+                        None => format!(
+                            "interface {} is not available (zero ready endpoints beyond the stabilization window)",
+                            go_quote(name)
+                        ),
+                        Some(detail) => format!(
+                            "interface {} is not available ({detail}, beyond the stabilization window)",
+                            go_quote(name)
+                        ),
+                    },
                 )),
                 _ => None,
             },
@@ -111,7 +120,7 @@ pub fn evaluate(contract: &ContractAssertions, evidence: &EvidenceSet) -> Evalua
                 contract_path: Path::Keyed("capabilities[type=", key),
                 required: true,
             },
-            |value| match value {
+            |value, _| match value {
                 Value::Capability(v) if !v.present => Some((
                     FindingCode::CapabilityAbsent,
                     format!("capability {} is absent at runtime", go_quote(key)),
@@ -130,7 +139,7 @@ pub fn evaluate(contract: &ContractAssertions, evidence: &EvidenceSet) -> Evalua
                 contract_path: Path::Keyed("dependencies[name=", name),
                 required: dependency.required,
             },
-            |value| match value {
+            |value, _| match value {
                 Value::Dependency(v) if !v.reachable => Some((
                     FindingCode::DependencyUnreachable,
                     format!("dependency {} is unreachable", go_quote(name)),
@@ -149,7 +158,7 @@ pub fn evaluate(contract: &ContractAssertions, evidence: &EvidenceSet) -> Evalua
                 contract_path: Path::Keyed("configurations[name=", name),
                 required: configuration.required,
             },
-            |value| match value {
+            |value, _| match value {
                 Value::Configuration(v) if !v.present => Some((
                     FindingCode::ConfigurationAbsent,
                     format!(
@@ -178,7 +187,7 @@ pub fn evaluate(contract: &ContractAssertions, evidence: &EvidenceSet) -> Evalua
                 contract_path: Path::Fixed("workload"),
                 required: true,
             },
-            |value| match value {
+            |value, _| match value {
                 Value::Workload(v) if v.workload_type != declared => Some((
                     FindingCode::WorkloadMismatch,
                     format!(
@@ -200,7 +209,7 @@ pub fn evaluate(contract: &ContractAssertions, evidence: &EvidenceSet) -> Evalua
                 contract_path: Path::Fixed("state.persistence.durability"),
                 required: true,
             },
-            |value| match value {
+            |value, _| match value {
                 Value::Persistence(v) if !v.durable => Some((
                     FindingCode::PersistenceMismatch,
                     "contract declares persistent durability but no persistent storage binding was observed"
@@ -271,7 +280,7 @@ impl Run<'_> {
     fn assertion(
         &mut self,
         assertion: Assertion<'_>,
-        contradiction: impl FnOnce(&Value) -> Option<(FindingCode, String)>,
+        contradiction: impl FnOnce(&Value, Option<&str>) -> Option<(FindingCode, String)>,
     ) {
         let subject_kind = assertion.kind.subject_kind();
         let matched = self
@@ -318,7 +327,9 @@ impl Run<'_> {
             self.coverage.required += 1;
             self.coverage.evaluated += 1;
         }
-        if let Some((code, message)) = contradiction(value) {
+        if let Some((code, message)) =
+            contradiction(value, matched.and_then(|o| o.detail.as_deref()))
+        {
             let observation =
                 matched.map_or_else(|| self.unmatched.clone(), |o| self.matched_ref(o));
             self.findings.push(Finding {

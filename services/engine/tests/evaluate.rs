@@ -817,6 +817,32 @@ fn an_observation_detail_explains_the_unknown_finding() {
     assert_eq!(EvidenceSet::from_json(json.as_bytes()).unwrap(), ev);
 }
 
+/// An absence the node agents decided (docs/design/evaluation.md#finding-messages) gives their
+/// reason, not the endpoint one: the endpoints were Ready.
+#[test]
+fn a_node_agent_absence_names_the_silent_pod_not_the_endpoints() {
+    let contract = ContractAssertions {
+        interfaces: vec!["admin".into()],
+        ..base()
+    };
+    let detail = "node-agent evidence: pod web-0 is Ready but has no LISTEN socket on port 9000";
+    let ev = evidence(vec![
+        Observation::observed(
+            "admin",
+            Value::Interface(InterfaceValue::default()),
+            prov("k8s-observer+ebpf"),
+        )
+        .with_detail(detail),
+    ]);
+    let result = evaluate(&contract, &ev);
+    assert_eq!(result.findings[0].code, "INTERFACE_ABSENT");
+    assert_eq!(
+        result.findings[0].message,
+        format!("interface \"admin\" is not available ({detail}, beyond the stabilization window)")
+    );
+    assert!(!result.findings[0].message.contains("endpoints"));
+}
+
 /// docs/troubleshooting.md "Status is NonCompliant": a CONFIGURATION_MISMATCH is NonCompliant on the
 /// first reconcile that observes it; an absence inside the window arrives as Insufficient and
 /// reads Unknown until the streak spans the window.
