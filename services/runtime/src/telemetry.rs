@@ -1,5 +1,7 @@
 //! `tracing` initialisation.
 
+use std::io::IsTerminal;
+
 use tracing_subscriber::{EnvFilter, fmt, prelude::*};
 
 use crate::args::{LogArgs, LogFormat};
@@ -22,6 +24,8 @@ pub enum TelemetryError {
 }
 
 /// Installs the global subscriber: JSON lines (or text) on stderr, filtered by `--log-level`.
+/// Text carries colour only on a terminal (and never with `NO_COLOR` set): a container's log,
+/// read with `kubectl logs … | grep`, holds plain lines.
 pub fn init_tracing(args: &LogArgs) -> Result<(), TelemetryError> {
     let filter = EnvFilter::try_new(&args.level).map_err(|source| TelemetryError::Filter {
         filter: args.level.clone(),
@@ -39,8 +43,18 @@ pub fn init_tracing(args: &LogArgs) -> Result<(), TelemetryError> {
             )
             .try_init(),
         LogFormat::Text => registry
-            .with(fmt::layer().with_writer(std::io::stderr))
+            .with(
+                fmt::layer()
+                    .with_ansi(colour_on_stderr())
+                    .with_writer(std::io::stderr),
+            )
             .try_init(),
     };
     result.map_err(TelemetryError::AlreadyInstalled)
+}
+
+/// Whether text logs may carry ANSI colour: stderr is a terminal and `NO_COLOR` (no-color.org)
+/// is unset or empty.
+fn colour_on_stderr() -> bool {
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
