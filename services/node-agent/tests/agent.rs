@@ -738,12 +738,22 @@ async fn a_pod_beyond_the_listener_bound_reads_partial_until_a_snapshot_repairs_
     ]);
     let pod_of =
         |s: &NodeRuntimeObservationStatus, uid: &str| s.pods.iter().find(|p| p.uid == uid).cloned();
-    eventually("both pods in the object", WAIT, || async {
-        let s = status(&observations, &node).await?;
-        (pod_of(&s, &busy).is_some() && pod_of(&s, &quiet).is_some())
-            .then_some(())
-            .ok_or(format!("{s:?}"))
-    })
+    // Both pods in the object with their network namespaces found (listeners Complete): until
+    // a scan finds a pod's namespace its listeners read Partial "network namespace not found"
+    // and its events have no pod to go to.
+    eventually(
+        "both pods in the object, namespaces found",
+        WAIT,
+        || async {
+            let s = status(&observations, &node).await?;
+            let found = |uid: &str| {
+                pod_of(&s, uid).is_some_and(|p| p.listener_coverage == Some(PodCoverage::Complete))
+            };
+            (found(&busy) && found(&quiet))
+                .then_some(())
+                .ok_or(format!("{s:?}"))
+        },
+    )
     .await;
     for port in 1..=300_u64 {
         script.push(
@@ -764,7 +774,7 @@ async fn a_pod_beyond_the_listener_bound_reads_partial_until_a_snapshot_repairs_
     let crowded = eventually("the busy pod Partial in the object", WAIT, || async {
         let s = status(&observations, &node).await?;
         let pod = pod_of(&s, &busy).ok_or(format!("{s:?}"))?;
-        (pod.listener_coverage == Some(PodCoverage::Partial))
+        (pod.listener_coverage == Some(PodCoverage::Partial) && pod.listeners.len() == 256)
             .then_some(s.clone())
             .ok_or(format!("{pod:?}"))
     })
