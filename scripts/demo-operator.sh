@@ -158,7 +158,7 @@ for svc in contract-resolver observer evaluator status-writer; do
     -keyout "$TLS/$svc-key.pem" -out "$TLS/$svc.csr" 2>/dev/null
   # The DNS name (server name) and the URI SAN the default allow-lists admit
   # (docs/design/identity.md).
-  printf 'subjectAltName=DNS:%s.pacto.svc,URI:spiffe://pacto/ns/pacto-system/sa/pacto-%s\nextendedKeyUsage=serverAuth,clientAuth\nkeyUsage=digitalSignature\n' "$svc" "$svc" >"$TLS/$svc.ext"
+  printf 'subjectAltName=DNS:%s.pacto.svc,URI:spiffe://pacto/ns/pacto-operator-system/sa/pacto-%s\nextendedKeyUsage=serverAuth,clientAuth\nkeyUsage=digitalSignature\n' "$svc" "$svc" >"$TLS/$svc.ext"
   openssl x509 -req -in "$TLS/$svc.csr" -CA "$TLS/ca.pem" -CAkey "$TLS/ca-key.pem" -CAcreateserial \
     -days 1 -extfile "$TLS/$svc.ext" -out "$TLS/$svc.pem" 2>/dev/null
 done

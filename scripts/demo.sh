@@ -8,8 +8,11 @@
 # Arguments are passed to the contract demo.
 #
 #   scripts/demo.sh --node   the operator on a real node instead (root only; scripts/demo-node.sh):
-#                            node up, images loaded, `helmfile -e local sync`, demo Pactos and
-#                            their verdicts, then everything torn down and the host restored
+#                            node up (Pod Security restricted by default), images loaded,
+#                            `helmfile -e local sync` with the node agent on, demo Pactos and
+#                            their verdicts, a finding the node agent decided (collector
+#                            k8s-observer+ebpf) and the guide's node-agent commands, then
+#                            everything torn down and the host restored
 #   scripts/demo.sh --down   tear down a node demo left running (PACTO_DEMO_KEEP, a killed run)
 set -euo pipefail
 cd "$(dirname "$0")/.."

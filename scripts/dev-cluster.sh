@@ -4,7 +4,9 @@
 #
 #   scripts/dev-cluster.sh up [CRD.yaml ...]   start (idempotent) and print the KUBECONFIG to use
 #   scripts/dev-cluster.sh up --node [CRD...]  the same with a REAL node instead of the simulator
-#                                              (root only): containerd, kubelet, kube-proxy, CoreDNS
+#                                              (root only): containerd, kubelet, kube-proxy, CoreDNS;
+#                                              its API server's default Pod Security level is
+#                                              restricted (docs/design/real-node.md#pod-security)
 #   scripts/dev-cluster.sh env                 print `export KUBECONFIG=...` (eval "$(... env)")
 #   scripts/dev-cluster.sh status              running or not, API server URL, log paths, node state
 #   scripts/dev-cluster.sh down                stop everything (with --node: and restore the host)

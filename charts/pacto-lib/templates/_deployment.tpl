@@ -5,7 +5,9 @@ The service's Deployment; the per-service flags come from the chart's pacto.serv
 apiVersion: apps/v1
 kind: Deployment
 metadata:
-  name: {{ include "pacto.fullname" . }}
+  {{- /* A chart may name its Deployment apart from its other objects (the status-writer's is
+  the operator's, deploy/pacto-operator); selectors use labels, never this name. */}}
+  name: {{ .Values.deploymentName | default (include "pacto.fullname" .) }}
   namespace: {{ .Release.Namespace }}
   labels:
     {{- include "pacto.labels" . | nindent 4 }}

@@ -44,8 +44,21 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
 {{- define "pacto.image" -}}
-{{- $repository := default (printf "ghcr.io/trianalab/pacto-operator-rs/%s" (include "pacto.component" .)) .Values.image.repository }}
-{{- printf "%s:%s" $repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- include "pacto.imageRef" (dict "image" .Values.image "repository" (printf "ghcr.io/trianalab/pacto-operator-rs/%s" (include "pacto.component" .)) "appVersion" .Chart.AppVersion) }}
+{{- end }}
+
+{{/*
+An image reference from an `image:` values block (dict: image, repository = the default
+repository, appVersion): `repository@digest` when image.digest is set (the tag is then ignored:
+a digest names exactly the pushed image, docs/images.md), else `repository:tag`.
+*/}}
+{{- define "pacto.imageRef" -}}
+{{- $repository := default .repository .image.repository }}
+{{- if .image.digest }}
+{{- printf "%s@%s" $repository .image.digest }}
+{{- else }}
+{{- printf "%s:%s" $repository (default .appVersion .image.tag) }}
+{{- end }}
 {{- end }}
 
 {{/* This service's DNS name (first DNS SAN of its certificate; the server name its clients check). */}}

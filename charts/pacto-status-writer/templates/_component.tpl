@@ -63,6 +63,9 @@ is, its host being the server name.
 {{- end }}{{- end }}
 {{- if .Values.nodeAgent.enabled }}
 - --node-agent-namespace={{ .Values.nodeAgent.namespace }}
+{{- with .Values.nodeAgent.staleAfter }}
+- --node-evidence-stale-after={{ . }}
+{{- end }}
 {{- end }}
 {{- if .Values.leaderElection.enabled }}
 - --leader-elect

@@ -17,7 +17,8 @@ pub mod testing;
 pub use node_observation::{
     CollectionState, CollectionStatus, Connection, Direction, KernelInfo, Listener,
     NodeRuntimeObservation, NodeRuntimeObservationSpec, NodeRuntimeObservationStatus, PodCoverage,
-    PodObservation, Protocol,
+    PodObservation, Protocol, REPORT_STREAM_MESSAGE_MAX, ReportStreamState, ReportStreamStatus,
+    bounded_message,
 };
 pub use pacto::{
     CapabilityInfo, ClaimState, ClaimStatus, ConfigBinding, ConfigBindingKind, ConfigFormat,

@@ -62,6 +62,54 @@ pub struct NodeRuntimeObservationStatus {
     /// A size cap (top-N connections per pod, object size) dropped data.
     #[serde(default)]
     pub truncated: bool,
+
+    /// Whether the observer accepts the agent's report stream (absent: the agent has not
+    /// streamed yet, or is older). `Refused` while an observer replica refuses it (the agent
+    /// keeps writing this object, which the observer then reads instead).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report_stream: Option<ReportStreamStatus>,
+}
+
+/// Most characters of [`ReportStreamStatus::message`] (longer messages are cut, ending `…`).
+pub const REPORT_STREAM_MESSAGE_MAX: usize = 512;
+
+/// The state of the agent's report stream to the observer.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReportStreamStatus {
+    /// Open (every observer replica that answered accepts the stream) or Refused (one refuses
+    /// it: its token, its identity or its report was not accepted).
+    pub state: ReportStreamState,
+    /// Machine-readable reason of a refusal: the gRPC status code, e.g. Unauthenticated or
+    /// PermissionDenied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
+    pub reason: Option<String>,
+    /// The observer's message of a refusal (at most 512 characters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 520))]
+    pub message: Option<String>,
+    /// Since when the stream is in this state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<Time>,
+}
+
+/// Report stream state.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+pub enum ReportStreamState {
+    /// The observer accepts the reports.
+    Open,
+    /// The observer refuses the reports.
+    Refused,
+}
+
+/// `message` cut to at most [`REPORT_STREAM_MESSAGE_MAX`] characters (on a character
+/// boundary), with `…` appended when cut.
+pub fn bounded_message(message: &str) -> String {
+    match message.char_indices().nth(REPORT_STREAM_MESSAGE_MAX) {
+        None => message.to_owned(),
+        Some((cut, _)) => format!("{}…", &message[..cut]),
+    }
 }
 
 /// The node's kernel.
@@ -209,4 +257,35 @@ pub enum Direction {
     Inbound,
     /// The pod connected to the peer.
     Outbound,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn report_stream_messages_are_bounded_on_a_character_boundary() {
+        assert_eq!(bounded_message("refused"), "refused");
+        let long = "é".repeat(REPORT_STREAM_MESSAGE_MAX + 10);
+        let cut = bounded_message(&long);
+        assert_eq!(cut.chars().count(), REPORT_STREAM_MESSAGE_MAX + 1);
+        assert!(cut.ends_with('…'));
+        let exact = "x".repeat(REPORT_STREAM_MESSAGE_MAX);
+        assert_eq!(bounded_message(&exact), exact);
+    }
+
+    #[test]
+    fn an_observation_without_a_report_stream_reads_as_before() {
+        let status: NodeRuntimeObservationStatus =
+            serde_json::from_value(serde_json::json!({"podCount": 0})).expect("parses");
+        assert_eq!(status.report_stream, None);
+        let refused = ReportStreamStatus {
+            state: ReportStreamState::Refused,
+            reason: Some("Unauthenticated".to_owned()),
+            message: Some("no token".to_owned()),
+            since: None,
+        };
+        let json = serde_json::to_value(&refused).expect("serializes");
+        assert_eq!(json["state"], "Refused");
+    }
 }

@@ -421,6 +421,7 @@ async fn crds_install_and_objects_round_trip_through_the_api_server() -> anyhow:
             reason: None,
             message: None,
         }),
+        report_stream: None,
         pod_count: 1,
         pods: vec![PodObservation {
             uid: "1b4e28ba-2fa1-11d2-883f-0016d3cca427".into(),

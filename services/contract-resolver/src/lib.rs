@@ -355,7 +355,7 @@ mod tests {
         assert_eq!(config.registry.max_retries, 2);
         assert_eq!(
             args.server.allowed_identities,
-            ["spiffe://pacto/ns/pacto-system/sa/pacto-status-writer"]
+            ["spiffe://pacto/ns/pacto-operator-system/sa/pacto-status-writer"]
         );
         // Derived from --memory-limit (256Mi): one worst-case pull and one validation at once.
         let plan = args.memory_plan();

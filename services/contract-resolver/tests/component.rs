@@ -289,7 +289,7 @@ async fn status_writer_resolves_over_mtls() {
 #[tokio::test]
 async fn default_allow_list_admits_only_the_status_writers_spiffe_id() {
     use clap::Parser;
-    const WRITER_SPIFFE_ID: &str = "spiffe://pacto/ns/pacto-system/sa/pacto-status-writer";
+    const WRITER_SPIFFE_ID: &str = "spiffe://pacto/ns/pacto-operator-system/sa/pacto-status-writer";
     let registry = Registry::start().unwrap();
     // The allow-list the binary runs with when no --allowed-identities is given.
     let defaults = pacto_contract_resolver::Args::try_parse_from(["pacto-contract-resolver"])
@@ -304,7 +304,7 @@ async fn default_allow_list_admits_only_the_status_writers_spiffe_id() {
     let rogue = TestCa::new("tenant CA").unwrap();
     let cert = rogue
         .issue(&[
-            "status-writer.pacto-system.svc",
+            "status-writer.pacto-operator-system.svc",
             STATUS_WRITER,
             WRITER_SPIFFE_ID,
         ])
@@ -317,17 +317,17 @@ async fn default_allow_list_admits_only_the_status_writers_spiffe_id() {
     // shared issuer (bare DNS names, or the URI of a ServiceAccount in its own namespace or
     // under another trust domain) is refused by Resolve.
     let forged: [&[&str]; 5] = [
-        &["status-writer.pacto-system.svc"],
+        &["status-writer.pacto-operator-system.svc"],
         &[
             STATUS_WRITER,
-            "status-writer.pacto-system.svc.cluster.local",
+            "status-writer.pacto-operator-system.svc.cluster.local",
         ],
         &[
-            "status-writer.pacto-system.svc",
+            "status-writer.pacto-operator-system.svc",
             "spiffe://pacto/ns/tenant/sa/pacto-status-writer",
         ],
-        &["spiffe://other/ns/pacto-system/sa/pacto-status-writer"],
-        &["spiffe://pacto/ns/pacto-system/sa/pacto-status-writer-2"],
+        &["spiffe://other/ns/pacto-operator-system/sa/pacto-status-writer"],
+        &["spiffe://pacto/ns/pacto-operator-system/sa/pacto-status-writer-2"],
     ];
     for (i, identity) in forged.iter().enumerate() {
         let mut client = server.client(&format!("forged-{i}"), identity);
@@ -350,7 +350,7 @@ async fn default_allow_list_admits_only_the_status_writers_spiffe_id() {
     let mut writer = server.client(
         "status-writer",
         &[
-            "status-writer.pacto-system.svc",
+            "status-writer.pacto-operator-system.svc",
             STATUS_WRITER,
             WRITER_SPIFFE_ID,
         ],

@@ -98,7 +98,7 @@ fn command_line_is_consistent_and_defaults_to_status_writer() {
     let args = Args::try_parse_from(["pacto-evaluator", "--insecure"]).unwrap();
     assert_eq!(
         args.server.allowed_identities,
-        vec!["spiffe://pacto/ns/pacto-system/sa/pacto-status-writer".to_owned()]
+        vec!["spiffe://pacto/ns/pacto-operator-system/sa/pacto-status-writer".to_owned()]
     );
     assert_eq!(args.server.listen_addr, "0.0.0.0:8443".parse().unwrap());
     let args = Args::try_parse_from([

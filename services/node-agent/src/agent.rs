@@ -63,6 +63,9 @@ pub struct Outputs {
     pub reports: watch::Sender<Option<NodeReport>>,
     /// Count of statuses written to the API server.
     pub published: watch::Sender<u64>,
+    /// What the observer replicas answered the report streams: written into each status as
+    /// `reportStream` (docs/design/node-agent.md#operator-log).
+    pub streams: publish::StreamStates,
 }
 
 fn kernel_info(btf_path: &std::path::Path) -> KernelInfo {
@@ -194,11 +197,13 @@ pub async fn run_agent(
         tracing::info!(node = %config.node_name, "node-agent collection running");
     }
     let kernel = kernel_info(&config.btf_path);
+    let streams = outputs.streams.clone();
     let status_at = |now: Timestamp| NodeRuntimeObservationStatus {
         last_published: Some(Time(now)),
         agent_version: Some(env!("CARGO_PKG_VERSION").to_owned()),
         kernel: Some(kernel.clone()),
         collection: Some(collection.clone()),
+        report_stream: streams.status(),
         ..NodeRuntimeObservationStatus::default()
     };
 

@@ -39,7 +39,7 @@ pub struct Args {
         long = "observer-addr",
         env = "PACTO_NODE_AGENT_OBSERVER_ADDR",
         value_name = "ADDR",
-        default_value = "pacto-observer.pacto-system.svc:8443"
+        default_value = "pacto-observer.pacto-operator-system.svc:8443"
     )]
     pub observer_addr: String,
     /// Name the observer's certificate must carry (default: the address's host).
@@ -195,7 +195,7 @@ mod tests {
         let args = Args::try_parse_from([
             "pacto-node-agent",
             "--node-name=n1",
-            "--observer-addr=pacto-observer.pacto-system.svc:8443",
+            "--observer-addr=pacto-observer.pacto-operator-system.svc:8443",
             "--publish-interval=30s",
             "--admin-addr=0.0.0.0:9090",
             "--log-level=info",

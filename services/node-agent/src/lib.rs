@@ -48,8 +48,15 @@ pub async fn serve(
 ) {
     let (reports_tx, reports_rx) = watch::channel(None);
     let (published_tx, mut published_rx) = watch::channel(0_u64);
-    let reporter = observer
-        .map(|target| tokio::spawn(report::stream_reports(target, reports_rx, shutdown.clone())));
+    let streams = publish::StreamStates::default();
+    let reporter = observer.map(|target| {
+        tokio::spawn(report::stream_reports_recording(
+            target,
+            reports_rx,
+            streams.clone(),
+            shutdown.clone(),
+        ))
+    });
     let ready = {
         let shutdown = shutdown.clone();
         tokio::spawn(async move {
@@ -65,6 +72,7 @@ pub async fn serve(
     let outputs = Outputs {
         reports: reports_tx,
         published: published_tx,
+        streams,
     };
     run_agent(client, config, source, scanner, outputs, shutdown.clone()).await;
     shutdown.cancel();

@@ -2,14 +2,20 @@
 //! (created if missing, then its status by server-side apply) and the heartbeat `Lease/<node>`
 //! (docs/design/node-agent.md#publishing).
 
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
-use pacto_api::{NodeRuntimeObservation, NodeRuntimeObservationSpec, NodeRuntimeObservationStatus};
+use pacto_api::{
+    NodeRuntimeObservation, NodeRuntimeObservationSpec, NodeRuntimeObservationStatus,
+    ReportStreamState, ReportStreamStatus, bounded_message,
+};
 use pacto_runtime::CancellationToken;
 use serde_json::json;
 
@@ -113,6 +119,100 @@ impl Observations {
     }
 }
 
+/// What the observer replicas answered the report streams, per replica address: the agent puts
+/// it into its observation's `status.reportStream` at the next write, so that a refusal shows
+/// in the object (and the operator's log), not only in the agent's own log
+/// (docs/design/node-agent.md#operator-log).
+#[derive(Debug, Clone, Default)]
+pub struct StreamStates {
+    inner: Arc<Mutex<BTreeMap<SocketAddr, ReportStreamStatus>>>,
+}
+
+impl StreamStates {
+    fn update(
+        &self,
+        addr: SocketAddr,
+        state: ReportStreamState,
+        refusal: Option<(String, String)>,
+    ) {
+        let mut states = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let (reason, message) = refusal.map_or((None, None), |(reason, message)| {
+            (Some(reason), Some(bounded_message(&message)))
+        });
+        if let Some(current) = states.get(&addr)
+            && current.state == state
+            && current.reason == reason
+            && current.message == message
+        {
+            return;
+        }
+        states.insert(
+            addr,
+            ReportStreamStatus {
+                state,
+                reason,
+                message,
+                since: Some(Time(Timestamp::now())),
+            },
+        );
+    }
+
+    /// The replica at `addr` acknowledged a report.
+    pub fn accepted(&self, addr: SocketAddr) {
+        self.update(addr, ReportStreamState::Open, None);
+    }
+
+    /// The replica at `addr` refused the stream: `reason` is the gRPC code's name, `message`
+    /// the observer's text (cut to [`pacto_api::REPORT_STREAM_MESSAGE_MAX`] characters).
+    pub fn refused(&self, addr: SocketAddr, reason: &str, message: &str) {
+        self.update(
+            addr,
+            ReportStreamState::Refused,
+            Some((reason.to_owned(), message.to_owned())),
+        );
+    }
+
+    /// The replica at `addr` is gone (no longer resolved) or its stream broke without a refusal:
+    /// it no longer counts.
+    pub fn forget(&self, addr: SocketAddr) {
+        self.inner
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&addr);
+    }
+
+    /// What the observation says: `Refused` (the longest-standing refusal) while any replica
+    /// refuses, else `Open` (since the earliest acceptance) while any accepts, else nothing.
+    pub fn status(&self) -> Option<ReportStreamStatus> {
+        let states = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let earliest = |state: ReportStreamState| {
+            states
+                .values()
+                .filter(|s| s.state == state)
+                .min_by(|a, b| {
+                    a.since
+                        .as_ref()
+                        .map(|t| t.0)
+                        .cmp(&b.since.as_ref().map(|t| t.0))
+                })
+                .cloned()
+        };
+        earliest(ReportStreamState::Refused).or_else(|| earliest(ReportStreamState::Open))
+    }
+}
+
+/// Whether a gRPC status ending a report stream is the observer refusing it (its token, its
+/// identity, its report or the node count), not a transport failure.
+pub fn is_refusal(code: tonic::Code) -> bool {
+    matches!(
+        code,
+        tonic::Code::Unauthenticated
+            | tonic::Code::PermissionDenied
+            | tonic::Code::InvalidArgument
+            | tonic::Code::ResourceExhausted
+    )
+}
+
 /// Heartbeat settings.
 #[derive(Debug, Clone)]
 pub struct LeaseSettings {
@@ -189,5 +289,48 @@ mod tests {
         assert_eq!(waits, [1, 2, 4, 5, 5]);
         b.reset();
         assert_eq!(b.failed(), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn a_refusal_shows_until_the_replica_accepts_again() {
+        let states = StreamStates::default();
+        let a: SocketAddr = "10.0.0.1:8443".parse().expect("addr");
+        let b: SocketAddr = "10.0.0.2:8443".parse().expect("addr");
+        assert_eq!(states.status(), None, "nothing streamed yet");
+        states.accepted(a);
+        assert_eq!(
+            states.status().map(|s| s.state),
+            Some(ReportStreamState::Open)
+        );
+        states.refused(b, "Unauthenticated", &"x".repeat(2000));
+        let refused = states.status().expect("a state");
+        assert_eq!(refused.state, ReportStreamState::Refused);
+        assert_eq!(refused.reason.as_deref(), Some("Unauthenticated"));
+        assert!(
+            refused
+                .message
+                .as_deref()
+                .is_some_and(|m| m.chars().count() <= 513)
+        );
+        // The same refusal again keeps its first instant.
+        let since = refused.since.clone();
+        states.refused(b, "Unauthenticated", &"x".repeat(2000));
+        assert_eq!(states.status().and_then(|s| s.since), since);
+        states.accepted(b);
+        assert_eq!(
+            states.status().map(|s| s.state),
+            Some(ReportStreamState::Open)
+        );
+        states.forget(a);
+        states.forget(b);
+        assert_eq!(states.status(), None);
+    }
+
+    #[test]
+    fn only_the_observer_s_answers_are_refusals() {
+        assert!(is_refusal(tonic::Code::Unauthenticated));
+        assert!(is_refusal(tonic::Code::PermissionDenied));
+        assert!(!is_refusal(tonic::Code::Unavailable));
+        assert!(!is_refusal(tonic::Code::Cancelled));
     }
 }

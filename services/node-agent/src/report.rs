@@ -21,7 +21,7 @@ use tokio::sync::watch;
 use tokio_stream::wrappers::WatchStream;
 use tonic::transport::Channel;
 
-use crate::publish::Backoff;
+use crate::publish::{Backoff, StreamStates, is_refusal};
 
 /// The longest wait between two connection attempts.
 const RECONNECT_MAX: Duration = Duration::from_secs(30);
@@ -151,6 +151,17 @@ pub async fn stream_reports(
     reports: watch::Receiver<Option<wire::NodeReport>>,
     shutdown: CancellationToken,
 ) {
+    stream_reports_recording(target, reports, StreamStates::default(), shutdown).await;
+}
+
+/// [`stream_reports`], recording into `states` what each replica answers (accepted, or refused
+/// and why), for the observation's `status.reportStream`.
+pub async fn stream_reports_recording(
+    target: ReportTarget,
+    reports: watch::Receiver<Option<wire::NodeReport>>,
+    states: StreamStates,
+    shutdown: CancellationToken,
+) {
     let open = Arc::new(AtomicUsize::new(0));
     pacto_runtime::balance::for_each_endpoint(
         target.observer.endpoints(),
@@ -163,6 +174,7 @@ pub async fn stream_reports(
                     channel,
                     token_path: target.token_path.clone(),
                     open: Arc::clone(&open),
+                    states: states.clone(),
                 },
                 reports.clone(),
                 token,
@@ -180,6 +192,8 @@ struct Endpoint {
     token_path: Option<PathBuf>,
     /// Streams open now, over all endpoints.
     open: Arc<AtomicUsize>,
+    /// What each replica answered.
+    states: StreamStates,
 }
 
 /// Counts one open stream while it lives.
@@ -209,6 +223,12 @@ async fn stream_to(
     stop: CancellationToken,
 ) {
     let addr = endpoint.addr;
+    let states = endpoint.states.clone();
+    // An endpoint no longer resolved no longer counts in `status.reportStream`.
+    let _forget = Forget {
+        states: states.clone(),
+        addr,
+    };
     let mut client = NodeAgentReportsClient::new(endpoint.channel.clone())
         .max_decoding_message_size(GRPC_MAX_MESSAGE_BYTES)
         .max_encoding_message_size(GRPC_MAX_MESSAGE_BYTES);
@@ -231,6 +251,7 @@ async fn stream_to(
             let _open = Open::new(&endpoint.open);
             while let Some(ack) = acks.message().await? {
                 metrics::counter!(crate::metrics::REPORTS_ACKED_TOTAL).increment(1);
+                endpoint.states.accepted(addr);
                 if failing {
                     tracing::info!(endpoint = %addr, "node-agent reports acknowledged by the observer again");
                     failing = false;
@@ -244,6 +265,13 @@ async fn stream_to(
             () = stop.cancelled() => return,
             ended = session => ended,
         };
+        // A refusal (its token, identity or report) goes into the observation's
+        // status.reportStream; a transport failure keeps what the replica last answered.
+        if let Err(status) = &ended
+            && is_refusal(status.code())
+        {
+            states.refused(addr, &format!("{:?}", status.code()), status.message());
+        }
         if !failing {
             match &ended {
                 Ok(()) => {
@@ -260,5 +288,17 @@ async fn stream_to(
             () = stop.cancelled() => return,
             () = tokio::time::sleep(wait) => {}
         }
+    }
+}
+
+/// Forgets `addr` in `states` when dropped.
+struct Forget {
+    states: StreamStates,
+    addr: SocketAddr,
+}
+
+impl Drop for Forget {
+    fn drop(&mut self) {
+        self.states.forget(self.addr);
     }
 }

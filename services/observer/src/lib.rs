@@ -400,7 +400,7 @@ mod tests {
         );
         assert_eq!(
             args.server.allowed_identities,
-            ["spiffe://pacto/ns/pacto-system/sa/pacto-status-writer"]
+            ["spiffe://pacto/ns/pacto-operator-system/sa/pacto-status-writer"]
         );
         assert_eq!(
             args.node_agents.identities,

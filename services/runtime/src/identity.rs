@@ -17,10 +17,10 @@ use crate::metrics::GRPC_UNAUTHORIZED_TOTAL;
 pub const DEFAULT_TRUST_DOMAIN: &str = "pacto";
 
 /// The status-writer's default identity: the URI SAN the charts put on its certificate, the
-/// SPIFFE ID of its ServiceAccount `pacto-status-writer` in the namespace `pacto-system`
+/// SPIFFE ID of its ServiceAccount `pacto-status-writer` in the namespace `pacto-operator-system`
 /// (docs/design/identity.md#identities). The default `--allowed-identities` of every server.
 pub const DEFAULT_STATUS_WRITER_IDENTITY: &str =
-    "spiffe://pacto/ns/pacto-system/sa/pacto-status-writer";
+    "spiffe://pacto/ns/pacto-operator-system/sa/pacto-status-writer";
 
 /// The node agent's default identity: ServiceAccount `pacto-node-agent` in `pacto-node-agent`.
 pub const DEFAULT_NODE_AGENT_IDENTITY: &str =
@@ -48,7 +48,7 @@ pub enum IdentityError {
 pub struct PeerIdentity {
     /// DNS SANs, e.g. `status-writer.pacto.svc`.
     pub dns_names: Vec<String>,
-    /// URI SANs, e.g. `spiffe://pacto/ns/pacto-system/sa/status-writer`.
+    /// URI SANs, e.g. `spiffe://pacto/ns/pacto-operator-system/sa/status-writer`.
     pub uris: Vec<String>,
 }
 
@@ -103,7 +103,7 @@ pub struct PeerInfo {
 }
 
 /// An allow-list entry: an exact name, or a prefix when it ends with `*`
-/// (e.g. `spiffe://pacto/ns/pacto-system/sa/*`).
+/// (e.g. `spiffe://pacto/ns/pacto-operator-system/sa/*`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Pattern {
     Exact(String),
@@ -254,7 +254,11 @@ mod tests {
     #[test]
     fn default_identities_are_spiffe_ids_of_service_accounts() {
         assert_eq!(
-            spiffe_id(DEFAULT_TRUST_DOMAIN, "pacto-system", "pacto-status-writer"),
+            spiffe_id(
+                DEFAULT_TRUST_DOMAIN,
+                "pacto-operator-system",
+                "pacto-status-writer"
+            ),
             DEFAULT_STATUS_WRITER_IDENTITY
         );
         assert_eq!(

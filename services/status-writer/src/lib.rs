@@ -17,6 +17,8 @@
 //! - `events`: the Events on a Pacto, aggregated (one object per recurring event, its count);
 //! - `mirror`: the revision mirror (TagOverwritten); `leader`: Lease leader election;
 //! - [`node_agent`]: the node agent namespace's Pod Security labels;
+//! - [`agent_log`]: the node agents' state in the operator's log (heard, stale, collection
+//!   failed, reports refused), on every replica;
 //! - [`producer`]: the producer mode, a signed evidence record of each verdict change posted
 //!   to the Evidence Server;
 //! - [`shard`]: the assignment of Pactos to several leaders' shards, a pure module for the
@@ -39,6 +41,7 @@ mod metrics;
 mod mirror;
 mod model;
 pub mod node_agent;
+pub mod agent_log;
 pub mod producer;
 mod reconcile;
 mod revision;
@@ -265,6 +268,17 @@ pub struct Args {
         value_parser = parse_duration
     )]
     pub node_agent_resync_interval: Duration,
+    /// How long a node's agent counts as heard after the newer of its Lease renewTime and its
+    /// NodeRuntimeObservation's lastPublished; older, the log says `stale since` (the
+    /// observer's flag of the same name: set both alike). Go duration syntax.
+    #[arg(
+        long = "node-evidence-stale-after",
+        env = "PACTO_STATUS_WRITER_NODE_EVIDENCE_STALE_AFTER",
+        value_name = "DURATION",
+        default_value = "90s",
+        value_parser = parse_duration
+    )]
+    pub node_evidence_stale_after: Duration,
     /// Base URL of the Evidence Server (e.g. `http://pacto-evidence.pacto.svc:8686`): post a
     /// signed record of each verdict change to `<url>/api/evidence/v1/envelopes` (producer
     /// mode; off when unset). Needs --evidence-key.
@@ -527,12 +541,20 @@ pub async fn run(args: Args) -> Result<(), StatusWriterError> {
         None
     };
     let admin_listener = process.bind_admin().await?;
-    // Every replica keeps the labels (an idempotent patch), leader or not.
+    // Every replica keeps the labels (an idempotent patch), leader or not, and logs the node
+    // agents' state, so that whichever pod `kubectl logs deploy/pacto-operator` reads tells it
+    // (docs/design/node-agent.md#operator-log).
     if let Some(namespace) = args.node_agent_namespace.clone().filter(|n| !n.is_empty()) {
         tokio::spawn(node_agent::keep_privileged(
             ctx.client.clone(),
-            namespace,
+            namespace.clone(),
             args.node_agent_resync_interval,
+            process.shutdown.clone(),
+        ));
+        tokio::spawn(agent_log::log_node_agents(
+            ctx.client.clone(),
+            namespace,
+            args.node_evidence_stale_after,
             process.shutdown.clone(),
         ));
     }
@@ -564,6 +586,10 @@ mod tests {
             .expect("parses");
         assert_eq!(args.stabilization_window, Some(Duration::from_secs(30)));
         assert_eq!(args.evaluator_addr, "evaluator.pacto.svc:8443");
+        assert_eq!(
+            args.node_evidence_stale_after,
+            agent_log::DEFAULT_STALE_AFTER
+        );
         for arg in Args::command().get_arguments() {
             let id = arg.get_id().as_str();
             if id == "help" || id == "version" {

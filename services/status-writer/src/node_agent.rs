@@ -75,12 +75,23 @@ pub async fn keep_privileged(
     token: CancellationToken,
 ) {
     let mut last = None;
+    let labels = POD_SECURITY_LABELS
+        .iter()
+        .map(|key| format!("{key}={PRIVILEGED}"))
+        .collect::<Vec<_>>()
+        .join(", ");
     loop {
         let result = sync(&client, &namespace).await;
         match &result {
+            // docs/design/node-agent.md#operator-log: every replica says once that the labels
+            // hold, then only when it changed them.
             Ok(Synced::Patched) => tracing::info!(
                 namespace = %namespace,
-                "node-agent namespace: Pod Security labels set to privileged"
+                "node-agent: Pod Security labels set on namespace {namespace} ({labels})"
+            ),
+            Ok(Synced::Unchanged) if last.is_none() => tracing::info!(
+                namespace = %namespace,
+                "node-agent: Pod Security labels already set on namespace {namespace} ({labels})"
             ),
             Ok(Synced::Missing) if last != Some(Synced::Missing) => tracing::warn!(
                 namespace = %namespace,

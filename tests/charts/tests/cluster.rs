@@ -93,7 +93,7 @@ async fn everything_helmfile_renders_passes_a_server_side_dry_run() -> Result<()
     let cp = cluster().await;
     let client = cp.client()?;
     let tools = Tools::new()?;
-    for ns in ["pacto-system", "pacto-node-agent"] {
+    for ns in ["pacto-operator-system", "pacto-node-agent"] {
         ensure_namespace(&client, ns).await?;
     }
     let dir = tempfile::tempdir()?;

@@ -440,7 +440,7 @@ fn namespace_of(chart: &str) -> &'static str {
     if chart == "pacto-node-agent" {
         "pacto-node-agent"
     } else {
-        "pacto-system"
+        "pacto-operator-system"
     }
 }
 
@@ -578,7 +578,7 @@ const FEATURES: &[Feature] = &[
         charts: &["pacto-status-writer"],
         value: "evidence.url",
         sets: &[
-            "evidence.url=http://pacto-evidence-server.pacto-system.svc:8686",
+            "evidence.url=http://pacto-evidence-server.pacto-operator-system.svc:8686",
             "evidence.keySecret=pacto-evidence-key",
             "evidence.keyFile=status-writer.key",
         ],

@@ -20,7 +20,7 @@ fn template(tools: &Tools, sets: &[&str], values: bool) -> Result<String> {
         CHART.to_owned(),
         format!("charts/{CHART}"),
         "--namespace".to_owned(),
-        "pacto-system".to_owned(),
+        "pacto-operator-system".to_owned(),
     ];
     if values {
         args.push("--values".to_owned());
@@ -138,7 +138,7 @@ fn the_deployment_is_one_hardened_replica_probed_on_the_api() -> Result<()> {
     for want in [
         "--listen-address=0.0.0.0:8686",
         "--trust=/etc/pacto/trust",
-        "--resolver-addr=pacto-contract-resolver.pacto-system.svc:8443",
+        "--resolver-addr=pacto-contract-resolver.pacto-operator-system.svc:8443",
     ] {
         ensure!(args.contains(&want), "{want} missing: {args:?}");
     }
@@ -237,7 +237,7 @@ fn helmfile_deploys_it_only_when_enabled_and_the_resolver_then_admits_it() -> Re
         ensure!(!text.contains("pacto-evidence-server"), "{env}: {text}");
     }
     let subject = format!(
-        "evidenceServer.enabled=true,evidenceServer.subjects[0]=oci://registry.pacto-system.svc:5000/team/svc@sha256:{},evidenceServer.trust.keysSecret=keys",
+        "evidenceServer.enabled=true,evidenceServer.subjects[0]=oci://registry.pacto-operator-system.svc:5000/team/svc@sha256:{},evidenceServer.trust.keysSecret=keys",
         "a".repeat(64)
     );
     let text = tools.run(
@@ -262,14 +262,16 @@ fn helmfile_deploys_it_only_when_enabled_and_the_resolver_then_admits_it() -> Re
     let resolver = deployment("pacto-contract-resolver")?;
     let args = resolver["spec"]["template"]["spec"]["containers"][0]["args"].to_string();
     ensure!(
-        args.contains("--allowed-identities=spiffe://pacto/ns/pacto-system/sa/pacto-status-writer,spiffe://pacto/ns/pacto-system/sa/pacto-evidence-server"),
+        args.contains("--allowed-identities=spiffe://pacto/ns/pacto-operator-system/sa/pacto-status-writer,spiffe://pacto/ns/pacto-operator-system/sa/pacto-evidence-server"),
         "{args}"
     );
     let server = deployment("pacto-evidence-server")?;
     let args = server["spec"]["template"]["spec"]["containers"][0]["args"].to_string();
     ensure!(args.contains("--insecure"), "{args}");
     ensure!(
-        args.contains("--insecure-registries=localhost:5000,registry.pacto-system.svc:5000"),
+        args.contains(
+            "--insecure-registries=localhost:5000,registry.pacto-operator-system.svc:5000"
+        ),
         "{args}"
     );
     ensure!(

@@ -321,7 +321,7 @@ fn production_identities_are_uri_sans_from_namespaced_issuers() -> Result<()> {
             Ok(at(issuer))
         })
         .collect::<Result<_>>()?;
-    let namespaces = ["pacto-system", "pacto-node-agent"];
+    let namespaces = ["pacto-operator-system", "pacto-node-agent"];
     for namespace in namespaces {
         ensure!(
             issuers.contains(&format!("{namespace}/pacto-ca")),
@@ -381,7 +381,7 @@ fn production_identities_are_uri_sans_from_namespaced_issuers() -> Result<()> {
     ensure!(allowed.len() == 3, "three gRPC servers: {allowed:?}");
     for value in allowed {
         ensure!(
-            value == "spiffe://pacto/ns/pacto-system/sa/pacto-status-writer"
+            value == "spiffe://pacto/ns/pacto-operator-system/sa/pacto-status-writer"
                 && uris.iter().any(|u| u == value),
             "--allowed-identities={value}"
         );

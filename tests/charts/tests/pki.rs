@@ -32,13 +32,13 @@ fn generated_ca(tools: &Tools, dir: &Path, name: &str) -> Result<(String, String
             "pacto-pki",
             "charts/pacto-pki",
             "--namespace",
-            "pacto-system",
+            "pacto-operator-system",
         ],
     )?;
     let docs = documents(&text)?;
     let secret = docs
         .iter()
-        .find(|d| d["kind"] == "Secret" && d["metadata"]["namespace"] == "pacto-system")
+        .find(|d| d["kind"] == "Secret" && d["metadata"]["namespace"] == "pacto-operator-system")
         .context("pacto-pki renders no CA Secret")?;
     let mut pem = Vec::new();
     for key in ["tls.crt", "tls.key"] {
@@ -155,8 +155,8 @@ async fn the_generated_ca_issues_certificates_the_resolver_admits_by_default() -
         "resolver",
         &ca,
         &format!(
-            "DNS:{RESOLVER_NAME},DNS:pacto-contract-resolver.pacto-system.svc,\
-             URI:spiffe://pacto/ns/pacto-system/sa/pacto-contract-resolver"
+            "DNS:{RESOLVER_NAME},DNS:pacto-contract-resolver.pacto-operator-system.svc,\
+             URI:spiffe://pacto/ns/pacto-operator-system/sa/pacto-contract-resolver"
         ),
     )?;
     let args = pacto_contract_resolver::Args::try_parse_from(["pacto-contract-resolver"])?;
@@ -184,7 +184,7 @@ async fn the_generated_ca_issues_certificates_the_resolver_admits_by_default() -
         dir.path(),
         "writer",
         &ca,
-        "DNS:status-writer.pacto.svc,URI:spiffe://pacto/ns/pacto-system/sa/pacto-status-writer",
+        "DNS:status-writer.pacto.svc,URI:spiffe://pacto/ns/pacto-operator-system/sa/pacto-status-writer",
     )?;
     let response = client(writer)
         .resolve(request())
@@ -201,7 +201,7 @@ async fn the_generated_ca_issues_certificates_the_resolver_admits_by_default() -
         dir.path(),
         "dns-only",
         &ca,
-        "DNS:status-writer.pacto.svc,DNS:status-writer.pacto-system.svc",
+        "DNS:status-writer.pacto.svc,DNS:status-writer.pacto-operator-system.svc",
     )?;
     let status = client(dns_only)
         .resolve(request())
@@ -217,7 +217,7 @@ async fn the_generated_ca_issues_certificates_the_resolver_admits_by_default() -
         dir.path(),
         "foreign",
         &other,
-        "DNS:status-writer.pacto.svc,URI:spiffe://pacto/ns/pacto-system/sa/pacto-status-writer",
+        "DNS:status-writer.pacto.svc,URI:spiffe://pacto/ns/pacto-operator-system/sa/pacto-status-writer",
     )?;
     // Trust the server's CA, so that only the client certificate is foreign.
     foreign.ca = dir.path().join("resolver-ca.pem");
@@ -246,7 +246,7 @@ fn rendered_flag(tools: &Tools, chart: &str, sets: &[&str], flag: &str) -> Resul
         chart.to_owned(),
         format!("charts/{chart}"),
         "--namespace".to_owned(),
-        "pacto-system".to_owned(),
+        "pacto-operator-system".to_owned(),
     ];
     for set in sets {
         args.push("--set".to_owned());
@@ -284,7 +284,7 @@ async fn the_resolver_admits_the_evidence_server_when_its_chart_enables_it() -> 
         "pacto-evidence-server".to_owned(),
         "charts/pacto-evidence-server".to_owned(),
         "--namespace".to_owned(),
-        "pacto-system".to_owned(),
+        "pacto-operator-system".to_owned(),
     ];
     for set in &sets {
         args.push("--set".to_owned());
@@ -300,7 +300,7 @@ async fn the_resolver_admits_the_evidence_server_when_its_chart_enables_it() -> 
         .context("the Certificate has no URI SAN")?
         .to_owned();
     ensure!(
-        uri == "spiffe://pacto/ns/pacto-system/sa/pacto-evidence-server",
+        uri == "spiffe://pacto/ns/pacto-operator-system/sa/pacto-evidence-server",
         "{uri}"
     );
     let evidence = leaf(
@@ -330,7 +330,7 @@ async fn the_resolver_admits_the_evidence_server_when_its_chart_enables_it() -> 
             "resolver",
             &ca,
             &format!(
-                "DNS:{RESOLVER_NAME},URI:spiffe://pacto/ns/pacto-system/sa/pacto-contract-resolver"
+                "DNS:{RESOLVER_NAME},URI:spiffe://pacto/ns/pacto-operator-system/sa/pacto-contract-resolver"
             ),
         )?;
         let args = pacto_contract_resolver::Args::try_parse_from([

@@ -14,7 +14,7 @@ use pacto_chart_tests::{
 };
 use serde_json::Value;
 
-const NAMESPACE: &str = "pacto-system";
+const NAMESPACE: &str = "pacto-operator-system";
 
 fn values_file(chart: &str) -> PathBuf {
     repo_root()
@@ -22,7 +22,7 @@ fn values_file(chart: &str) -> PathBuf {
         .join(format!("{chart}.yaml"))
 }
 
-/// `helm template <chart> charts/<chart> -n pacto-system [-f values] [--set …]`.
+/// `helm template <chart> charts/<chart> -n pacto-operator-system [-f values] [--set …]`.
 fn template(tools: &Tools, chart: &str, values: Option<&Path>, sets: &[&str]) -> Result<String> {
     let mut args: Vec<String> = vec![
         "template".into(),
@@ -331,10 +331,10 @@ fn rbac_matches_the_architecture_table() -> Result<()> {
                 "cluster /events create",
                 "cluster /events get",
                 "cluster /events patch",
-                "ns=pacto-system coordination.k8s.io/leases create",
-                "ns=pacto-system coordination.k8s.io/leases get name=pacto-status-writer",
-                "ns=pacto-system coordination.k8s.io/leases update name=pacto-status-writer",
-                "ns=pacto-system coordination.k8s.io/leases patch name=pacto-status-writer",
+                "ns=pacto-operator-system coordination.k8s.io/leases create",
+                "ns=pacto-operator-system coordination.k8s.io/leases get name=pacto-status-writer",
+                "ns=pacto-operator-system coordination.k8s.io/leases update name=pacto-status-writer",
+                "ns=pacto-operator-system coordination.k8s.io/leases patch name=pacto-status-writer",
             ]),
         ),
     ]);
@@ -643,9 +643,9 @@ fn tls_modes_mount_or_issue_the_identity_certificate() -> Result<()> {
         dns == [
             "evaluator.pacto.svc",
             "pacto-evaluator",
-            "pacto-evaluator.pacto-system",
-            "pacto-evaluator.pacto-system.svc",
-            "pacto-evaluator.pacto-system.svc.cluster.local"
+            "pacto-evaluator.pacto-operator-system",
+            "pacto-evaluator.pacto-operator-system.svc",
+            "pacto-evaluator.pacto-operator-system.svc.cluster.local"
         ],
         "{dns:?}"
     );
@@ -654,7 +654,7 @@ fn tls_modes_mount_or_issue_the_identity_certificate() -> Result<()> {
     // The identity peers admit: the URI SAN of its ServiceAccount (docs/design/identity.md).
     ensure!(
         cert[0]["spec"]["uris"]
-            == serde_json::json!(["spiffe://pacto/ns/pacto-system/sa/pacto-evaluator"]),
+            == serde_json::json!(["spiffe://pacto/ns/pacto-operator-system/sa/pacto-evaluator"]),
         "{}",
         cert[0]["spec"]
     );
@@ -664,7 +664,7 @@ fn tls_modes_mount_or_issue_the_identity_certificate() -> Result<()> {
     // By default only the status-writer's URI identity may call (no bare DNS name).
     ensure!(
         a.contains(
-            &"--allowed-identities=spiffe://pacto/ns/pacto-system/sa/pacto-status-writer"
+            &"--allowed-identities=spiffe://pacto/ns/pacto-operator-system/sa/pacto-status-writer"
                 .to_owned()
         ),
         "{a:?}"
@@ -679,12 +679,12 @@ fn tls_modes_mount_or_issue_the_identity_certificate() -> Result<()> {
     ensure!(
         of_kind(&docs, "Certificate")[0]["spec"]["uris"]
             == serde_json::json!([
-                "spiffe://corp.example/ns/pacto-system/sa/pacto-contract-resolver"
+                "spiffe://corp.example/ns/pacto-operator-system/sa/pacto-contract-resolver"
             ])
     );
     ensure!(
         args(of_kind(&docs, "Deployment")[0]).contains(
-            &"--allowed-identities=spiffe://corp.example/ns/pacto-system/sa/pacto-status-writer"
+            &"--allowed-identities=spiffe://corp.example/ns/pacto-operator-system/sa/pacto-status-writer"
                 .to_owned()
         )
     );
@@ -701,7 +701,9 @@ fn tls_modes_mount_or_issue_the_identity_certificate() -> Result<()> {
     ensure!(cert["spec"]["dnsNames"] == serde_json::json!(["status-writer.pacto.svc"]));
     ensure!(
         cert["spec"]["uris"]
-            == serde_json::json!(["spiffe://pacto/ns/pacto-system/sa/pacto-status-writer"])
+            == serde_json::json!([
+                "spiffe://pacto/ns/pacto-operator-system/sa/pacto-status-writer"
+            ])
     );
     ensure!(
         !cert["spec"]["usages"]
@@ -1057,7 +1059,7 @@ fn the_status_writer_producer_mode_mounts_the_key_and_opens_egress_only_when_on(
         chart,
         None,
         &[
-            "evidence.url=http://evidence.pacto-system.svc:8686",
+            "evidence.url=http://evidence.pacto-operator-system.svc:8686",
             "evidence.keySecret=sw-evidence",
             "evidence.keyFile=sw-2026.key",
             "evidence.queueSize=50",
@@ -1066,7 +1068,7 @@ fn the_status_writer_producer_mode_mounts_the_key_and_opens_egress_only_when_on(
     let deployment = of_kind(&on, "Deployment")[0];
     let flags = args(deployment);
     for want in [
-        "--evidence-url=http://evidence.pacto-system.svc:8686",
+        "--evidence-url=http://evidence.pacto-operator-system.svc:8686",
         "--evidence-key=/etc/pacto/evidence/sw-2026.key",
         "--evidence-producer=pacto-status-writer",
         "--evidence-queue-size=50",
@@ -1288,13 +1290,13 @@ fn node_agent_has_least_privilege() -> Result<()> {
     ensure!(pod["hostPID"] == true, "hostPID missing");
     let c = container(ds);
     ensure!(
-        c["securityContext"]["privileged"] == true,
-        "privileged is the default"
+        c["securityContext"]["privileged"] == false,
+        "capabilities mode is the default (tests/charts/tests/node_agent.rs pins it)"
     );
     let a = args(ds);
     for flag in [
         "--node-name=$(NODE_NAME)",
-        "--namespace=pacto-system",
+        "--namespace=pacto-operator-system",
         "--btf-path=/sys/kernel/btf/vmlinux",
         "--proc-root=/proc",
         "--cgroup-root=/host/sys/fs/cgroup",
@@ -1329,37 +1331,29 @@ fn node_agent_has_least_privilege() -> Result<()> {
                 "cluster /pods get",
                 "cluster /pods list",
                 "cluster /pods watch",
-                "ns=pacto-system pacto.trianalab.io/noderuntimeobservations get",
-                "ns=pacto-system pacto.trianalab.io/noderuntimeobservations create",
-                "ns=pacto-system pacto.trianalab.io/noderuntimeobservations/status get",
-                "ns=pacto-system pacto.trianalab.io/noderuntimeobservations/status update",
-                "ns=pacto-system pacto.trianalab.io/noderuntimeobservations/status patch",
-                "ns=pacto-system coordination.k8s.io/leases get",
-                "ns=pacto-system coordination.k8s.io/leases create",
-                "ns=pacto-system coordination.k8s.io/leases update",
-                "ns=pacto-system coordination.k8s.io/leases patch",
+                "ns=pacto-operator-system pacto.trianalab.io/noderuntimeobservations get",
+                "ns=pacto-operator-system pacto.trianalab.io/noderuntimeobservations create",
+                "ns=pacto-operator-system pacto.trianalab.io/noderuntimeobservations/status get",
+                "ns=pacto-operator-system pacto.trianalab.io/noderuntimeobservations/status update",
+                "ns=pacto-operator-system pacto.trianalab.io/noderuntimeobservations/status patch",
+                "ns=pacto-operator-system coordination.k8s.io/leases get",
+                "ns=pacto-operator-system coordination.k8s.io/leases create",
+                "ns=pacto-operator-system coordination.k8s.io/leases update",
+                "ns=pacto-operator-system coordination.k8s.io/leases patch",
             ]),
         "{:?}",
         permissions(&docs)
     );
 
-    // Capabilities mode: BPF, PERFMON and SYS_PTRACE, every other capability dropped.
+    // The fallback: a privileged container.
     let docs = render(
         &tools,
         "pacto-node-agent",
         None,
-        &["securityContext.mode=capabilities"],
+        &["securityContext.mode=privileged"],
     )?;
     let sc = &container(of_kind(&docs, "DaemonSet")[0])["securityContext"];
-    ensure!(sc["privileged"] == false, "{sc}");
-    ensure!(
-        sc["capabilities"]["drop"] == serde_json::json!(["ALL"]),
-        "{sc}"
-    );
-    ensure!(
-        sc["capabilities"]["add"] == serde_json::json!(["BPF", "PERFMON", "SYS_PTRACE"]),
-        "{sc}"
-    );
+    ensure!(sc["privileged"] == true, "{sc}");
 
     // The observer reviews the agents' tokens only when the node agent is on.
     let observer = |sets: &[&str]| -> Result<BTreeSet<String>> {

@@ -49,7 +49,7 @@ fn rendered_deployment() -> Result<Value> {
             CHART,
             &format!("charts/{CHART}"),
             "--namespace",
-            "pacto-system",
+            "pacto-operator-system",
         ],
     )?;
     documents(&out)?

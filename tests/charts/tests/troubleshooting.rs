@@ -40,6 +40,8 @@ const KUBERNETES_TERMS: &[&str] = &[
     "ServiceMonitors",
     // The prefix of the ValidationFailed message (`ContractStatus: NonCompliant, ...`).
     "ContractStatus",
+    // A gRPC status code the operator's `reports refused by the observer` line names.
+    "PermissionDenied",
 ];
 
 /// The guide, split into prose (outside fenced blocks) and fenced blocks `(info, body)`.
@@ -552,15 +554,24 @@ fn every_metric_and_deployment_exists() -> Result<()> {
         );
     }
     ensure!(named > 0, "the guide names no metric");
-    // `deploy/pacto-<component>`: a chart of that name exists (the helmfile release name).
+    // `deploy/<name>`: a chart of that name exists (the helmfile release name), or a chart
+    // names its Deployment so (`deploymentName: <name>` in its values.yaml).
     for chunk in text.split("deploy/").skip(1) {
         let name: String = chunk
             .chars()
             .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
             .collect();
+        let renamed = fs::read_dir(repo_root().join("charts"))?
+            .filter_map(Result::ok)
+            .filter_map(|chart| fs::read_to_string(chart.path().join("values.yaml")).ok())
+            .any(|values| {
+                values
+                    .lines()
+                    .any(|l| l == format!("deploymentName: {name}"))
+            });
         ensure!(
-            repo_root().join("charts").join(&name).is_dir(),
-            "the guide reads logs of deploy/{name}, but there is no chart charts/{name}"
+            repo_root().join("charts").join(&name).is_dir() || renamed,
+            "the guide reads logs of deploy/{name}, but no chart renders that Deployment"
         );
     }
     Ok(())

@@ -30,13 +30,23 @@ pub const IMAGE_HOST: &str = "ghcr.io";
 pub const RELEASE_PREFIX: &str = "trianalab/pacto-operator-rs";
 
 /// The namespace the `local` helmfile environment installs the services into.
-pub const OPERATOR_NAMESPACE: &str = "pacto-system";
-/// The four service Deployments (one release each).
+pub const OPERATOR_NAMESPACE: &str = "pacto-operator-system";
+/// The four services (one release each): their releases, ServiceAccounts and metrics Services
+/// (`<service>-metrics`) carry these names.
 pub const SERVICES: [&str; 4] = [
     "pacto-contract-resolver",
     "pacto-observer",
     "pacto-evaluator",
     "pacto-status-writer",
+];
+/// The four services' Deployments, in the order of [`SERVICES`]: the status-writer's is the
+/// operator's, `pacto-operator` (the chart value `deploymentName`), as the troubleshooting guide's
+/// `kubectl logs deploy/pacto-operator` reads it.
+pub const DEPLOYMENTS: [&str; 4] = [
+    "pacto-contract-resolver",
+    "pacto-observer",
+    "pacto-evaluator",
+    "pacto-operator",
 ];
 /// The HTTP workload image of `scripts/node-images.sh` (`/healthz`, `/readyz`, `/metrics` on 8080).
 pub const SAMPLE_HTTP_IMAGE: &str = "localhost/pacto-sample-http:0.1";
@@ -309,6 +319,35 @@ impl Deployed {
         let mut cmd = self.node().control_plane().kubectl()?;
         cmd.args(args);
         let out = pacto_chart_tests::run(&mut cmd)?;
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// `script` run by `sh -c` as a user types it (kubectl from the node's binaries first on
+    /// `PATH`, the admin kubeconfig); returns stdout, an error with stderr when it fails (a
+    /// `| grep` that matched nothing fails too).
+    pub fn shell(&self, script: &str) -> Result<String> {
+        let kubectl = self.node().control_plane().kubectl()?;
+        let bin = Path::new(kubectl.get_program())
+            .parent()
+            .context("kubectl's directory")?
+            .to_owned();
+        let path = format!(
+            "{}:{}",
+            bin.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let out = Command::new("sh")
+            .args(["-c", script])
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env("PATH", &path)
+            .output()
+            .context("starting sh")?;
+        ensure!(
+            out.status.success(),
+            "`{script}` failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 

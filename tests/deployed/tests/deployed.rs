@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail, ensure};
 use pacto_deployed::{
-    Deployed, IMAGE_HOST, OPERATOR_NAMESPACE, PactoEvent, PodTimeline, RELEASE_PREFIX,
+    DEPLOYMENTS, Deployed, IMAGE_HOST, OPERATOR_NAMESPACE, PactoEvent, PodTimeline, RELEASE_PREFIX,
     SAMPLE_HTTP_IMAGE, SERVICES, VerdictWatch, may_run, new_pacto_events, step, timed,
 };
 
@@ -263,7 +263,7 @@ fn sync_release(d: &Deployed, name: &str, sets: &[&str]) -> Result<()> {
 /// (kubelet runs them), on the real node.
 async fn helmfile_sync_brings_every_service_up(d: &Deployed) -> Result<()> {
     d.helmfile(&sync_args(&[], "sync"))?;
-    for service in SERVICES {
+    for service in DEPLOYMENTS {
         d.wait_available(OPERATOR_NAMESPACE, service, SERVICES_READY)
             .await?;
     }
@@ -467,7 +467,7 @@ async fn wait_status(
                 "logs",
                 "-n",
                 OPERATOR_NAMESPACE,
-                "deployment/pacto-status-writer",
+                "deployment/pacto-operator",
                 "--tail=40",
             ])
             .unwrap_or_default();
@@ -1055,7 +1055,7 @@ async fn a_killed_service_pod_is_healed(d: &Deployed) -> Result<()> {
             "logs",
             "-n",
             OPERATOR_NAMESPACE,
-            "deployment/pacto-status-writer",
+            "deployment/pacto-operator",
             "--since=10m",
         ])?;
         ensure!(
@@ -1170,7 +1170,8 @@ fn a_refused_value_fails_helmfile_sync(d: &Deployed) -> Result<()> {
 }
 
 /// The sample HTTP workload `name` as a Deployment (readiness through its real `/readyz` probe,
-/// every second) behind a Service `name` with `annotations` (a YAML flow mapping).
+/// every second) behind a Service `name` with `annotations` (a YAML flow mapping). Its pod meets
+/// Pod Security `restricted`, the real node's default level (docs/design/real-node.md#pod-security).
 fn sample_workload(name: &str, annotations: &str) -> String {
     format!(
         r"apiVersion: apps/v1
@@ -1182,10 +1183,12 @@ spec:
   template:
     metadata: {{labels: {{app: {name}}}}}
     spec:
+      securityContext: {{runAsNonRoot: true, seccompProfile: {{type: RuntimeDefault}}}}
       containers:
         - name: app
           image: {SAMPLE_HTTP_IMAGE}
           imagePullPolicy: IfNotPresent
+          securityContext: {{allowPrivilegeEscalation: false, capabilities: {{drop: [ALL]}}}}
           ports: [{{name: http, containerPort: 8080}}]
           readinessProbe:
             httpGet: {{path: /readyz, port: http}}
@@ -1536,7 +1539,7 @@ async fn upgrade_and_rollback_change_no_verdict(d: &Deployed) -> Result<()> {
     let mut watch = VerdictWatch::start(d, None, base).await?;
     let mut pods = PodTimeline::start(d, &[OPERATOR_NAMESPACE, agent::AGENT_NS], base)?;
     d.helmfile(&sync_args(&["logLevel=info"], "sync"))?;
-    wait_rolled(d, &SERVICES, &revisions).await?;
+    wait_rolled(d, &DEPLOYMENTS, &revisions).await?;
     agent::wait_daemonset_rolled(d, agent_before).await?;
     wait_reconciled_after_roll(d).await?;
     agent::stream::wait_streams_open(d, 1).await?;
@@ -1722,22 +1725,22 @@ const GUIDE_COMMANDS: &[GuideCommand] = &[
         shows: &["contractStatus", "Unknown"],
     },
     GuideCommand {
-        command: "kubectl -n pacto-system logs deploy/pacto-contract-resolver",
+        command: "kubectl -n pacto-operator-system logs deploy/pacto-contract-resolver",
         name: "",
         shows: &["INFO"],
     },
     GuideCommand {
-        command: "kubectl -n pacto-system logs deploy/pacto-observer",
+        command: "kubectl -n pacto-operator-system logs deploy/pacto-observer",
         name: "",
         shows: &["INFO"],
     },
     GuideCommand {
-        command: "kubectl -n pacto-system logs deploy/pacto-evaluator",
+        command: "kubectl -n pacto-operator-system logs deploy/pacto-evaluator",
         name: "",
         shows: &["INFO"],
     },
     GuideCommand {
-        command: "kubectl -n pacto-system logs deploy/pacto-status-writer",
+        command: "kubectl -n pacto-operator-system logs deploy/pacto-operator",
         name: "",
         shows: &["INFO"],
     },
@@ -1765,7 +1768,8 @@ const GUIDE_COMMANDS: &[GuideCommand] = &[
 
 /// The guide's node agent commands ("Node agent evidence is missing"), with the agent deployed
 /// by this tier: the DaemonSet with its pod Ready, the node's observation and Lease, the
-/// observer's `node-agent` log lines, and the DaemonSet's description.
+/// operator's `node-agent` log lines (the node heard, the agent namespace's Pod Security labels;
+/// whichever replica `logs deploy/` picks prints them), and the DaemonSet's description.
 const GUIDE_NODE_AGENT_COMMANDS: &[GuideCommand] = &[
     GuideCommand {
         command: "kubectl -n pacto-node-agent get daemonset pacto-node-agent",
@@ -1782,9 +1786,12 @@ const GUIDE_NODE_AGENT_COMMANDS: &[GuideCommand] = &[
         ],
     },
     GuideCommand {
-        command: "kubectl -n pacto-system logs deploy/pacto-observer | grep node-agent",
+        command: GUIDE_NODE_AGENT_LOG,
         name: "",
-        shows: &["node-agent"],
+        shows: &[
+            "node-agent: node pacto-node heard (agent ",
+            "node-agent: Pod Security labels ",
+        ],
     },
     GuideCommand {
         command: "kubectl -n pacto-node-agent describe daemonset pacto-node-agent",
@@ -1792,6 +1799,10 @@ const GUIDE_NODE_AGENT_COMMANDS: &[GuideCommand] = &[
         shows: &["Pods Status:", "1 Running", "Events:"],
     },
 ];
+
+/// The guide's node agent log command, verbatim ("Node agent evidence is missing").
+pub const GUIDE_NODE_AGENT_LOG: &str =
+    "kubectl -n pacto-operator-system logs deploy/pacto-operator | grep node-agent";
 
 /// Runs [`GUIDE_COMMANDS`] as a user would type them (kubectl from the node's binaries on
 /// `PATH`, the current context's namespace set to the verdicts' one) and checks each output,

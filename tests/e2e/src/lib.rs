@@ -41,11 +41,11 @@ pub const OBSERVER: &str = "observer.pacto.svc";
 pub const STATUS_WRITER_ID: &str = pacto_runtime::DEFAULT_STATUS_WRITER_IDENTITY;
 
 /// The URI SAN the charts put on a service's certificate with the default release names,
-/// namespace and trust domain: `spiffe://pacto/ns/pacto-system/sa/pacto-<service>`.
+/// namespace and trust domain: `spiffe://pacto/ns/pacto-operator-system/sa/pacto-<service>`.
 pub fn service_spiffe_id(service: &str) -> String {
     pacto_runtime::spiffe_id(
         pacto_runtime::DEFAULT_TRUST_DOMAIN,
-        "pacto-system",
+        "pacto-operator-system",
         &format!("pacto-{service}"),
     )
 }

@@ -162,6 +162,43 @@ pub struct ControlPlaneOptions {
 pub struct RealNodeApi {
     /// The host address pods reach the API server at (the endpoint of Service `kubernetes`).
     pub advertise_address: String,
+    /// Namespaces exempt from the cluster-wide Pod Security default, which is `restricted`
+    /// (enforce, audit and warn) as on a demanding user's cluster
+    /// (docs/design/real-node.md#pod-security). A namespace's own `pod-security.kubernetes.io/*`
+    /// labels still override the default.
+    pub pod_security_exempt_namespaces: Vec<String>,
+}
+
+/// The `AdmissionConfiguration` of a real node's API server (`--admission-control-config-file`):
+/// the PodSecurity plugin's default level `restricted` for enforce, audit and warn, with
+/// `exempt` (namespace names) exempted.
+pub fn pod_security_admission_config(exempt: &[String]) -> String {
+    let namespaces = exempt
+        .iter()
+        .map(|n| format!("\"{n}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "apiVersion: apiserver.config.k8s.io/v1
+kind: AdmissionConfiguration
+plugins:
+  - name: PodSecurity
+    configuration:
+      apiVersion: pod-security.admission.config.k8s.io/v1
+      kind: PodSecurityConfiguration
+      defaults:
+        enforce: restricted
+        enforce-version: latest
+        audit: restricted
+        audit-version: latest
+        warn: restricted
+        warn-version: latest
+      exemptions:
+        usernames: []
+        runtimeClasses: []
+        namespaces: [{namespaces}]
+"
+    )
 }
 
 impl Default for ControlPlaneOptions {
@@ -198,6 +235,7 @@ impl ControlPlaneOptions {
         self.secure_port = Some(port);
         self.real_node = Some(RealNodeApi {
             advertise_address: advertise_address.to_owned(),
+            pod_security_exempt_namespaces: vec!["kube-system".to_owned()],
         });
         self
     }
@@ -483,6 +521,17 @@ impl ControlPlane {
                     p("apiserver-kubelet-client.key")
                 ))
                 .arg("--kubelet-preferred-address-types=InternalIP,Hostname");
+            // Pod Security `restricted` by default, as a demanding user's cluster has it
+            // (docs/design/real-node.md#pod-security).
+            let admission = dir.join("admission.yaml");
+            write_file(
+                &admission,
+                &pod_security_admission_config(&node.pod_security_exempt_namespaces),
+            )?;
+            cmd.arg(format!(
+                "--admission-control-config-file={}",
+                admission.display()
+            ));
         } else {
             cmd.arg("--bind-address=127.0.0.1")
                 .arg("--advertise-address=127.0.0.1")

@@ -181,7 +181,18 @@ pub struct RealNodeOptions {
     pub registry_mirrors: Vec<(String, String)>,
     /// Deadline for each phase (control plane, containerd, Node Ready, CoreDNS Ready).
     pub timeout: Duration,
+    /// Namespaces exempt from the API server's Pod Security default `restricted`
+    /// (docs/design/real-node.md#pod-security): [`POD_SECURITY_EXEMPT_NAMESPACES`] by default.
+    pub pod_security_exempt_namespaces: Vec<String>,
 }
+
+/// The namespaces a real node exempts from its Pod Security default `restricted`, by name:
+/// `kube-system` (CoreDNS, as on most clusters) and `deployed-agent`, the deployed tier's
+/// node-agent scenarios, whose test pods are deliberately not restricted-compliant (a
+/// `hostNetwork` pod, a UDP server on port 67 as root, busybox `httpd` as root). Everything
+/// else, the project's charts and the other test workloads included, runs under `restricted`;
+/// the agent's namespace carries its own `privileged` labels.
+pub const POD_SECURITY_EXEMPT_NAMESPACES: [&str; 2] = ["kube-system", "deployed-agent"];
 
 impl Default for RealNodeOptions {
     fn default() -> Self {
@@ -193,6 +204,10 @@ impl Default for RealNodeOptions {
             pause_image: PAUSE_IMAGE.to_owned(),
             registry_mirrors: Vec::new(),
             timeout: Duration::from_mins(2),
+            pod_security_exempt_namespaces: POD_SECURITY_EXEMPT_NAMESPACES
+                .iter()
+                .map(|n| (*n).to_owned())
+                .collect(),
         }
     }
 }
@@ -329,13 +344,17 @@ impl RealNode {
         let sysctls = read_sysctls();
         take_lock(&sysctls)?;
 
-        let cp_options = ControlPlaneOptions {
+        let mut cp_options = ControlPlaneOptions {
             crds: options.crds.clone(),
             dir: options.dir.clone(),
             timeout: options.timeout,
             ..ControlPlaneOptions::default()
         }
         .for_real_node(&preflight.host_ip, API_SERVER_PORT);
+        if let Some(api) = cp_options.real_node.as_mut() {
+            api.pod_security_exempt_namespaces
+                .clone_from(&options.pod_security_exempt_namespaces);
+        }
         let phase = Instant::now();
         let cp = match ControlPlane::start(cp_options).await {
             Ok(cp) => cp,
@@ -1507,6 +1526,31 @@ spec:
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pod_security_defaults_to_restricted_with_the_named_exemptions() {
+        let exempt: Vec<String> = POD_SECURITY_EXEMPT_NAMESPACES
+            .iter()
+            .map(|n| (*n).to_owned())
+            .collect();
+        let yaml = crate::controlplane::pod_security_admission_config(&exempt);
+        let doc: serde_json::Value = serde_norway::from_str(&yaml).expect("YAML");
+        let plugin = &doc["plugins"][0];
+        assert_eq!(plugin["name"], "PodSecurity");
+        let config = &plugin["configuration"];
+        for mode in ["enforce", "audit", "warn"] {
+            assert_eq!(config["defaults"][mode], "restricted", "{mode}");
+            assert_eq!(config["defaults"][format!("{mode}-version")], "latest");
+        }
+        assert_eq!(
+            config["exemptions"]["namespaces"],
+            serde_json::json!(["kube-system", "deployed-agent"])
+        );
+        assert_eq!(
+            RealNodeOptions::default().pod_security_exempt_namespaces,
+            exempt
+        );
+    }
 
     #[test]
     fn mount_points_are_unescaped() {

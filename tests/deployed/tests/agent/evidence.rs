@@ -568,6 +568,10 @@ pub async fn listener_closed_flips_the_status(d: &Deployed) -> Result<()> {
 /// every replica again. Prints the flip times and how long the agent took to reconnect.
 pub async fn refused_stream_falls_back_to_the_object(d: &Deployed) -> Result<()> {
     let pod = workload_pod(d)?;
+    let refused_line = format!("node-agent: node {NODE} reports refused by the observer (");
+    let accepted_line = format!("node-agent: node {NODE} reports accepted by the observer again");
+    let refused_before = guide_log_lines(d, &refused_line);
+    let accepted_before = guide_log_lines(d, &accepted_line);
     let started = Instant::now();
     stream::sync_observer(
         d,
@@ -597,6 +601,14 @@ pub async fn refused_stream_falls_back_to_the_object(d: &Deployed) -> Result<()>
         .await?;
     eprintln!(
         "deployed: node evidence: stream refused by every replica {:.1} s after the sync began: {refused:?}",
+        started.elapsed().as_secs_f64()
+    );
+    // The guide's command shows the refusal: the agent writes it into its observation's
+    // status.reportStream at its next publish, the operator logs it.
+    let line = wait_guide_log_line(d, &refused_line, &refused_before, PUBLISHED).await?;
+    ensure!(line.contains("Unauthenticated"), "{line}");
+    eprintln!(
+        "deployed: node evidence: the guide's log command shows {:.1} s after the sync began: {line}",
         started.elapsed().as_secs_f64()
     );
 
@@ -672,6 +684,8 @@ pub async fn refused_stream_falls_back_to_the_object(d: &Deployed) -> Result<()>
         "deployed: node evidence: stream open to every replica again {:.1} s after the sync back began",
         restored.elapsed().as_secs_f64()
     );
+    let line = wait_guide_log_line(d, &accepted_line, &accepted_before, PUBLISHED).await?;
+    eprintln!("deployed: node evidence: the guide's log command shows: {line}");
     wait_pacto(
         d,
         "ebpf-web Compliant",
@@ -680,6 +694,43 @@ pub async fn refused_stream_falls_back_to_the_object(d: &Deployed) -> Result<()>
     )
     .await?;
     Ok(())
+}
+
+/// Lines of the guide's node agent log command (`crate::GUIDE_NODE_AGENT_LOG`, run verbatim)
+/// that contain `text` (none when grep matched nothing).
+fn guide_log_lines(d: &Deployed, text: &str) -> Vec<String> {
+    d.shell(crate::GUIDE_NODE_AGENT_LOG)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains(text))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Waits up to `deadline` for a line containing `text` that is not one of `before` (the lines
+/// seen earlier; each carries its time, and the kubelet may rotate the log meanwhile) in the
+/// operator's log, read with the guide's command verbatim; returns it.
+async fn wait_guide_log_line(
+    d: &Deployed,
+    text: &str,
+    before: &[String],
+    deadline: Duration,
+) -> Result<String> {
+    d.wait(
+        &format!(
+            "`{}` showing a new {text:?} line",
+            crate::GUIDE_NODE_AGENT_LOG
+        ),
+        deadline,
+        |d| {
+            let lines = guide_log_lines(d, text);
+            match lines.iter().find(|l| !before.contains(l)) {
+                Some(line) => Ok(line.clone()),
+                None => Err(format!("{} such lines, all seen before", lines.len())),
+            }
+        },
+    )
+    .await
 }
 
 /// The newer of the Lease's renewTime and the observation's lastPublished (the node's `heard`).
@@ -733,6 +784,8 @@ pub async fn agent_stopped_reads_stale_then_recovers(d: &Deployed) -> Result<()>
         .unwrap_or("IfNotPresent")
         .to_owned();
     let old: Vec<String> = agent_pod_states(d)?.into_iter().map(|p| p.0).collect();
+    let stale_line = format!("node-agent: node {NODE} stale since ");
+    let stale_before = guide_log_lines(d, &stale_line);
     let stopped = Instant::now();
     d.kubectl(&[
         "patch",
@@ -782,6 +835,19 @@ pub async fn agent_stopped_reads_stale_then_recovers(d: &Deployed) -> Result<()>
         stale["status"]["contractStatus"] == "Unknown",
         "stale evidence is never a violation: {}",
         summary(&stale)
+    );
+    // The guide's command says so too (the operator judges the node by the same rule).
+    let line = wait_guide_log_line(d, &stale_line, &stale_before, PUBLISHED).await?;
+    ensure!(
+        line.contains(&format!(
+            "nothing heard for more than {}s",
+            STALE_AFTER.as_secs()
+        )),
+        "{line}"
+    );
+    eprintln!(
+        "deployed: node evidence: the guide's log command shows {:.1} s after the pod was gone: {line}",
+        gone.elapsed().as_secs_f64()
     );
     let http = finding(&stale, "interface/http").context("http finding")?;
     let message = http["message"].as_str().unwrap_or_default();

@@ -164,13 +164,29 @@ async fn wait_lease_renewed(d: &Deployed, after: &str) -> Result<String> {
     .await
 }
 
-/// The agent's DaemonSet pod is Ready on the real node; its `NodeRuntimeObservation/pacto-node`
-/// reads `collection.state: Running` with `kernel.btf: true` and lists a real workload pod
-/// (started after the agent) with a TCP listener on its container port 8080, coverage Complete;
-/// its `Lease/pacto-node` is renewed (renewTime advances). Prints how long the workload's
-/// listener took to appear after the workload was Available, and every pod's coverage.
+/// The agent's DaemonSet pod is Ready on the real node (whose default Pod Security level is
+/// restricted) with no `FailedCreate` event in its namespace, and its process holds only the
+/// default capabilities under a seccomp filter ([`least_privileged_process`]); its
+/// `NodeRuntimeObservation/pacto-node` reads `collection.state: Running` with `kernel.btf: true`
+/// and lists a real workload pod (started after the agent) with a TCP listener on its container
+/// port 8080, coverage Complete; its `Lease/pacto-node` is renewed (renewTime advances). Prints
+/// how long the workload's listener took to appear after the workload was Available, and every
+/// pod's coverage.
 pub async fn the_agent_sees_real_pods(d: &Deployed) -> Result<()> {
     wait_daemonset_ready(d, READY).await?;
+    // Issue 35 item 3: the API server's default Pod Security level is restricted
+    // (docs/design/real-node.md#pod-security) and helmfile's presync hook labelled the agent
+    // namespace before helm created the DaemonSet, so no pod create was ever refused.
+    let events = d.kubectl(&["get", "events", "-n", AGENT_NS])?;
+    ensure!(
+        !events.contains("FailedCreate"),
+        "the agent's pods were refused on the first install:\n{events}"
+    );
+    let ns = d.kubectl_json(&["get", "namespace", AGENT_NS])?;
+    eprintln!(
+        "deployed: node agent: DaemonSet Ready with no FailedCreate in {AGENT_NS} (labels {})",
+        ns["metadata"]["labels"]
+    );
     let pods = agent_pods(d)?;
     ensure!(pods.len() == 1, "agent pods {pods:?}");
     let pod = d.kubectl_json(&["get", "pod", "-n", AGENT_NS, &pods[0]])?;
@@ -179,6 +195,7 @@ pub async fn the_agent_sees_real_pods(d: &Deployed) -> Result<()> {
         "agent pod {:#}",
         pod["spec"]
     );
+    least_privileged_process(agent_pid()?)?;
 
     d.kubectl(&["create", "namespace", WORKLOAD_NS])?;
     d.apply(WORKLOAD_NS, &super::sample_workload("agent-web", "{}"))?;
@@ -228,6 +245,38 @@ pub async fn the_agent_sees_real_pods(d: &Deployed) -> Result<()> {
     let first = renew_time(d).map_err(anyhow::Error::msg)?;
     let second = wait_lease_renewed(d, &first).await?;
     eprintln!("deployed: node agent: Lease renewed {first} -> {second}");
+    Ok(())
+}
+
+/// CapEff of CAP_BPF (39), CAP_PERFMON (38) and CAP_SYS_PTRACE (19): the chart's default
+/// capabilities mode (docs/design/node-agent.md#admission).
+const AGENT_CAPABILITIES: u64 = (1 << 39) | (1 << 38) | (1 << 19);
+
+/// Issue 34 item 8 on the real node: the agent's process (as the host sees it) holds exactly
+/// BPF, PERFMON and SYS_PTRACE, runs under a seccomp filter (the runtime's default profile) with
+/// no_new_privs, and still loaded its program (the caller checks collection Running).
+fn least_privileged_process(pid: u32) -> Result<()> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let field = |key: &str| -> Result<&str> {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .map(str::trim)
+            .with_context(|| format!("{key} in /proc/{pid}/status"))
+    };
+    let cap_eff = u64::from_str_radix(field("CapEff:")?, 16).context("CapEff")?;
+    let (seccomp, no_new_privs) = (field("Seccomp:")?, field("NoNewPrivs:")?);
+    eprintln!(
+        "deployed: node agent: process {pid}: CapEff {cap_eff:016x}, Seccomp {seccomp}, NoNewPrivs {no_new_privs}"
+    );
+    ensure!(
+        cap_eff == AGENT_CAPABILITIES,
+        "the agent's CapEff is {cap_eff:016x}, not {AGENT_CAPABILITIES:016x} (BPF, PERFMON, SYS_PTRACE)"
+    );
+    ensure!(
+        seccomp == "2" && no_new_privs == "1",
+        "the agent runs without a seccomp filter or without no_new_privs: Seccomp {seccomp}, NoNewPrivs {no_new_privs}"
+    );
     Ok(())
 }
 
@@ -735,7 +784,7 @@ pub async fn pod_security_refusal_is_healed(d: &Deployed) -> Result<()> {
         "logs",
         "-n",
         super::OPERATOR_NAMESPACE,
-        "deployment/pacto-status-writer",
+        "deployment/pacto-operator",
     ])?;
     ensure!(
         logs.lines()
