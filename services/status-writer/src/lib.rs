@@ -29,6 +29,7 @@
 //! Known gap: `status.policies[].title/description/properties` need the bundled policy schema
 //! files, which `Resolve` does not return (only configuration schemas travel).
 
+pub mod agent_log;
 mod cached;
 mod compose;
 mod context;
@@ -41,7 +42,6 @@ mod metrics;
 mod mirror;
 mod model;
 pub mod node_agent;
-pub mod agent_log;
 pub mod producer;
 mod reconcile;
 mod revision;

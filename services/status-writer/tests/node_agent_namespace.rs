@@ -21,8 +21,8 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use pacto_api::{NodeRuntimeObservation, NodeRuntimeObservationSpec};
 use pacto_runtime::CancellationToken;
 use pacto_runtime::testing::eventually;
-use pacto_status_writer::node_agent::{self, POD_SECURITY_LABELS, Synced};
 use pacto_status_writer::agent_log;
+use pacto_status_writer::node_agent::{self, POD_SECURITY_LABELS, Synced};
 use pacto_testenv::{ControlPlane, ControlPlaneOptions};
 use tokio::sync::mpsc;
 
