@@ -427,34 +427,64 @@ impl Differ<'_> {
         }
     }
 
-    fn interfaces(&mut self) {
-        let old = by_key(&self.old.contract.interfaces, |i| i.name.clone());
-        let new = by_key(&self.new.contract.interfaces, |i| i.name.clone());
-        for name in union(&old, &new) {
-            let path = keyed("interfaces", &name);
+    /// The entries of a keyed list (docs/design/contract.md#diff): matched by key, not
+    /// position; an entry only in `old` is one `removed` change, one only in `new` the change
+    /// `added` says, and `both` compares an entry on both sides.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the section's rules, each a plain value; a struct would only rename them"
+    )]
+    fn keyed_entries<T: Serialize>(
+        &mut self,
+        section: Section,
+        prefix: &str,
+        old: &BTreeMap<String, &T>,
+        new: &BTreeMap<String, &T>,
+        removed: (Bump, &str),
+        added: impl Fn(&T) -> (Bump, &'static str),
+        mut both: impl FnMut(&mut Self, &str, &T, &T),
+    ) {
+        for name in union(old, new) {
+            let path = keyed(prefix, &name);
             match (old.get(&name), new.get(&name)) {
                 (Some(o), None) => self.push(
-                    Section::Interfaces,
+                    section,
                     path,
                     ChangeKind::Removed,
-                    Bump::Major,
-                    "interface removed: its consumers lose it",
+                    removed.0,
+                    removed.1,
                     Some(&to_value(o)),
                     None,
                 ),
-                (None, Some(n)) => self.push(
-                    Section::Interfaces,
-                    path,
-                    ChangeKind::Added,
-                    Bump::Minor,
-                    "interface added",
-                    None,
-                    Some(&to_value(n)),
-                ),
-                (Some(o), Some(n)) => self.interface(&path, o, n),
+                (None, Some(n)) => {
+                    let (bump, reason) = added(n);
+                    self.push(
+                        section,
+                        path,
+                        ChangeKind::Added,
+                        bump,
+                        reason,
+                        None,
+                        Some(&to_value(n)),
+                    );
+                }
+                (Some(o), Some(n)) => both(self, &path, o, n),
                 (None, None) => {}
             }
         }
+    }
+
+    fn interfaces(&mut self) {
+        let (was, now) = (self.old.contract, self.new.contract);
+        self.keyed_entries(
+            Section::Interfaces,
+            "interfaces",
+            &by_key(&was.interfaces, |i| i.name.clone()),
+            &by_key(&now.interfaces, |i| i.name.clone()),
+            (Bump::Major, "interface removed: its consumers lose it"),
+            |_| (Bump::Minor, "interface added"),
+            Self::interface,
+        );
     }
 
     fn interface(&mut self, path: &str, o: &Interface, n: &Interface) {
@@ -512,43 +542,28 @@ impl Differ<'_> {
     }
 
     fn configurations(&mut self) {
-        let old = by_key(&self.old.contract.configurations, |c| c.name.clone());
-        let new = by_key(&self.new.contract.configurations, |c| c.name.clone());
-        for name in union(&old, &new) {
-            let path = keyed("configurations", &name);
-            match (old.get(&name), new.get(&name)) {
-                (Some(o), None) => self.push(
-                    Section::Configurations,
-                    path,
-                    ChangeKind::Removed,
-                    Bump::Major,
-                    "configuration removed: deployers that bind or override it are refused",
-                    Some(&to_value(o)),
-                    None,
-                ),
-                (None, Some(n)) => {
-                    let (bump, reason) = if n.required {
-                        (
-                            Bump::Major,
-                            "required configuration added: deployers that do not provide it break",
-                        )
-                    } else {
-                        (Bump::Minor, "optional configuration added")
-                    };
-                    self.push(
-                        Section::Configurations,
-                        path,
-                        ChangeKind::Added,
-                        bump,
-                        reason,
-                        None,
-                        Some(&to_value(n)),
-                    );
+        let (was, now) = (self.old.contract, self.new.contract);
+        self.keyed_entries(
+            Section::Configurations,
+            "configurations",
+            &by_key(&was.configurations, |c| c.name.clone()),
+            &by_key(&now.configurations, |c| c.name.clone()),
+            (
+                Bump::Major,
+                "configuration removed: deployers that bind or override it are refused",
+            ),
+            |n| {
+                if n.required {
+                    (
+                        Bump::Major,
+                        "required configuration added: deployers that do not provide it break",
+                    )
+                } else {
+                    (Bump::Minor, "optional configuration added")
                 }
-                (Some(o), Some(n)) => self.configuration(&path, o, n),
-                (None, None) => {}
-            }
-        }
+            },
+            Self::configuration,
+        );
     }
 
     fn configuration(&mut self, path: &str, was: &Configuration, now: &Configuration) {
@@ -948,43 +963,28 @@ impl Differ<'_> {
     }
 
     fn dependencies(&mut self) {
-        let old = by_key(&self.old.contract.dependencies, |d| d.name.clone());
-        let new = by_key(&self.new.contract.dependencies, |d| d.name.clone());
-        for name in union(&old, &new) {
-            let path = keyed("dependencies", &name);
-            match (old.get(&name), new.get(&name)) {
-                (Some(o), None) => self.push(
-                    Section::Dependencies,
-                    path,
-                    ChangeKind::Removed,
-                    Bump::Minor,
-                    "dependency removed: deployers no longer need to provide it",
-                    Some(&to_value(o)),
-                    None,
-                ),
-                (None, Some(n)) => {
-                    let (bump, reason) = if n.required {
-                        (
-                            Bump::Major,
-                            "required dependency added: deployers that do not provide it break",
-                        )
-                    } else {
-                        (Bump::Minor, "optional dependency added")
-                    };
-                    self.push(
-                        Section::Dependencies,
-                        path,
-                        ChangeKind::Added,
-                        bump,
-                        reason,
-                        None,
-                        Some(&to_value(n)),
-                    );
+        let (was, now) = (self.old.contract, self.new.contract);
+        self.keyed_entries(
+            Section::Dependencies,
+            "dependencies",
+            &by_key(&was.dependencies, |d| d.name.clone()),
+            &by_key(&now.dependencies, |d| d.name.clone()),
+            (
+                Bump::Minor,
+                "dependency removed: deployers no longer need to provide it",
+            ),
+            |n| {
+                if n.required {
+                    (
+                        Bump::Major,
+                        "required dependency added: deployers that do not provide it break",
+                    )
+                } else {
+                    (Bump::Minor, "optional dependency added")
                 }
-                (Some(o), Some(n)) => self.dependency(&path, o, n),
-                (None, None) => {}
-            }
-        }
+            },
+            Self::dependency,
+        );
     }
 
     fn dependency(&mut self, path: &str, was: &Dependency, now: &Dependency) {
@@ -1043,62 +1043,53 @@ impl Differ<'_> {
 
     fn capabilities(&mut self) {
         let key = |c: &Capability| c.assertion_key().to_owned();
-        let old = by_key(&self.old.contract.capabilities, key);
-        let new = by_key(&self.new.contract.capabilities, key);
-        for name in union(&old, &new) {
-            let path = keyed("capabilities", &name);
-            match (old.get(&name), new.get(&name)) {
-                (Some(o), None) => self.push(
-                    Section::Capabilities,
-                    path,
-                    ChangeKind::Removed,
-                    Bump::Major,
-                    "capability removed: what relies on it (probes, scrapers) loses it",
-                    Some(&to_value(o)),
-                    None,
-                ),
-                (None, Some(n)) => self.push(
-                    Section::Capabilities,
-                    path,
-                    ChangeKind::Added,
-                    Bump::Minor,
-                    "capability added",
-                    None,
-                    Some(&to_value(n)),
-                ),
-                (Some(o), Some(n)) if o.binding != n.binding => {
-                    let (ob, nb) = (to_value(&o.binding), to_value(&n.binding));
-                    let (bump, reason) = if o.binding.is_none() {
-                        (Bump::Minor, "capability binding added")
-                    } else if n.binding.is_none() {
-                        (
-                            Bump::Major,
-                            "capability binding removed: it can no longer be checked where it was",
-                        )
-                    } else {
-                        self.fields(
-                            Section::Capabilities,
-                            &format!("{path}.binding"),
-                            &ob,
-                            &nb,
-                            Bump::Major,
-                            "capability binding changed: probes of the old interface or path fail",
-                        );
-                        continue;
-                    };
-                    self.push(
-                        Section::Capabilities,
-                        format!("{path}.binding"),
-                        presence(o.binding.is_some(), n.binding.is_some()),
-                        bump,
-                        reason,
-                        Some(&ob).filter(|v| !v.is_null()),
-                        Some(&nb).filter(|v| !v.is_null()),
-                    );
-                }
-                _ => {}
-            }
+        let (was, now) = (self.old.contract, self.new.contract);
+        self.keyed_entries(
+            Section::Capabilities,
+            "capabilities",
+            &by_key(&was.capabilities, key),
+            &by_key(&now.capabilities, key),
+            (
+                Bump::Major,
+                "capability removed: what relies on it (probes, scrapers) loses it",
+            ),
+            |_| (Bump::Minor, "capability added"),
+            Self::capability,
+        );
+    }
+
+    fn capability(&mut self, path: &str, o: &Capability, n: &Capability) {
+        if o.binding == n.binding {
+            return;
         }
+        let (ob, nb) = (to_value(&o.binding), to_value(&n.binding));
+        let (bump, reason) = if o.binding.is_none() {
+            (Bump::Minor, "capability binding added")
+        } else if n.binding.is_none() {
+            (
+                Bump::Major,
+                "capability binding removed: it can no longer be checked where it was",
+            )
+        } else {
+            self.fields(
+                Section::Capabilities,
+                &format!("{path}.binding"),
+                &ob,
+                &nb,
+                Bump::Major,
+                "capability binding changed: probes of the old interface or path fail",
+            );
+            return;
+        };
+        self.push(
+            Section::Capabilities,
+            format!("{path}.binding"),
+            presence(o.binding.is_some(), n.binding.is_some()),
+            bump,
+            reason,
+            Some(&ob).filter(|v| !v.is_null()),
+            Some(&nb).filter(|v| !v.is_null()),
+        );
     }
 
     fn workload_and_state(&mut self) {
