@@ -8,11 +8,11 @@ use std::time::Duration;
 use kube::Client;
 use pacto_runtime::scope::NamespaceScope;
 
+use crate::cause::Triggers;
 use crate::gauges::Gauges;
 use crate::reconcile::backends::Backends;
 use crate::reconcile::memo::WriteMemo;
 use crate::reconcile::requeue::Backoff;
-use crate::trigger::Triggers;
 
 /// Pactos reconciled at the same time unless `--max-concurrent-reconciles` says otherwise.
 pub const DEFAULT_CONCURRENT_RECONCILES: u16 = 16;

@@ -31,6 +31,7 @@
 
 pub mod agent_log;
 mod cached;
+mod cause;
 mod compose;
 mod context;
 mod controller;
@@ -46,9 +47,9 @@ pub mod producer;
 mod reconcile;
 mod revision;
 pub mod shard;
-mod trigger;
 mod triggers;
 
+pub use cause::{Trigger, Triggers};
 pub use compose::{Composed, EventKind, LIST_CAP, LIST_TRUNCATED, Pass, compose, derive_policy};
 pub use controller::{Backends, Context};
 pub use gauges::Gauges;
@@ -57,7 +58,6 @@ pub use model::{
     Backend, BackendFailure, ConditionState, EnsuredRevision, Evaluated, Observed, Resolution,
     ResolvedContract, Runtime,
 };
-pub use trigger::{Trigger, Triggers};
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -23,8 +23,8 @@ use pacto_runtime::watch::{WatchRetry, WatchRetryExt};
 
 use tonic::transport::Channel;
 
+use crate::cause::Trigger;
 use crate::context::Context;
-use crate::trigger::Trigger;
 
 /// The longest pause between retries of a failing Pacto watch: these watches drive reconciles,
 /// so they come back within half a minute of the API server (about what kube's default backoff
