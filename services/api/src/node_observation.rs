@@ -70,6 +70,36 @@ pub struct NodeRuntimeObservationStatus {
     pub report_stream: Option<ReportStreamStatus>,
 }
 
+impl NodeRuntimeObservationStatus {
+    /// `(reason, message)` of a Failed collection (empty strings for missing fields); `None`
+    /// while it collects or says nothing. The observer's node view and the operator's log read
+    /// a failure through this one definition.
+    pub fn collection_failure(&self) -> Option<(String, String)> {
+        self.collection
+            .as_ref()
+            .filter(|c| c.state == CollectionState::Failed)
+            .map(|c| {
+                (
+                    c.reason.clone().unwrap_or_default(),
+                    c.message.clone().unwrap_or_default(),
+                )
+            })
+    }
+
+    /// `(reason, message)` while an observer replica refuses the report stream; `None` otherwise.
+    pub fn stream_refusal(&self) -> Option<(String, String)> {
+        self.report_stream
+            .as_ref()
+            .filter(|s| s.state == ReportStreamState::Refused)
+            .map(|s| {
+                (
+                    s.reason.clone().unwrap_or_default(),
+                    s.message.clone().unwrap_or_default(),
+                )
+            })
+    }
+}
+
 /// Most characters of [`ReportStreamStatus::message`] (longer messages are cut, ending `…`).
 pub const REPORT_STREAM_MESSAGE_MAX: usize = 512;
 

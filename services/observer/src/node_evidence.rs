@@ -38,7 +38,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
-use pacto_api::{CollectionState, Direction, NodeRuntimeObservation, PodCoverage, Protocol};
+use pacto_api::{Direction, NodeRuntimeObservation, PodCoverage, Protocol};
 use pacto_engine::{InterfaceValue, Outcome, Timestamp, Value};
 use pacto_proto::node_limits::{
     MAX_CONNECTIONS_PER_POD, MAX_LISTENERS_PER_POD, MAX_PODS, TOO_MANY_CONNECTIONS,
@@ -183,16 +183,7 @@ impl NodeView {
         let Some(status) = observation.status.as_ref() else {
             return Self::default();
         };
-        let failed = status
-            .collection
-            .as_ref()
-            .filter(|c| c.state == CollectionState::Failed)
-            .map(|c| {
-                (
-                    c.reason.clone().unwrap_or_default(),
-                    c.message.clone().unwrap_or_default(),
-                )
-            });
+        let failed = status.collection_failure();
         let pods = status
             .pods
             .iter()

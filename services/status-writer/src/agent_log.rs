@@ -29,7 +29,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, ResourceExt};
-use pacto_api::{CollectionState, NodeRuntimeObservation, ReportStreamState};
+use pacto_api::NodeRuntimeObservation;
 use pacto_runtime::CancellationToken;
 use pacto_runtime::watch::WatchRetryExt;
 
@@ -69,26 +69,8 @@ impl ObservationFacts {
         Self {
             last_published: status.last_published.as_ref().map(|t| t.0),
             agent_version: status.agent_version.clone(),
-            collection_failed: status
-                .collection
-                .as_ref()
-                .filter(|c| c.state == CollectionState::Failed)
-                .map(|c| {
-                    (
-                        c.reason.clone().unwrap_or_default(),
-                        c.message.clone().unwrap_or_default(),
-                    )
-                }),
-            refused: status
-                .report_stream
-                .as_ref()
-                .filter(|s| s.state == ReportStreamState::Refused)
-                .map(|s| {
-                    (
-                        s.reason.clone().unwrap_or_default(),
-                        s.message.clone().unwrap_or_default(),
-                    )
-                }),
+            collection_failed: status.collection_failure(),
+            refused: status.stream_refusal(),
         }
     }
 }
