@@ -326,6 +326,12 @@ impl Deployed {
     /// `PATH`, the admin kubeconfig); returns stdout, an error with stderr when it fails (a
     /// `| grep` that matched nothing fails too).
     pub fn shell(&self, script: &str) -> Result<String> {
+        self.shell_with(&self.kubeconfig, script)
+    }
+
+    /// [`Deployed::shell`] with another kubeconfig (a copy whose context a script may change
+    /// without touching the tier's own).
+    pub fn shell_with(&self, kubeconfig: &Path, script: &str) -> Result<String> {
         let kubectl = self.node().control_plane().kubectl()?;
         let bin = Path::new(kubectl.get_program())
             .parent()
@@ -338,7 +344,7 @@ impl Deployed {
         );
         let out = Command::new("sh")
             .args(["-c", script])
-            .env("KUBECONFIG", &self.kubeconfig)
+            .env("KUBECONFIG", kubeconfig)
             .env("PATH", &path)
             .output()
             .context("starting sh")?;

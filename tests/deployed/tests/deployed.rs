@@ -1808,35 +1808,11 @@ pub const GUIDE_NODE_AGENT_LOG: &str =
 /// `PATH`, the current context's namespace set to the verdicts' one) and checks each output,
 /// then [`GUIDE_NODE_AGENT_COMMANDS`] the same way.
 fn the_guide_commands_run(d: &Deployed) -> Result<()> {
-    let kubectl = d.node().control_plane().kubectl()?;
-    let bin = std::path::Path::new(kubectl.get_program())
-        .parent()
-        .context("kubectl's directory")?
-        .to_owned();
     let dir = std::env::temp_dir().join(format!("pacto-deployed-guide-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let config = dir.join("kubeconfig");
     std::fs::copy(d.kubeconfig(), &config)?;
-    let path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let sh = |script: &str| -> Result<String> {
-        let out = std::process::Command::new("sh")
-            .args(["-c", script])
-            .env("KUBECONFIG", &config)
-            .env("PATH", &path)
-            .output()
-            .context("starting sh")?;
-        ensure!(
-            out.status.success(),
-            "`{script}` failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    };
+    let sh = |script: &str| d.shell_with(&config, script);
     sh(&format!(
         "kubectl config set-context --current --namespace={VERDICTS_NS}"
     ))?;
