@@ -23,6 +23,7 @@
 
 pub mod admin;
 pub mod args;
+pub mod backoff;
 pub mod balance;
 pub mod build_info;
 mod duration;
