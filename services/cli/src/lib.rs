@@ -16,7 +16,7 @@ mod diff;
 mod evidence;
 mod explain;
 mod output;
-pub mod progress;
+mod progress;
 pub mod reference;
 mod registry;
 mod status;

@@ -22,9 +22,9 @@ pub mod api;
 mod body;
 mod metrics;
 mod oci;
-pub mod resolve;
-pub mod snapshot;
-pub mod storage;
+mod resolve;
+mod snapshot;
+mod storage;
 #[cfg(feature = "testing")]
 pub mod testing;
 

@@ -29,7 +29,7 @@
 pub mod client;
 mod codes;
 mod envelope;
-pub mod glob;
+mod glob;
 pub mod gojson;
 pub mod keys;
 mod redact;

@@ -5,14 +5,14 @@ pub mod facts;
 pub mod host;
 pub mod kernel;
 
-pub mod agent;
+mod agent;
 pub mod aggregate;
 mod args;
-pub mod metrics;
-pub mod pods;
-pub mod publish;
+mod metrics;
+mod pods;
+mod publish;
 pub mod report;
-pub mod wiring;
+mod wiring;
 
 pub use agent::{AgentConfig, Outputs, SourceFactory, run_agent};
 pub use args::{Args, cgroup2_mount};

@@ -38,7 +38,7 @@ mod metrics_capability;
 pub mod node_evidence;
 pub mod node_reports;
 mod observe;
-pub mod peers;
+mod peers;
 mod probe;
 mod service;
 mod target;

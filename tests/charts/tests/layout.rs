@@ -1,11 +1,23 @@
-//! The crate layout rule of docs/design/crates.md ("Dependency rules", rule 5): inside a crate,
-//! module imports point one way. Every source file of every workspace crate is a node; a
-//! `crate::a::b` (or `super::x`) path in its non-test code is an edge to the deepest module file
-//! that path names. A cycle in that graph fails the test, naming its modules.
+//! The layout rules of docs/design/crates.md#layout-test.
+//!
+//! Here: rule 5 of "Dependency rules" (inside a crate, module imports point one way: every
+//! source file of every workspace crate is a node; a `crate::a::b` (or `super::x`) path in its
+//! non-test code is an edge to the deepest module file that path names; a cycle in that graph
+//! fails the test, naming its modules) and the citation rule. In `layout/`: only the runtime
+//! spawns admin servers, runs watch loops and backs off; public modules are allow-listed with
+//! their users; the crates map names every module.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
+
+// The other layout rules, one file each.
+#[path = "layout/module_map.rs"]
+mod module_map;
+#[path = "layout/public_modules.rs"]
+mod public_modules;
+#[path = "layout/runtime_work.rs"]
+mod runtime_work;
 
 type Graph = BTreeMap<String, BTreeSet<String>>;
 
@@ -68,6 +80,72 @@ fn production_code(text: &str) -> String {
         .filter(|line| !line.trim_start().starts_with("//"))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// Opened minus closed braces on a line of code, outside string and character literals.
+fn brace_balance(code: &str) -> i32 {
+    let chars: Vec<char> = code.chars().collect();
+    let (mut balance, mut in_string, mut i) = (0, false, 0);
+    while i < chars.len() {
+        match chars[i] {
+            '\\' if in_string => i += 1,
+            '"' => in_string = !in_string,
+            '\'' if !in_string => {
+                // A character literal ('{', '\''): skip it; a lifetime has no closing quote.
+                if chars.get(i + 1) == Some(&'\\') {
+                    i += chars
+                        .get(i + 3..)
+                        .and_then(|rest| rest.iter().position(|&c| c == '\''))
+                        .map_or(0, |p| p + 3);
+                } else if chars.get(i + 2) == Some(&'\'') {
+                    i += 2;
+                }
+            }
+            '{' if !in_string => balance += 1,
+            '}' if !in_string => balance -= 1,
+            _ => {}
+        }
+        i += 1;
+    }
+    balance
+}
+
+/// The code of a file with every `#[cfg(test)]` item, comment line and `use` declaration
+/// blanked, each line kept in its place (so that line numbers still point into the file).
+fn without_tests(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut kept = Vec::with_capacity(lines.len());
+    let mut i = 0;
+    while i < lines.len() {
+        let code = lines[i].trim();
+        let test_item = code == "#[cfg(test)]" || code.starts_with("#[cfg(all(test,");
+        let use_item = ["use ", "pub use ", "pub(crate) use "]
+            .iter()
+            .any(|u| code.starts_with(u));
+        if !test_item && !use_item {
+            kept.push(if code.starts_with("//") { "" } else { lines[i] });
+            i += 1;
+            continue;
+        }
+        // Blank the item: its attributes, then up to the `;` or the brace that closes it.
+        let mut depth = 0i32;
+        let mut opened = false;
+        while i < lines.len() {
+            let line = lines[i];
+            kept.push("");
+            i += 1;
+            let code = line.trim();
+            if code.starts_with("#[") && !opened {
+                continue;
+            }
+            depth += brace_balance(code);
+            opened |= code.contains('{');
+            if depth <= 0 && (opened || code.ends_with(';')) {
+                break;
+            }
+        }
+    }
+    kept.join("\n")
 }
 
 /// Every `prefix::a::b` path in `code` (including the members of a `prefix::{a, b::c}` group),
