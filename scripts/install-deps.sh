@@ -5,6 +5,11 @@
 #   scripts/install-deps.sh          packages for the unit, cluster and e2e tiers and the process demo
 #   scripts/install-deps.sh --node   also the real node's packages (containerd, runc, CNI plugins, iptables)
 #                                    and the image tools (buildah, busybox-static, gcc for the pause image)
+#   scripts/install-deps.sh --cross  also the arm64 cross toolchain a multi-arch release builds with
+#                                    (scripts/cross.sh: gcc and glibc for aarch64)
+#   scripts/install-deps.sh --arm64-smoke
+#                                    the cross toolchain, qemu-user and bpftool: the arm64 smoke test
+#                                    (scripts/arm64-smoke.sh, a step of scripts/test.sh)
 #
 # Tools built from Go modules are not packages: scripts/k8s-binaries.sh (control plane, node) and
 # scripts/registry-tools.sh (the Referrers-API registry and oras for the evidence-store tests);
@@ -12,11 +17,15 @@
 set -euo pipefail
 APT_PACKAGES=(docker-registry apache2-utils skopeo prometheus unzip jq python3-venv python3-pip openssl curl clang llvm libbpf-dev man-db groff-base)
 NODE_PACKAGES=(containerd runc containernetworking-plugins iptables buildah busybox-static gcc libc6-dev)
+CROSS_PACKAGES=(gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu libc6-dev-arm64-cross)
+ARM64_SMOKE_PACKAGES=("${CROSS_PACKAGES[@]}" qemu-user bpftool)
 
 for arg in "$@"; do
   case "$arg" in
     --node) APT_PACKAGES+=("${NODE_PACKAGES[@]}") ;;
-    *) echo "install-deps: error: unknown argument '$arg' (usage: scripts/install-deps.sh [--node])" >&2; exit 2 ;;
+    --cross) APT_PACKAGES+=("${CROSS_PACKAGES[@]}") ;;
+    --arm64-smoke) APT_PACKAGES+=("${ARM64_SMOKE_PACKAGES[@]}") ;;
+    *) echo "install-deps: error: unknown argument '$arg' (usage: scripts/install-deps.sh [--node] [--cross] [--arm64-smoke])" >&2; exit 2 ;;
   esac
 done
 

@@ -3,7 +3,7 @@
 # .github/workflows/release.yml runs on a tag `<component>-v<version>` (docs/upgrade.md, "Releases").
 #
 #   scripts/release.sh COMPONENT VERSION --registry HOST[:PORT] [--plain-http] [--profile release|debug]
-#                      [--out DIR] [--no-push | --from DIR] [--sign [--sign-key KEY]]
+#                      [--platforms LIST] [--out DIR] [--no-push | --from DIR] [--sign [--sign-key KEY]]
 #
 #   COMPONENT      a name in release/components (observer, crds, cli, ...)
 #   VERSION        must be the version the component's files carry (crate `version`, chart
@@ -14,6 +14,14 @@
 #   --plain-http   the registry speaks HTTP (a local rehearsal registry)
 #   --profile      cargo profile of the binaries (default release; the rehearsal in scripts/test.sh uses
 #                  debug to reuse the test build). Release images get binaries without debug sections.
+#   --platforms    comma separated, of linux/amd64 and linux/arm64 (default linux/amd64; also
+#                  $PACTO_RELEASE_PLATFORMS). More than one: each service image is built once per
+#                  platform and pushed as one OCI image index (a multi-arch image: one tag, one digest,
+#                  the node's container runtime picks its platform), and the CLI gets one archive per
+#                  platform. A platform other than the build machine's is cross-compiled with Debian's
+#                  cross toolchain (scripts/cross.sh; scripts/install-deps.sh --cross). The release
+#                  workflow builds both (docs/images.md#architectures). With --from, give the same
+#                  list as the --no-push run (a service's archive carries its platforms either way).
 #   --out          the artifacts' directory (default dist/<component>-<version>, emptied first)
 #   --no-push      build everything, push nothing; a service's image is saved in the artifacts as
 #                  <component>-<version>.oci.tar (an OCI archive) for a later --from
@@ -33,15 +41,20 @@
 #   scripts/release.sh --version-of COMPONENT    prints the version the component's files carry
 #
 # What a component gets, by kind:
-#   service  the image (scripts/stage-service-image.sh + services/<name>/Containerfile, buildah, linux/amd64),
-#            its SBOM (scripts/sbom.sh, CycloneDX JSON), its chart packaged and pushed as an OCI chart
+#   service  the image (scripts/stage-service-image.sh + services/<name>/Containerfile, buildah), one per
+#            platform (an image index over them when there are several), its SBOM (scripts/sbom.sh,
+#            CycloneDX JSON: <component>-<version>.cdx.json for linux/amd64,
+#            <component>-<version>-<arch>.cdx.json for another platform), its chart packaged and
+#            pushed as an OCI chart
 #   chart    the chart packaged and pushed as an OCI chart
-#   cli      pacto and kubectl-pacto in pacto-<version>-<target>.tar.gz, and the CLI's SBOM
+#   cli      pacto and kubectl-pacto in pacto-<version>-<target>.tar.gz per platform (target: the Rust
+#            target, x86_64-unknown-linux-gnu, aarch64-unknown-linux-gnu), and the CLI's SBOM
 # and always CHANGELOG.md (the commits touching the component's paths since its previous tag) and
 # SHA256SUMS over every file (but the image's OCI archive of --no-push, which is not a release
 # asset); after a push, DIGESTS: one line `<pushed reference> <digest>` for each image and chart
-# (what a chart's `image.digest` pins, docs/images.md). The binaries carry the commit and its time
-# (PACTO_BUILD_COMMIT, SOURCE_DATE_EPOCH: `/version`, `pacto version`), and the image and archives
+# (what a chart's `image.digest` pins, docs/images.md; a multi-arch image's is its index's). The
+# binaries carry the commit and its time (PACTO_BUILD_COMMIT, SOURCE_DATE_EPOCH: `/version`,
+# `pacto version`), and the image and archives
 # are stamped with the commit time, so a rebuild of the same commit gives the same files.
 #
 # The last lines on stderr list every artifact with its size (an image: its digest and the size of
@@ -53,11 +66,10 @@ set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PREFIX="${PACTO_RELEASE_PREFIX:-trianalab/pacto-operator-rs}"
-TARGET_TRIPLE="x86_64-unknown-linux-gnu"
 
 log() { echo "release: $*" >&2; }
 die() { printf "release: error: %b\n" "$*" >&2; exit 1; }
-usage="usage: scripts/release.sh COMPONENT VERSION --registry HOST[:PORT] [--plain-http] [--profile release|debug] [--out DIR] [--no-push | --from DIR] [--sign [--sign-key KEY]]"
+usage="usage: scripts/release.sh COMPONENT VERSION --registry HOST[:PORT] [--plain-http] [--profile release|debug] [--platforms LIST] [--out DIR] [--no-push | --from DIR] [--sign [--sign-key KEY]]"
 
 # `scripts/release.sh --version-of COMPONENT`: the version its files carry (what a tag must name).
 if [ "${1:-}" = --version-of ]; then
@@ -68,11 +80,13 @@ fi
 COMPONENT="$1" VERSION="$2"
 shift 2
 REGISTRY="" PLAIN=0 PROFILE=release OUT="" PUSH=1 VERSION_OF=0 FROM="" SIGN="${PACTO_RELEASE_SIGN:-0}" SIGN_KEY=""
+PLATFORMS="${PACTO_RELEASE_PLATFORMS:-linux/amd64}"
 while [ "$#" -gt 0 ]; do
   case "$1" in
     --registry) REGISTRY="${2:-}"; shift 2 || die "--registry needs a value" ;;
     --plain-http) PLAIN=1; shift ;;
     --profile) PROFILE="${2:-}"; shift 2 || die "--profile needs a value" ;;
+    --platforms) PLATFORMS="${2:-}"; shift 2 || die "--platforms needs a value" ;;
     --out) OUT="${2:-}"; shift 2 || die "--out needs a value" ;;
     --no-push) PUSH=0; shift ;;
     --from) FROM="${2:-}"; shift 2 || die "--from needs a directory" ;;
@@ -96,6 +110,12 @@ case "$PROFILE" in
   debug) cargo_profile=(); stage_flags=() ;;
   *) die "--profile must be release or debug, not '$PROFILE'" ;;
 esac
+IFS=, read -r -a platforms <<<"$PLATFORMS"
+[ "${#platforms[@]}" -gt 0 ] || die "--platforms is empty"
+for p in "${platforms[@]}"; do
+  case "$p" in linux/amd64 | linux/arm64) ;; *) die "--platforms: '$p' is not linux/amd64 or linux/arm64" ;; esac
+done
+[ "$(printf '%s\n' "${platforms[@]}" | sort -u | wc -l)" = "${#platforms[@]}" ] || die "--platforms names a platform twice"
 [[ "$VERSION" =~ ^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$ ]] || die "version '$VERSION' is not semver (MAJOR.MINOR.PATCH[-PRE])"
 # A release never ships the committed kernel object in place of one built from source: with this
 # set, the node agent's build fails when clang is missing (services/node-agent/build.rs).
@@ -197,24 +217,103 @@ digests=() pushed=()
 # ---------------------------------------------------------------- binaries, image, SBOM
 target_dir="${CARGO_TARGET_DIR:-$REPO/target}"
 case "$target_dir" in /*) ;; *) target_dir="$REPO/$target_dir" ;; esac
+host_triple=""
+if [ -z "$FROM" ] && [ "$KIND" != chart ]; then host_triple="$(rustc -vV | sed -n 's/^host: //p')"; fi
+triple_of() { "$REPO/scripts/cross.sh" triple "$1"; }
+arch_of() { echo "${1#linux/}"; }
+# Where cargo leaves the binaries of Rust target $1: target/<profile> for the build machine's own
+# (so a rehearsal reuses the test build), target/<triple>/<profile> for a cross build.
+bin_dir_of() { if [ "$1" = "$host_triple" ]; then echo "$target_dir/$PROFILE"; else echo "$target_dir/$1/$PROFILE"; fi; }
 if [ -z "$FROM" ] && { [ "$KIND" = service ] || [ "$KIND" = cli ]; }; then
-  log "cargo build -p $CRATE ($PROFILE)"
-  (cd "$REPO" && cargo build --locked "${cargo_profile[@]}" -p "$CRATE") || die "cargo build -p $CRATE failed"
+  for platform in "${platforms[@]}"; do
+    triple="$(triple_of "$platform")"
+    if [ "$triple" = "$host_triple" ]; then
+      log "cargo build -p $CRATE ($PROFILE)"
+      (cd "$REPO" && cargo build --locked "${cargo_profile[@]}" -p "$CRATE") || die "cargo build -p $CRATE failed"
+    else
+      "$REPO/scripts/cross.sh" check "$triple" >&2 || die "cannot build for $platform here"
+      log "cargo build -p $CRATE --target $triple ($PROFILE, scripts/cross.sh)"
+      (cd "$REPO" && "$REPO/scripts/cross.sh" run "$triple" cargo build --locked "${cargo_profile[@]}" --target "$triple" -p "$CRATE") \
+        || die "cargo build -p $CRATE --target $triple failed"
+    fi
+  done
 fi
+
+# `image_manifests SOURCE DIGEST`: one line "<platform> <manifest digest> <pushed size>" per image
+# under DIGEST (the image itself, or each image an index lists), read from SOURCE: the OCI archive
+# a --no-push run saved, or "registry" (the registry the image was pushed to).
+image_manifests() {
+  PACTO_SRC="$1" PACTO_DIGEST="$2" PACTO_URL="$curl_scheme://$REGISTRY/v2/$PREFIX/$COMPONENT/manifests" python3 - <<'EOF'
+import json, os, tarfile, urllib.request
+src, top, url = os.environ["PACTO_SRC"], os.environ["PACTO_DIGEST"], os.environ["PACTO_URL"]
+ACCEPT = "application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json"
+archive = tarfile.open(src) if src != "registry" else None
+def blob(digest):
+    if archive:
+        return json.load(archive.extractfile("blobs/sha256/" + digest.split(":", 1)[1]))
+    return json.load(urllib.request.urlopen(urllib.request.Request(f"{url}/{digest}", headers={"Accept": ACCEPT})))
+def size(m):
+    return m["config"]["size"] + sum(l["size"] for l in m["layers"])
+doc = blob(top)
+if "manifests" in doc:
+    for d in doc["manifests"]:
+        p = d.get("platform", {})
+        print(f'{p.get("os", "?")}/{p.get("architecture", "?")} {d["digest"]} {size(blob(d["digest"]))}')
+else:
+    cfg = doc["config"]["digest"]
+    plat = "?"
+    if archive:
+        c = blob(cfg)
+        plat = f'{c.get("os", "?")}/{c.get("architecture", "?")}'
+    print(f"{plat} {top} {size(doc)}")
+EOF
+}
 
 IMAGE=""
 if [ "$KIND" = service ]; then
   IMAGE="$REGISTRY/$PREFIX/$COMPONENT:$VERSION"
-  sbom="$OUT/$COMPONENT-$VERSION.cdx.json"
   archive="$OUT/$COMPONENT-$VERSION.oci.tar"
+  multi=0
+  if [ "${#platforms[@]}" -gt 1 ]; then multi=1; fi
+  # The SBOM of one platform's image (its libraries differ: glibc for amd64 or arm64).
+  sbom_of() {
+    if [ "$1" = linux/amd64 ]; then echo "$OUT/$COMPONENT-$VERSION.cdx.json"; else echo "$OUT/$COMPONENT-$VERSION-$(arch_of "$1").cdx.json"; fi
+  }
   if [ -z "$FROM" ]; then
-    "$REPO/scripts/stage-service-image.sh" "${stage_flags[@]}" "$target_dir/$PROFILE/$CRATE" "$WORK/ctx"
     bah() { "${buildah_cmd[@]}" --root "$WORK/storage" --runroot "$WORK/run" --storage-driver vfs "$@"; }
-    bah bud --quiet --format oci --timestamp "$EPOCH" --platform linux/amd64 \
-      -f "$REPO/services/$COMPONENT/Containerfile" -t "$IMAGE" "$WORK/ctx" >/dev/null \
-      || die "buildah bud failed for $IMAGE"
-    "$REPO/scripts/sbom.sh" "$CRATE" "$VERSION" "$WORK/ctx/rootfs" >"$sbom" || die "SBOM of $CRATE failed"
-    if [ "$PUSH" = 1 ]; then
+    if [ "$multi" = 1 ]; then bah manifest create "$IMAGE" >/dev/null || die "buildah manifest create $IMAGE failed"; fi
+    for platform in "${platforms[@]}"; do
+      triple="$(triple_of "$platform")"
+      sysroot="$("$REPO/scripts/cross.sh" sysroot "$triple")"
+      ctx="$WORK/ctx-$(arch_of "$platform")"
+      "$REPO/scripts/stage-service-image.sh" "${stage_flags[@]}" ${sysroot:+--sysroot "$sysroot"} \
+        "$(bin_dir_of "$triple")/$CRATE" "$ctx"
+      # One platform: the image is the release's image. Several: each is built under a local name
+      # and added to the index that carries the release's name.
+      ref="$IMAGE"
+      if [ "$multi" = 1 ]; then ref="localhost/pacto-release/$COMPONENT:$VERSION-$(arch_of "$platform")"; fi
+      # FROM scratch with one COPY: no instruction runs, so another platform needs no emulation.
+      bah bud --quiet --format oci --timestamp "$EPOCH" --platform "$platform" \
+        -f "$REPO/services/$COMPONENT/Containerfile" -t "$ref" "$ctx" >/dev/null \
+        || die "buildah bud failed for $ref ($platform)"
+      if [ "$multi" = 1 ]; then
+        bah manifest add "$IMAGE" "containers-storage:$ref" >/dev/null || die "adding $ref to the index $IMAGE failed"
+      fi
+      "$REPO/scripts/sbom.sh" "$CRATE" "$VERSION" "$ctx/rootfs" >"$(sbom_of "$platform")" || die "SBOM of $CRATE ($platform) failed"
+    done
+    if [ "$multi" = 1 ]; then
+      # The index and its images are saved as one OCI archive (the --no-push artifact, or a
+      # scratch file) and pushed from it as --from does, so the pushed digests are the archive's.
+      saved="$archive"
+      if [ "$PUSH" = 1 ]; then saved="$WORK/index.oci.tar"; fi
+      bah manifest push --quiet --all --format oci "$IMAGE" "oci-archive:$saved:$IMAGE" \
+        || die "saving the index $IMAGE to $saved failed"
+      if [ "$PUSH" = 1 ]; then
+        need skopeo "Debian: skopeo (scripts/install-deps.sh)"
+        skopeo copy --quiet --all --preserve-digests "${skopeo_tls[@]}" --digestfile "$WORK/digest" \
+          "oci-archive:$saved" "docker://$IMAGE" || die "pushing the index $IMAGE failed"
+      fi
+    elif [ "$PUSH" = 1 ]; then
       bah push --quiet "${tls[@]}" --digestfile "$WORK/digest" "$IMAGE" "docker://$IMAGE" \
         || die "pushing $IMAGE failed"
     else
@@ -222,48 +321,69 @@ if [ "$KIND" = service ]; then
       bah push --quiet "$IMAGE" "oci-archive:$archive:$IMAGE" || die "saving $IMAGE to $archive failed"
     fi
   else
-    built "$sbom"
+    for platform in "${platforms[@]}"; do built "$(sbom_of "$platform")"; done
     built "$archive"
-    skopeo copy --quiet --preserve-digests "${skopeo_tls[@]}" --digestfile "$WORK/digest" \
+    # --all: an index goes with every image it lists (a single image is copied as before).
+    skopeo copy --quiet --all --preserve-digests "${skopeo_tls[@]}" --digestfile "$WORK/digest" \
       "oci-archive:$archive" "docker://$IMAGE" \
       || die "pushing $IMAGE from $archive failed"
   fi
-  artifact "$sbom"
+  for platform in "${platforms[@]}"; do artifact "$(sbom_of "$platform")"; done
   if [ -f "$archive" ]; then artifact "$archive"; fi
   if [ "$PUSH" = 1 ]; then
     digest="$(cat "$WORK/digest")"
-    # The pushed size: config + compressed layers, from the registry's manifest.
-    size="$(curl -fsS -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
-      "$curl_scheme://$REGISTRY/v2/$PREFIX/$COMPONENT/manifests/$digest" 2>/dev/null \
-      | python3 -c 'import json,sys; m=json.load(sys.stdin); print(m["config"]["size"]+sum(l["size"] for l in m["layers"]))' \
-      2>/dev/null || echo 0)"
-    summary+=("$(printf '%-72s %9s  %s' "$IMAGE" "$(numfmt --to=iec --suffix=B "$size")" "$digest")")
+    repo="$REGISTRY/$PREFIX/$COMPONENT"
+    # The pushed size per image (config + compressed layers), from the archive or the registry.
+    from_archive=registry
+    if [ -f "$archive" ]; then from_archive="$archive"; elif [ -f "$WORK/index.oci.tar" ]; then from_archive="$WORK/index.oci.tar"; fi
+    manifests="$(image_manifests "$from_archive" "$digest" 2>/dev/null || true)"
+    if [ "$multi" = 1 ]; then
+      summary+=("$(printf '%-72s %9s  %s' "$IMAGE (index)" "" "$digest")")
+      for platform in "${platforms[@]}"; do
+        read -r _ pdigest size <<<"$(awk -v p="$platform" '$1 == p' <<<"$manifests" | head -1)"
+        [ -n "${pdigest:-}" ] || die "the index $IMAGE ($digest) lists no $platform image:\n$manifests"
+        summary+=("$(printf '%-72s %9s  %s' "  $platform" "$(numfmt --to=iec --suffix=B "$size")" "$pdigest")")
+        pushed+=("$repo@$pdigest sbom $(sbom_of "$platform")")
+      done
+      pushed=("$repo@$digest index -" "${pushed[@]}")
+    else
+      size="$(awk 'NR == 1 { print $3 }' <<<"$manifests")"
+      summary+=("$(printf '%-72s %9s  %s' "$IMAGE" "$(numfmt --to=iec --suffix=B "${size:-0}")" "$digest")")
+      pushed+=("$repo@$digest image $(sbom_of "${platforms[0]}")")
+    fi
     digests+=("$IMAGE $digest")
-    pushed+=("$REGISTRY/$PREFIX/$COMPONENT@$digest $sbom")
   else
     summary+=("$(printf '%-72s %9s' "$IMAGE" "(not pushed)")")
   fi
 fi
 
 if [ "$KIND" = cli ]; then
-  name="pacto-$VERSION-$TARGET_TRIPLE"
+  for platform in "${platforms[@]}"; do
+    triple="$(triple_of "$platform")"
+    name="pacto-$VERSION-$triple"
+    if [ -z "$FROM" ]; then
+      mkdir -p "$WORK/$name"
+      strip_cmd=strip
+      sysroot="$("$REPO/scripts/cross.sh" sysroot "$triple")"
+      if [ -n "$sysroot" ]; then strip_cmd="$(basename "$sysroot")-strip"; fi
+      for b in pacto kubectl-pacto; do
+        if [ "$PROFILE" = release ]; then
+          "$strip_cmd" --strip-debug -o "$WORK/$name/$b" "$(bin_dir_of "$triple")/$b"
+        else
+          cp "$(bin_dir_of "$triple")/$b" "$WORK/$name/$b"
+        fi
+      done
+      cp "$REPO/README.md" "$WORK/$name/"
+      tar --sort=name --mtime="@$EPOCH" --owner=0 --group=0 --numeric-owner -C "$WORK" -cf - "$name" \
+        | gzip -n -9 >"$OUT/$name.tar.gz"
+    fi
+    built "$OUT/$name.tar.gz"
+    artifact "$OUT/$name.tar.gz"
+  done
   if [ -z "$FROM" ]; then
-    mkdir -p "$WORK/$name"
-    for b in pacto kubectl-pacto; do
-      if [ "$PROFILE" = release ]; then
-        strip --strip-debug -o "$WORK/$name/$b" "$target_dir/$PROFILE/$b"
-      else
-        cp "$target_dir/$PROFILE/$b" "$WORK/$name/$b"
-      fi
-    done
-    cp "$REPO/README.md" "$WORK/$name/"
-    tar --sort=name --mtime="@$EPOCH" --owner=0 --group=0 --numeric-owner -C "$WORK" -cf - "$name" \
-      | gzip -n -9 >"$OUT/$name.tar.gz"
     "$REPO/scripts/sbom.sh" "$CRATE" "$VERSION" >"$OUT/pacto-$VERSION.cdx.json" || die "SBOM of $CRATE failed"
   fi
-  built "$OUT/$name.tar.gz"
   built "$OUT/pacto-$VERSION.cdx.json"
-  artifact "$OUT/$name.tar.gz"
   artifact "$OUT/pacto-$VERSION.cdx.json"
 fi
 
@@ -283,7 +403,7 @@ if [ "$CHART" != - ]; then
     summary+=("$(printf '%-72s %9s  %s' "oci://$REGISTRY/$PREFIX/charts/$CHART:$VERSION" \
       "$(size_of "$OUT/$CHART-$VERSION.tgz")" "$digest")")
     digests+=("oci://$REGISTRY/$PREFIX/charts/$CHART:$VERSION $digest")
-    pushed+=("$REGISTRY/$PREFIX/charts/$CHART@$digest -")
+    pushed+=("$REGISTRY/$PREFIX/charts/$CHART@$digest chart -")
   fi
 fi
 
@@ -340,15 +460,25 @@ print(json.dumps({
     },
 }, indent=2))
 EOF
+  # Entries: "<ref> image|chart|index|sbom <SBOM file or ->". An image or a chart is signed and gets
+  # its provenance (an image also its SBOM); an index is signed with every image it lists
+  # (--recursive) and gets the provenance; each image of an index gets its own platform's SBOM.
   for entry in "${pushed[@]}"; do
-    read -r ref sbom <<<"$entry"
-    cosign_run sign "${cosign_args[@]}" "${key_args[@]}" "$ref"
-    cosign_run attest "${cosign_args[@]}" "${key_args[@]}" --type slsaprovenance1 --predicate "$WORK/provenance.json" "$ref"
-    what="signature, provenance"
+    read -r ref kind sbom <<<"$entry"
+    what=""
+    case "$kind" in
+      image | chart | index)
+        recursive=()
+        if [ "$kind" = index ]; then recursive=(--recursive); fi
+        cosign_run sign "${cosign_args[@]}" "${key_args[@]}" "${recursive[@]}" "$ref"
+        cosign_run attest "${cosign_args[@]}" "${key_args[@]}" --type slsaprovenance1 --predicate "$WORK/provenance.json" "$ref"
+        what="signature${recursive:+ (with each image it lists)}, provenance" ;;
+    esac
     if [ "$sbom" != - ]; then
       cosign_run attest "${cosign_args[@]}" "${key_args[@]}" --type cyclonedx --predicate "$sbom" "$ref"
-      what+=", SBOM"
+      what+="${what:+, }SBOM"
     fi
+    if [ "$kind" = sbom ]; then what="SBOM (signature: with its index)"; fi
     summary+=("$(printf '%-72s %s' "$ref" "signed: $what")")
   done
   cosign_run sign-blob --yes "${key_args[@]}" --bundle "$OUT/SHA256SUMS.sigstore.json" "$OUT/SHA256SUMS"

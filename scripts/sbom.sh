@@ -24,8 +24,12 @@ debs=""
 if [ -n "$rootfs" ]; then
   [ -d "$rootfs" ] || die "no directory '$rootfs'"
   while read -r f; do
-    # dpkg -S knows /lib/x86_64-linux-gnu/... and /usr/lib/...; try the file as staged, then under /usr.
-    owner="$(dpkg -S "$f" 2>/dev/null || dpkg -S "/usr$f" 2>/dev/null || true)"
+    # dpkg -S knows /lib/x86_64-linux-gnu/... and /usr/lib/...; try the file as staged, then under /usr,
+    # then where it was copied from (the context's `sources`: a cross sysroot's library, owned by
+    # e.g. libc6-arm64-cross, scripts/stage-service-image.sh --sysroot).
+    from="$(awk -v f="$f" '$1 == f { print $2; exit }' "$rootfs/../sources" 2>/dev/null || true)"
+    owner="$(dpkg -S "$f" 2>/dev/null || dpkg -S "/usr$f" 2>/dev/null \
+      || { [ -n "$from" ] && dpkg -S "$from" 2>/dev/null; } || true)"
     [ -n "$owner" ] || continue
     pkg="${owner%%:*}"
     arch="$(dpkg-query -W -f='${Architecture}' "$pkg" 2>/dev/null || echo unknown)"

@@ -34,22 +34,32 @@ fn main() {
     }
     println!("cargo::rustc-check-cfg=cfg(bpf_built_from_source)");
 
+    // The object is the same for every target (docs/design/node-agent.md#architectures): the
+    // program reads its arguments through BPF_PROG (tp_btf), never through the pt_regs layout
+    // that __TARGET_ARCH_* selects, and every struct field it reads is a CO-RE relocation. The
+    // macro still names the target so that bpf_tracing.h's register macros would be right, and
+    // the asm/ headers (only the fixed-size integer types) are the build machine's own.
+    let target_arch = match env::var("CARGO_CFG_TARGET_ARCH").as_deref() {
+        Ok("x86_64") => "x86",
+        Ok("aarch64") => "arm64",
+        other => panic!("the kernel program is built for x86_64 and aarch64 only, not {other:?}"),
+    };
+    let host = env::var("HOST").expect("cargo sets HOST");
+    let host_multiarch = match host.split('-').next() {
+        Some("aarch64") => "aarch64-linux-gnu",
+        _ => "x86_64-linux-gnu",
+    };
+
     let src = src_dir.join(format!("{PROGRAM}.bpf.c"));
     let obj = out.join(format!("{PROGRAM}.bpf.o"));
     let compiled = Command::new(&clang)
-        .args([
-            "-O2",
-            "-g",
-            "-Wall",
-            "-Werror",
-            "-target",
-            "bpf",
-            "-D__TARGET_ARCH_x86",
-        ])
+        .args(["-O2", "-g", "-Wall", "-Werror", "-target", "bpf"])
+        .arg(format!("-D__TARGET_ARCH_{target_arch}"))
         .arg(format!("-ffile-prefix-map={}=.", manifest.display()))
         .arg("-I")
         .arg(&src_dir)
-        .args(["-I", "/usr/include/x86_64-linux-gnu"])
+        .arg("-I")
+        .arg(format!("/usr/include/{host_multiarch}"))
         .arg("-c")
         .arg(&src)
         .arg("-o")
