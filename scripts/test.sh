@@ -87,6 +87,16 @@ cargo clippy --workspace --all-targets -- -D warnings
 step "cargo test --workspace --exclude pacto-deployed"
 cargo test --workspace --exclude pacto-deployed --no-fail-fast
 
+# arm64 (docs/images.md#architectures): the CLI and the node agent cross-built for aarch64 (debug,
+# reused on a warm target directory), run under qemu-user, and the kernel program's CO-RE
+# relocations checked against Debian's arm64 kernel BTF. Off root without the packages it skips in
+# one line; under CI it fails instead.
+step "arm64 smoke: aarch64 CLI and node agent under qemu-user, kernel program on arm64 BTF (scripts/arm64-smoke.sh)"
+started=$SECONDS
+if [ "$(id -u)" = 0 ]; then scripts/install-deps.sh --arm64-smoke; fi
+scripts/arm64-smoke.sh
+step "arm64 smoke passed in $((SECONDS - started)) s"
+
 # Fuzz tier (fuzz/README.md): builds the fuzz targets with nightly + cargo-fuzz (installed once,
 # cached by version) and runs each with a fixed seed and run count under a 256 MiB memory limit.
 if [ "${PACTO_SKIP_FUZZ:-0}" = 1 ]; then
