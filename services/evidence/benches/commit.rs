@@ -1,21 +1,22 @@
 //! Commit latency of the evidence store with N records already stored, in both referrer modes
-//! (docs/design/evidence-store.md#incremental-index), printed, not asserted:
-//!
-//! - `incremental`: the store's index is warm (built by one scan, whose time is printed too);
-//!   each commit lists the referrers and validates only what is new;
-//! - `full rescan`: `StoreOptions::incremental = false`, every commit re-reads and re-validates
-//!   the whole history first, as upstream does.
+//! (docs/design/evidence-store.md#verification), printed, not asserted: per size, commit p50
+//! and p99 over `PACTO_BENCH_COMMITS` commits through one store whose index is warm (built by
+//! one scan, whose time is printed, and one untimed first commit, which in tag-schema mode
+//! pages an index written in the flat layout: docs/design/evidence-store.md#paged-tag-index);
+//! at the end, each mode's p50 and p99 at the largest size as a ratio of those at the
+//! smallest, from the same run (issue 36 item 5: goal p50 within 2x).
 //!
 //! Registries: go-containerregistry's (Referrers API) and Debian's docker-registry 2.8 (tag
 //! schema), both on loopback. The N records are seeded by pushing their artifacts directly
-//! (not through commit), 16 at a time; in tag-schema mode the referrers index is written once.
+//! (not through commit), 16 at a time; in tag-schema mode the referrers index is written once,
+//! every record listed directly (the layout before pages).
 //!
 //! `cargo bench -p pacto-evidence --bench commit` (needs `scripts/registry-tools.sh` and
 //! `docker-registry`). `PACTO_BENCH_RECORDS` (default `10,10000`) sets the sizes,
-//! `PACTO_BENCH_COMMITS` (default 5) the commits timed per row. The stores keep
+//! `PACTO_BENCH_COMMITS` (default 50) the commits timed per size. The stores keep
 //! `MAX_RECORDS_PER_SUBJECT` (10,000) records with no age limit (the default retention keeps
-//! 1000): sizes above it measure a store at its cap, where each commit also drops the oldest
-//! record (docs/design/evidence-store.md#retention).
+//! 1000): sizes at or above it measure a store at its cap, where each commit also drops the
+//! oldest record (docs/design/evidence-store.md#retention).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -160,12 +161,11 @@ async fn seed(
 
 /// A store keeping up to [`MAX_RECORDS_PER_SUBJECT`] records with no age limit, so that the N
 /// seeded records are all held (the default retention keeps 1000).
-fn store(host: &str, subject: &Subject, incremental: bool) -> Store {
+fn store(host: &str, subject: &Subject) -> Store {
     Store::new(
         Subjects::parse(&[subject.reference()]).expect("subjects"),
         StoreOptions {
             client: options(host),
-            incremental,
             retention: Retention {
                 max_age: None,
                 max_records: MAX_RECORDS_PER_SUBJECT,
@@ -181,28 +181,46 @@ fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1000.0)
 }
 
-/// Times `commits` commits (sequences from `next`); returns the mean latency and requests.
+/// Times `commits` commits (sequences from `next`); returns each latency, sorted, and the
+/// mean requests per commit.
 async fn time_commits(
     store: &Store,
     key: &SigningKey,
     subject: &Subject,
     next: &mut u64,
     commits: u64,
-) -> (Duration, f64) {
-    let mut total = Duration::ZERO;
+) -> (Vec<Duration>, f64) {
+    let mut times = Vec::new();
     let mut requests = 0;
     for _ in 0..commits {
         let r = record(key, subject, *next);
         *next += 1;
         let started = Instant::now();
         let committed = store.commit(&r).await.expect("commit");
-        total += started.elapsed();
+        times.push(started.elapsed());
         requests += committed.requests;
     }
-    (total / commits as u32, requests as f64 / commits as f64)
+    times.sort();
+    (times, requests as f64 / commits as f64)
 }
 
-async fn run(mode: ReferrersMode, sizes: &[u64], commits: u64) {
+/// The `q` quantile of sorted `times` (nearest rank).
+fn quantile(times: &[Duration], q: f64) -> Duration {
+    let rank = ((q * times.len() as f64).ceil() as usize).clamp(1, times.len());
+    times[rank - 1]
+}
+
+/// The referrers tag index's size in bytes (tag-schema mode), 0 when there is none.
+async fn index_bytes(client: &ArtifactClient, subject: &Subject) -> usize {
+    client
+        .manifest(&subject.oci_repository(), &referrers_tag(subject.digest()))
+        .await
+        .map(|m| m.bytes.len())
+        .unwrap_or(0)
+}
+
+/// One mode over `sizes`; returns (size, p50, p99) per size.
+async fn run(mode: ReferrersMode, sizes: &[u64], commits: u64) -> Vec<(u64, Duration, Duration)> {
     // keep the registry alive for the whole run
     let (host, _ggcr, _docker) = match mode {
         ReferrersMode::Api => {
@@ -220,37 +238,44 @@ async fn run(mode: ReferrersMode, sizes: &[u64], commits: u64) {
     let subject = push_subject(&client, &host).await;
     let mut stored = 0u64;
     let mut next = 1_000_000u64;
+    let mut rows = Vec::new();
     for &n in sizes {
         let started = Instant::now();
         seed(&client, &subject, mode, &key, stored, n).await;
         let seeded = started.elapsed();
         stored = n;
 
-        let incremental = store(&host, &subject, true);
+        let store = store(&host, &subject);
         let started = Instant::now();
-        let scan = incremental.scan().await;
+        let scan = store.scan().await;
         let index_build = started.elapsed();
-        assert_eq!(scan.records.len() as u64, stored, "all seeded records read");
-        let (inc, inc_requests) =
-            time_commits(&incremental, &key, &subject, &mut next, commits).await;
-        stored += commits;
-
-        let naive = store(&host, &subject, false);
-        let naive_commits = if stored > 1000 { 1 } else { commits };
-        let (full, full_requests) =
-            time_commits(&naive, &key, &subject, &mut next, naive_commits).await;
-        stored += naive_commits;
+        assert_eq!(
+            scan.records.len() as u64,
+            stored.min(MAX_RECORDS_PER_SUBJECT as u64),
+            "all seeded records read"
+        );
+        let (first, _) = time_commits(&store, &key, &subject, &mut next, 1).await;
+        let (times, requests) = time_commits(&store, &key, &subject, &mut next, commits).await;
+        stored += 1 + commits;
+        let (p50, p99) = (quantile(&times, 0.5), quantile(&times, 0.99));
+        let index = if mode == ReferrersMode::TagSchema {
+            format!(", tag index {} bytes", index_bytes(&client, &subject).await)
+        } else {
+            String::new()
+        };
         println!(
-            "commit, {:<10} {n:>6} records: incremental {} ({inc_requests:.0} requests), full rescan {} ({full_requests:.0} requests), ratio {:.0}x; index build {} ({} requests); seeding {}",
+            "commit, {:<10} {n:>6} records: p50 {} p99 {} ({requests:.1} requests/commit, {commits} commits){index}; first commit {}; index build {} ({} requests); seeding {}",
             mode.as_str(),
-            ms(inc),
-            ms(full),
-            full.as_secs_f64() / inc.as_secs_f64(),
+            ms(p50),
+            ms(p99),
+            ms(first[0]),
             ms(index_build),
             scan.requests,
             ms(seeded),
         );
+        rows.push((n, p50, p99));
     }
+    rows
 }
 
 fn main() {
@@ -267,12 +292,22 @@ fn main() {
     let commits: u64 = std::env::var("PACTO_BENCH_COMMITS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(5);
+        .unwrap_or(50);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("runtime");
     for mode in [ReferrersMode::Api, ReferrersMode::TagSchema] {
-        runtime.block_on(run(mode, &sizes, commits));
+        let rows = runtime.block_on(run(mode, &sizes, commits));
+        if let (Some(small), Some(large)) = (rows.first(), rows.last()) {
+            println!(
+                "commit, {:<10} {} vs {} records: p50 ratio {:.2}x, p99 ratio {:.2}x",
+                mode.as_str(),
+                large.0,
+                small.0,
+                large.1.as_secs_f64() / small.1.as_secs_f64(),
+                large.2.as_secs_f64() / small.2.as_secs_f64(),
+            );
+        }
     }
 }

@@ -12,9 +12,9 @@ use std::process::Command;
 use ed25519_dalek::SigningKey;
 use pacto_engine::{Coverage, SubjectRef, Timestamp};
 use pacto_evidence::store::{
-    CommitError, DEFAULT_MAX_RECORDS_PER_SUBJECT, EMPTY_CONFIG_BLOB, HealthStatus,
-    MAX_DELETES_PER_COMMIT, MAX_TAG_INDEX_BYTES, Malformed, RECORD_ARTIFACT_TYPE, Record,
-    ReferrersMode, Store, StoreOptions, Subject, Subjects,
+    CommitError, DEFAULT_MAX_RECORDS_PER_SUBJECT, Drift, EMPTY_CONFIG_BLOB, HealthStatus,
+    MAX_DELETES_PER_COMMIT, MAX_TAG_INDEX_BYTES, Malformed, PAGE_ARTIFACT_TYPE,
+    RECORD_ARTIFACT_TYPE, Record, ReferrersMode, Retention, Store, StoreOptions, Subject, Subjects,
 };
 use pacto_evidence::{Envelope, ErrorCode, Producer, ReplayError, SignedEvidenceSet, sign};
 use pacto_oci::{
@@ -999,9 +999,36 @@ async fn listed(subject: &Subject, mode: ReferrersMode) -> Vec<String> {
             pacto_oci::Referrers::Listed(list) => list,
             pacto_oci::Referrers::Unsupported => panic!("no Referrers API"),
         },
-        ReferrersMode::TagSchema => tag_index(subject).await,
+        ReferrersMode::TagSchema => tag_records(subject).await,
     };
     list.into_iter().map(|d| d.digest).collect()
+}
+
+/// The tag-schema index with the store's pages expanded into the records they list
+/// (docs/design/evidence-store.md#paged-tag-index), read as an independent client would.
+async fn tag_records(subject: &Subject) -> Vec<pacto_oci::ArtifactDescriptor> {
+    let c = client(subject.registry());
+    let mut out = Vec::new();
+    for d in tag_index(subject).await {
+        if d.artifact_type.as_deref() == Some(PAGE_ARTIFACT_TYPE) {
+            let page = c
+                .manifest(&subject.oci_repository(), &d.digest)
+                .await
+                .expect("page");
+            let page: serde_json::Value = serde_json::from_slice(&page.bytes).expect("page json");
+            assert_eq!(
+                page["subject"]["digest"],
+                subject.digest(),
+                "a page names its subject"
+            );
+            for m in page["manifests"].as_array().expect("page manifests") {
+                out.push(serde_json::from_value(m.clone()).expect("descriptor"));
+            }
+        } else {
+            out.push(d);
+        }
+    }
+    out
 }
 
 /// Pushes a small foreign referrer of `subject` (an SBOM-like manifest) by digest, unlisted;
@@ -1273,6 +1300,9 @@ async fn a_bad_subject_does_not_block_the_others() {
             .await
             .expect("writes to a go on while gone is unreadable");
         let bad = push_tampered(&a, mode, &good, |r| r.digest = "sha256:feed".into()).await;
+        // found by the next verification (a scan here; a commit once the interval passed:
+        // docs/design/evidence-store.md#verification)
+        store.scan().await;
 
         store
             .commit(&record(&b, "id-2", "edge", 2, "t2"))
@@ -1368,6 +1398,288 @@ async fn a_tag_index_at_the_registry_manifest_limit_keeps_taking_commits() {
         "3 commits (the first reads the index) in {:?}",
         started.elapsed()
     );
-    let index = tag_index(&subject).await;
+    let index = tag_records(&subject).await;
     assert_eq!(index.len(), DEFAULT_MAX_RECORDS_PER_SUBJECT);
+}
+
+/// A store for one subject with `options` on top of the test client's.
+fn store_with(reg: &Reg, subject: &Subject, options: StoreOptions) -> Store {
+    Store::new(
+        Subjects::parse(&[subject.reference()]).expect("subjects"),
+        StoreOptions {
+            client: client_options(&reg.host()),
+            ..options
+        },
+        &Keychain::new(),
+    )
+    .expect("store")
+}
+
+/// Issue 36 item 5: a restarted store's first commit reads what the registry holds (the index
+/// is built on first use, not trusted from nothing): the history counts for replay and the
+/// records stay served.
+#[tokio::test]
+async fn commit_after_restart_reads_the_existing_records() {
+    for mode in MODES {
+        let reg = Reg::start(mode);
+        let subject = push_subject(&reg.host(), "acme/orders").await;
+        let first = store_for(&reg, &subject);
+        for i in 1..=3u64 {
+            first
+                .commit(&record(&subject, &format!("id-{i}"), "edge", i, "t1"))
+                .await
+                .expect("commit");
+        }
+        drop(first);
+        let restarted = store_for(&reg, &subject);
+        let err = restarted
+            .commit(&record(&subject, "id-2", "edge", 9, "t1"))
+            .await
+            .expect_err("an id committed before the restart");
+        assert_eq!(err.code(), ErrorCode::Replay, "{mode:?}: {err}");
+        let err = restarted
+            .commit(&record(&subject, "id-9", "edge", 3, "t1"))
+            .await
+            .expect_err("a sequence at the producer's highest before the restart");
+        assert_eq!(err.code(), ErrorCode::Replay, "{mode:?}: {err}");
+        restarted
+            .commit(&record(&subject, "id-4", "edge", 4, "t1"))
+            .await
+            .expect("the next record");
+        let all: std::collections::BTreeSet<String> = (1..=4).map(|i| format!("id-{i}")).collect();
+        assert_eq!(ids(&restarted.scan().await), all, "{mode:?}");
+        assert_eq!(
+            ids(&store_for(&reg, &subject).scan().await),
+            all,
+            "{mode:?}"
+        );
+    }
+}
+
+/// Issue 36 item 5: a commit does not list the registry while the index is fresh, so a record
+/// another writer adds is found by the next verification: a scan (which reports it as drift)
+/// or a commit once `verify_interval` has passed (zero here: every commit verifies).
+#[tokio::test]
+async fn an_outside_writer_is_found_by_verification() {
+    for mode in MODES {
+        let reg = Reg::start(mode);
+        let subject = push_subject(&reg.host(), "acme/orders").await;
+        let store = store_for(&reg, &subject);
+        let eager = store_with(
+            &reg,
+            &subject,
+            StoreOptions {
+                verify_interval: std::time::Duration::ZERO,
+                ..StoreOptions::default()
+            },
+        );
+        store
+            .commit(&record(&subject, "id-1", "edge", 1, "t1"))
+            .await
+            .expect("commit");
+        eager
+            .commit(&record(&subject, "id-2", "edge", 2, "t1"))
+            .await
+            .expect("the eager store's first commit reads id-1");
+        // another writer (a second server by mistake, a restore) adds a record
+        seed(
+            &subject,
+            mode,
+            &[record(&subject, "outside", "edge", 10, "t2")],
+        )
+        .await;
+        let err = eager
+            .commit(&record(&subject, "outside", "edge", 11, "t1"))
+            .await
+            .expect_err("a verifying commit sees the other writer's record");
+        assert_eq!(err.code(), ErrorCode::Replay, "{mode:?}: {err}");
+
+        // the lazy store's commits trust its index: the outside record is not read yet
+        let steady = store
+            .commit(&record(&subject, "id-3", "edge", 3, "t1"))
+            .await
+            .expect("a commit within the interval");
+        let scan = store.scan().await;
+        assert_eq!(
+            scan.drift,
+            vec![Drift {
+                subject: subject.clone(),
+                added: 2,
+                removed: 0,
+            }],
+            "{mode:?}: id-2 (the eager store's) and the outside record"
+        );
+        assert!(ids(&scan).contains("outside"), "{mode:?}");
+        assert_eq!(store.scan().await.drift, Vec::new(), "{mode:?}: resynced");
+        let err = store
+            .commit(&record(&subject, "id-9", "edge", 10, "t1"))
+            .await
+            .expect_err("the outside record's sequence is history now");
+        assert_eq!(err.code(), ErrorCode::Replay, "{mode:?}: {err}");
+        // a commit within the interval costs the same with a bigger history
+        let again = store
+            .commit(&record(&subject, "id-12", "edge", 12, "t1"))
+            .await
+            .expect("commit");
+        assert_eq!(again.requests, steady.requests, "{mode:?}");
+    }
+}
+
+/// Issue 36 item 5: retention applies to the in-memory index without re-listing; in tag-schema
+/// mode through the paged index (pages of 4 here): at most `max_records` of ours stay listed
+/// beyond pages not yet half expired, the index itself stays small, and a restart reads the
+/// same kept records.
+#[tokio::test]
+async fn retention_trims_with_the_in_memory_index() {
+    const KEPT: usize = 10;
+    const PAGE: usize = 4;
+    for mode in MODES {
+        let reg = Reg::start(mode);
+        let subject = push_subject(&reg.host(), "acme/orders").await;
+        let options = || StoreOptions {
+            retention: Retention {
+                max_age: None,
+                max_records: KEPT,
+            },
+            page_records: PAGE,
+            ..StoreOptions::default()
+        };
+        let store = store_with(&reg, &subject, options());
+        let mut expired = 0;
+        for i in 0..40u64 {
+            let committed = store
+                .commit(&record_at(
+                    &subject,
+                    &format!("id-{i}"),
+                    "edge",
+                    i,
+                    &format!("t{}", i % 20),
+                    &at(i),
+                ))
+                .await
+                .expect("commit");
+            expired += committed.expired;
+        }
+        assert_eq!(expired, 30, "{mode:?}");
+        let want: std::collections::BTreeSet<String> =
+            (30..40).map(|i| format!("id-{i}")).collect();
+        let scan = store.scan().await;
+        assert_eq!(ids(&scan), want, "{mode:?}");
+        assert_eq!(scan.drift, Vec::new(), "{mode:?}: nothing changed outside");
+        let listed = listed(&subject, mode).await;
+        match mode {
+            ReferrersMode::TagSchema => {
+                assert!(
+                    listed.len() < KEPT + PAGE,
+                    "{mode:?}: {} listed",
+                    listed.len()
+                );
+                let top = tag_index(&subject).await;
+                assert!(top.len() <= KEPT / PAGE + PAGE + 1, "{top:?}");
+                assert!(
+                    top.iter()
+                        .any(|d| d.artifact_type.as_deref() == Some(PAGE_ARTIFACT_TYPE)),
+                    "{top:?}"
+                );
+            }
+            // deleted, up to 16 a commit: all of them by now
+            ReferrersMode::Api => assert_eq!(listed.len(), KEPT, "{mode:?}"),
+        }
+        let restarted = store_with(&reg, &subject, options());
+        assert_eq!(ids(&restarted.scan().await), want, "{mode:?}");
+        let err = restarted
+            .commit(&record_at(&subject, "id-0", "edge", 0, "t0", &at(50)))
+            .await
+            .expect_err("the floor of an expired record after a restart");
+        assert_eq!(err.code(), ErrorCode::Replay, "{mode:?}: {err}");
+    }
+}
+
+/// Issue 36 item 5: a tag-schema index in the layout before pages (every record listed
+/// directly) is read as it is; the first commit pages it, other tools' entries keep their
+/// annotations and the index its own fields (the "tag-index rewrite drops annotations"
+/// defect), and a new store reads the paged layout back.
+#[tokio::test]
+async fn an_old_flat_tag_index_is_read_and_paged_keeping_annotations() {
+    let reg = Reg::start(ReferrersMode::TagSchema);
+    let subject = push_subject(&reg.host(), "acme/orders").await;
+    let history: Vec<Record> = (0..9u64)
+        .map(|i| record_at(&subject, &format!("old-{i}"), "edge", i, "t", &at(i)))
+        .collect();
+    let seeded = seed(&subject, ReferrersMode::TagSchema, &history).await;
+    // another tool's entry with annotations, and annotations on the index itself
+    let foreign = push_foreign(&subject).await;
+    let mut entry = serde_json::to_value(&foreign).expect("json");
+    entry["annotations"] = serde_json::json!({"org.example.signed-by": "ci"});
+    let mut index: serde_json::Value = serde_json::from_slice(
+        &ArtifactClient::referrers_index_bytes(&tag_index(&subject).await),
+    )
+    .expect("json");
+    index["manifests"]
+        .as_array_mut()
+        .expect("manifests")
+        .push(entry);
+    index["annotations"] = serde_json::json!({"org.example.owner": "platform"});
+    let c = client(subject.registry());
+    let tag = referrers_tag(subject.digest());
+    c.put_manifest(
+        &subject.oci_repository(),
+        &tag,
+        OCI_INDEX_MEDIA_TYPE,
+        &serde_json::to_vec(&index).expect("bytes"),
+    )
+    .await
+    .expect("index with annotations");
+
+    let options = || StoreOptions {
+        page_records: 4,
+        ..StoreOptions::default()
+    };
+    let store = store_with(&reg, &subject, options());
+    assert_eq!(store.scan().await.records.len(), 9, "the old layout reads");
+    let committed = store
+        .commit(&record_at(&subject, "new", "edge", 9, "t", &at(9)))
+        .await
+        .expect("commit");
+
+    let top = tag_index(&subject).await;
+    let pages = top
+        .iter()
+        .filter(|d| d.artifact_type.as_deref() == Some(PAGE_ARTIFACT_TYPE))
+        .count();
+    assert_eq!(pages, 2, "10 records in pages of 4: {top:?}");
+    assert_eq!(
+        top.len(),
+        2 + 2 + 1,
+        "two pages, two records, the foreign entry"
+    );
+    let records = tag_records(&subject).await;
+    for digest in seeded.iter().chain([&committed.digest, &foreign.digest]) {
+        assert!(
+            records.iter().any(|d| &d.digest == digest),
+            "{digest} listed"
+        );
+    }
+    let raw = c
+        .manifest(&subject.oci_repository(), &tag)
+        .await
+        .expect("index");
+    let raw: serde_json::Value = serde_json::from_slice(&raw.bytes).expect("json");
+    assert_eq!(raw["annotations"]["org.example.owner"], "platform");
+    let kept = raw["manifests"]
+        .as_array()
+        .expect("manifests")
+        .iter()
+        .find(|m| m["digest"] == foreign.digest.as_str())
+        .expect("the foreign entry");
+    assert_eq!(kept["annotations"]["org.example.signed-by"], "ci");
+
+    let restarted = store_with(&reg, &subject, options());
+    let scan = restarted.scan().await;
+    assert_eq!(scan.health.status, HealthStatus::Ready);
+    assert_eq!(scan.records.len(), 10, "the paged layout reads back");
+    assert_eq!(scan.foreign, 1);
+    // the oras CLI sees the pages and the records listed directly
+    let discovered = oras_discover(&subject);
+    assert!(discovered.contains(&committed.digest), "{discovered}");
 }

@@ -11,14 +11,19 @@
 //! Two referrer modes ([`ReferrersMode`]): the native Referrers API, and the OCI 1.1 referrers
 //! tag schema for registries without it, detected once per subject. The store keeps an index
 //! of the referrers it has validated (content-addressed, so a known digest is never fetched
-//! again) and the replay state derived from them; a commit lists the referrers and validates
-//! only what is new (docs/design/evidence-store.md#incremental-index).
+//! again) and the replay state derived from them (docs/design/evidence-store.md#incremental-index).
+//! The server being its records' one writer, a commit does not list the registry: the index is
+//! verified at first use, by every scan and by a commit once `verify_interval` has passed
+//! (docs/design/evidence-store.md#verification). In tag-schema mode our records are listed
+//! through pages, so that a commit rewrites a small index
+//! (docs/design/evidence-store.md#paged-tag-index).
 //!
 //! What a subject keeps is bounded by its [`Retention`] (by age and by count): records outside
 //! it are dropped from memory, from the tag-schema index and, with the Referrers API, deleted
 //! (docs/design/evidence-store.md#retention). A failure on one subject refuses writes to that
 //! subject only (docs/design/evidence-store.md#commit).
 
+mod layout;
 mod mode;
 mod record;
 mod retention;
@@ -28,6 +33,7 @@ mod targets;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex as StdMutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use pacto_oci::{
     ArtifactClient, ArtifactDescriptor, ClientOptions, CredentialsError, ErrorClass, Keychain,
@@ -37,17 +43,20 @@ use pacto_oci::{
 use crate::codes::ErrorCode;
 use crate::replay::{ReplayError, ReplayIndex};
 
+pub use layout::{DEFAULT_PAGE_RECORDS, PAGE_ARTIFACT_TYPE};
+use layout::{Page, RawIndex, is_page};
 pub use mode::ReferrersMode;
 pub use record::{
     Artifact, EMPTY_CONFIG_BLOB, EMPTY_CONFIG_DESCRIPTOR, EMPTY_CONFIG_DIGEST,
     EMPTY_CONFIG_MEDIA_TYPE, MAX_RECORD_BYTES, MAX_RECORD_MANIFEST_BYTES, Malformed,
     RECORD_ARTIFACT_TYPE, RECORD_SCHEMA_VERSION, Record,
 };
+use retention::Kept;
 pub use retention::{
     DEFAULT_MAX_RECORD_AGE, DEFAULT_MAX_RECORDS_PER_SUBJECT, MAX_RECORDS_PER_SUBJECT,
     MAX_TAG_INDEX_BYTES, Retention,
 };
-pub use scan::{FailedSubject, Health, HealthStatus, InvalidArtifact, Scan, StoredRecord};
+pub use scan::{Drift, FailedSubject, Health, HealthStatus, InvalidArtifact, Scan, StoredRecord};
 pub use subject::{Subject, SubjectError, Subjects, SubjectsError};
 pub use targets::{
     MAX_TARGET_FINDINGS, MAX_TARGETS, TARGETS_SCHEMA_VERSION, Target, TargetsDto, target_key,
@@ -65,6 +74,9 @@ pub const MAX_INDEX_WRITES: usize = 3;
 /// Records classified between two applications of the retention while an index is built, so
 /// that building it from a long listing holds at most this many records beyond the retention.
 const RETENTION_CHUNK: usize = 1024;
+/// How often the store checks its in-memory index against the registry unless configured
+/// otherwise (docs/design/evidence-store.md#verification).
+pub const DEFAULT_VERIFY_INTERVAL: Duration = Duration::from_mins(1);
 
 /// Options of a [`Store`].
 #[derive(Debug, Clone)]
@@ -80,6 +92,13 @@ pub struct StoreOptions {
     pub incremental: bool,
     /// What each subject keeps (30 days, 1000 records by default).
     pub retention: Retention,
+    /// The longest a commit trusts the in-memory index without listing the registry again
+    /// (docs/design/evidence-store.md#verification); a scan always lists. One minute by
+    /// default.
+    pub verify_interval: Duration,
+    /// Records per page of the tag-schema index (docs/design/evidence-store.md#paged-tag-index),
+    /// at least 2; [`DEFAULT_PAGE_RECORDS`] by default.
+    pub page_records: usize,
 }
 
 impl Default for StoreOptions {
@@ -90,6 +109,8 @@ impl Default for StoreOptions {
             max_pages: MAX_REFERRER_PAGES,
             incremental: true,
             retention: Retention::default(),
+            verify_interval: DEFAULT_VERIFY_INTERVAL,
+            page_records: DEFAULT_PAGE_RECORDS,
         }
     }
 }
@@ -238,8 +259,19 @@ enum Entry {
 
 #[derive(Debug, Default)]
 struct SubjectState {
-    /// The last listing, in order.
+    /// The last listing, in order; in tag-schema mode with our pages expanded into the records
+    /// they list (the pages themselves are in `pages`).
     listing: Vec<ArtifactDescriptor>,
+    /// Tag-schema mode: our pages as last listed or written, oldest first.
+    pages: Vec<Page>,
+    /// Whether the subject has been read once (what a later read finds new is drift).
+    loaded: bool,
+    /// How many invalid artifacts the index holds (so that a commit need not count them).
+    invalid: usize,
+    /// The held records in retention order, for commits (`None`: built by the next commit).
+    kept: Option<Kept>,
+    /// Referrers API mode: expired records still listed, to delete (oldest first).
+    to_delete: std::collections::VecDeque<String>,
     /// What each listed digest is (and each of `unlisted`).
     entries: HashMap<String, Entry>,
     /// Tag-schema mode: records of ours that another tool's write of the referrers tag left
@@ -282,6 +314,10 @@ struct State {
     /// Per producer, the highest sequence among records that left the retention (kept in the
     /// replay state when it is rebuilt).
     floor: HashMap<String, u64>,
+    /// When every subject was last listed (docs/design/evidence-store.md#verification).
+    verified_at: Option<Instant>,
+    /// What the last listing of each subject found changed by someone else.
+    drift: Vec<Drift>,
 }
 
 impl State {
@@ -289,9 +325,18 @@ impl State {
     /// (their ids forgotten by the replay state, their sequences kept in the floor); expired
     /// unlisted records are dropped. Returns how many records expired.
     fn expire(&mut self, index: usize, retention: &Retention) -> usize {
+        let gone = retention.expired(&self.subjects[index].records());
+        if !gone.is_empty() {
+            self.subjects[index].kept = None;
+        }
+        self.drop_records(index, &gone)
+    }
+
+    /// Makes the records `gone` of one subject [`Entry::Expired`] (see [`State::expire`]);
+    /// returns how many there were.
+    fn drop_records(&mut self, index: usize, gone: &HashSet<String>) -> usize {
         let s = &mut self.subjects[index];
-        let gone = retention.expired(&s.records());
-        for digest in &gone {
+        for digest in gone {
             if let Some(Entry::Record(r)) = s.entries.insert(digest.clone(), Entry::Expired) {
                 let e = &r.envelope;
                 let floor = self
@@ -371,6 +416,8 @@ impl Store {
                 subjects: (0..count).map(|_| SubjectState::default()).collect(),
                 replay: ReplayIndex::new(),
                 floor: HashMap::new(),
+                verified_at: None,
+                drift: Vec::new(),
             }),
             meta: StdMutex::new(vec![Meta::default(); count]),
         })
@@ -548,11 +595,83 @@ impl Store {
         }
     }
 
+    /// Tag-schema mode: the listing with our pages expanded into the records they list, the
+    /// pages read (a page known by digest is not fetched again: content-addressed), and the
+    /// entries of pages that could not be read (invalid, listed as they are).
+    async fn expand(
+        &self,
+        index: usize,
+        state: &State,
+        top: Vec<ArtifactDescriptor>,
+    ) -> (Vec<ArtifactDescriptor>, Vec<Page>, Vec<(String, Entry)>) {
+        let subject = &self.subjects.as_slice()[index];
+        let known: HashMap<&str, &Page> = state.subjects[index]
+            .pages
+            .iter()
+            .map(|p| (p.descriptor.digest.as_str(), p))
+            .collect();
+        let mut listing = Vec::with_capacity(top.len());
+        let mut pages = Vec::new();
+        let mut bad = Vec::new();
+        let mut rest = Vec::new();
+        for d in top {
+            if !is_page(&d) {
+                rest.push(d);
+                continue;
+            }
+            if let Some(p) = known.get(d.digest.as_str()) {
+                listing.extend(p.records.iter().cloned());
+                pages.push((*p).clone());
+                continue;
+            }
+            let read = match self
+                .client(subject)
+                .manifest(&subject.oci_repository(), &d.digest)
+                .await
+            {
+                Ok(m) => layout::read_page(&m.bytes, subject.digest()).map_err(|message| {
+                    Entry::Invalid {
+                        reason: Malformed::Manifest {
+                            field: "page",
+                            message,
+                        },
+                        transient: false,
+                    }
+                }),
+                Err(e) => Err(Entry::Invalid {
+                    transient: e.is_unavailable(),
+                    reason: Malformed::Fetch {
+                        what: "page",
+                        message: e.to_string(),
+                    },
+                }),
+            };
+            match read {
+                Ok(records) => {
+                    listing.extend(records.iter().cloned());
+                    pages.push(Page {
+                        descriptor: d,
+                        records,
+                    });
+                }
+                Err(entry) => {
+                    bad.push((d.digest.clone(), entry));
+                    rest.push(d);
+                }
+            }
+        }
+        // pages first (the older records), then what the index lists directly
+        listing.extend(rest);
+        (listing, pages, bad)
+    }
+
     /// Brings one subject's index up to date: resolve, list, validate what is new, apply the
     /// retention. A known digest that left the listing (or whose listing entry changed) drops
     /// the subject's index and revalidates everything listed, except, in tag-schema mode, a
     /// record of ours whose manifest is still stored: another tool's write of the referrers
     /// tag left it out, it stays a record (docs/design/evidence-store.md#concurrent-tag-writers).
+    /// What changed outside the store since it last read or wrote is logged and kept as the
+    /// subject's drift (docs/design/evidence-store.md#verification).
     /// Returns whether the replay state must be rebuilt.
     async fn refresh(&self, index: usize, state: &mut State) -> bool {
         let subject = &self.subjects.as_slice()[index];
@@ -560,15 +679,47 @@ impl Store {
             Ok(_) => self.list(index).await,
             Err(e) => Err(e),
         };
-        let (mode, listing) = match listed {
+        let (mode, top) = match listed {
             Ok(listed) => listed,
             Err(e) => {
                 state.subjects[index].error = Some(e.to_string());
                 return false;
             }
         };
+        let (listing, pages, bad_pages) = if mode == ReferrersMode::TagSchema {
+            self.expand(index, state, top).await
+        } else {
+            (top, Vec::new(), Vec::new())
+        };
         let now: HashMap<&str, &ArtifactDescriptor> =
             listing.iter().map(|d| (d.digest.as_str(), d)).collect();
+        // drift: what someone else added or took away since our last read or write
+        let drift = {
+            let current = &state.subjects[index];
+            let added = now
+                .keys()
+                .filter(|d| !current.entries.contains_key(**d))
+                .count();
+            let removed = current
+                .known()
+                .filter(|d| !now.contains_key(d.digest.as_str()))
+                .count();
+            (current.loaded && (added > 0 || removed > 0)).then(|| Drift {
+                subject: subject.clone(),
+                added,
+                removed,
+            })
+        };
+        if let Some(d) = &drift {
+            tracing::warn!(
+                subject = %subject.reference(),
+                added = d.added,
+                removed = d.removed,
+                "the subject's referrers changed outside this Evidence Server; resyncing its index"
+            );
+        }
+        state.drift.retain(|d| &d.subject != subject);
+        state.drift.extend(drift);
         let mut unlisted = Vec::new();
         if mode == ReferrersMode::TagSchema {
             let current = &state.subjects[index];
@@ -598,7 +749,9 @@ impl Store {
             let kept: HashSet<&str> = unlisted.iter().map(|d| d.digest.as_str()).collect();
             for old in state.subjects[index].known() {
                 match now.get(old.digest.as_str()) {
-                    Some(new) if *new == old => {}
+                    // content-addressed: how a registry presents the artifact type may differ
+                    // from what we wrote, the digest and size may not
+                    Some(new) if new.size == old.size => {}
                     None if kept.contains(old.digest.as_str()) => {}
                     _ => rebuild = true,
                 }
@@ -614,7 +767,20 @@ impl Store {
             s.entries.clear();
             s.entries.extend(kept);
         }
+        for (digest, entry) in bad_pages {
+            let known = matches!(
+                s.entries.get(&digest),
+                Some(Entry::Invalid {
+                    transient: false,
+                    ..
+                })
+            );
+            if !known {
+                s.entries.insert(digest, entry);
+            }
+        }
         s.unlisted = unlisted;
+        s.pages = pages;
         let mut seen = HashSet::new();
         let mut fresh = 0usize;
         for listed in &listing {
@@ -654,7 +820,25 @@ impl Store {
         let s = &mut state.subjects[index];
         s.listing = listing;
         s.error = None;
+        s.loaded = true;
+        if rebuild || fresh > 0 {
+            s.kept = None;
+        }
         state.expire(index, &self.options.retention);
+        let s = &mut state.subjects[index];
+        if mode == ReferrersMode::Api {
+            // listing order: the oldest listed first
+            s.to_delete = s
+                .listing
+                .iter()
+                .filter(|d| matches!(s.entries.get(&d.digest), Some(Entry::Expired)))
+                .map(|d| d.digest.clone())
+                .collect();
+        }
+        s.invalid = s
+            .known()
+            .filter(|d| matches!(s.entries.get(&d.digest), Some(Entry::Invalid { .. })))
+            .count();
         rebuild
     }
 
@@ -755,6 +939,7 @@ impl Store {
             expired,
             modes,
             requests,
+            drift: state.drift.clone(),
         }
     }
 
@@ -765,6 +950,7 @@ impl Store {
         let mut state = self.state.lock().await;
         let before = self.requests();
         self.refresh_all(&mut state).await;
+        state.verified_at = Some(Instant::now());
         self.snapshot(&state, self.requests() - before)
     }
 
@@ -776,19 +962,108 @@ impl Store {
             s.entries.clear();
             s.listing.clear();
             s.unlisted.clear();
+            s.pages.clear();
+            s.loaded = false;
+            s.kept = None;
         }
         let before = self.requests();
         self.refresh_all(&mut state).await;
+        state.verified_at = Some(Instant::now());
         Self::rebuild_replay(&mut state);
         self.snapshot(&state, self.requests() - before)
     }
 
+    /// Brings the index up to date for a commit to subject `index`
+    /// (docs/design/evidence-store.md#verification): every subject is listed when the last
+    /// listing is older than [`StoreOptions::verify_interval`] (or never happened, or the store
+    /// is not incremental); otherwise only the record's subject, and only when its last read
+    /// failed or found invalid artifacts (so that a fix is seen at once). Otherwise nothing:
+    /// the store is its records' one writer and its index is what the registry holds.
+    async fn verify_for_commit(&self, state: &mut State, index: usize) {
+        let due = !self.options.incremental
+            || state
+                .verified_at
+                .is_none_or(|at| at.elapsed() >= self.options.verify_interval);
+        if due {
+            self.refresh_all(state).await;
+            state.verified_at = Some(Instant::now());
+            return;
+        }
+        let s = &state.subjects[index];
+        if (s.error.is_some() || s.invalid > 0 || !s.loaded) && self.refresh(index, state).await {
+            Self::rebuild_replay(state);
+        }
+    }
+
+    fn page_records(&self) -> usize {
+        self.options.page_records.max(2)
+    }
+
+    /// Tag-schema mode: the index layout after adding `new` with `leaving` expired
+    /// (docs/design/evidence-store.md#paged-tag-index): pages whose records all expired are
+    /// dropped, pages with half or more expired are dissolved (their kept records listed
+    /// directly again), every other kept record of ours and the new one listed directly (the
+    /// tail), and the tail's oldest records paged while it holds a page's worth. Returns the
+    /// pages, the new pages' bytes and the tail.
+    fn plan_pages(
+        &self,
+        s: &SubjectState,
+        subject: &ArtifactDescriptor,
+        new: &ArtifactDescriptor,
+        leaving: &HashSet<String>,
+    ) -> (Vec<Page>, Vec<Vec<u8>>, Vec<ArtifactDescriptor>) {
+        let kept = |d: &str| {
+            d == new.digest
+                || (matches!(s.entries.get(d), Some(Entry::Record(_))) && !leaving.contains(d))
+        };
+        let mut seen: HashSet<String> = HashSet::new();
+        let mut pages = Vec::new();
+        let mut tail = Vec::new();
+        for p in &s.pages {
+            let live = p.records.iter().filter(|d| kept(&d.digest)).count();
+            if live == 0 {
+                continue;
+            }
+            if live * 2 <= p.records.len() {
+                for d in p.records.iter().filter(|d| kept(&d.digest)) {
+                    if seen.insert(d.digest.clone()) {
+                        tail.push(d.clone());
+                    }
+                }
+                continue;
+            }
+            seen.extend(p.records.iter().map(|d| d.digest.clone()));
+            pages.push(p.clone());
+        }
+        for d in s.known() {
+            if !is_page(d) && kept(&d.digest) && seen.insert(d.digest.clone()) {
+                tail.push(d.clone());
+            }
+        }
+        if seen.insert(new.digest.clone()) {
+            tail.push(new.clone());
+        }
+        let size = self.page_records();
+        let mut bytes = Vec::new();
+        while tail.len() >= size {
+            let records: Vec<ArtifactDescriptor> = tail.drain(..size).collect();
+            let (page, descriptor) = layout::page(subject, &records);
+            bytes.push(page);
+            pages.push(Page {
+                descriptor,
+                records,
+            });
+        }
+        (pages, bytes, tail)
+    }
+
     /// Commits a record (docs/design/evidence-store.md#commit): under the store's one lock,
-    /// bring the index up to date, refuse when the record's subject failed or holds an invalid
+    /// verify the index when due, refuse when the record's subject failed or holds an invalid
     /// artifact (fail-closed per subject), check replay, push the artifact untagged by digest
-    /// (and, in tag-schema mode, write the referrers index: the new record and every kept one
-    /// listed, expired ones left out, checked after the write), confirm it is listed, and
-    /// delete expired records (Referrers API mode).
+    /// (and, in tag-schema mode, push any new page and write the referrers index: the pages
+    /// and records of ours that stay, expired ones left out, checked after the write), and
+    /// delete expired records (Referrers API mode). Nothing of the index changes unless every
+    /// write succeeded.
     pub async fn commit(&self, record: &Record) -> Result<Committed, CommitError> {
         let contract_ref = &record.envelope.evidence_set.contract_ref;
         let index = self
@@ -801,7 +1076,7 @@ impl Store {
         let subject = self.subjects.as_slice()[index].clone();
         let mut state = self.state.lock().await;
         let before = self.requests();
-        self.refresh_all(&mut state).await;
+        self.verify_for_commit(&mut state, index).await;
         // fail-closed per subject: another subject's failure or invalid artifact does not
         // refuse this write (docs/design/evidence-store.md#commit)
         if let Some(error) = &state.subjects[index].error {
@@ -810,11 +1085,10 @@ impl Store {
                 failed: vec![(subject.reference(), error.clone())],
             });
         }
-        let invalid = self.invalid(&state, index);
-        if !invalid.is_empty() {
+        if state.subjects[index].invalid > 0 {
             return Err(CommitError::RegistryIncomplete {
                 subject: subject.reference(),
-                invalid,
+                invalid: self.invalid(&state, index),
             });
         }
         let e = &record.envelope;
@@ -828,31 +1102,46 @@ impl Store {
         };
         let artifact = record.artifact(&descriptor);
         self.push(&subject, &artifact).await?;
-        // the retention with the new record in: what stays listed, what leaves
+        // the retention with the new record in: what stays listed, what leaves (the index in
+        // retention order is put back only once every write succeeded)
+        let s = &mut state.subjects[index];
+        let mut kept = s.kept.take().unwrap_or_else(|| Kept::build(&s.records()));
+        let leaving = kept.add(&artifact.digest, record, &self.options.retention);
         let s = &state.subjects[index];
-        let mut records = s.records();
-        records.push((artifact.digest.as_str(), record));
-        let leaving = self.options.retention.expired(&records);
-        let listing = match mode {
-            ReferrersMode::Api => self.confirm_api(&subject, &artifact).await?,
+        let written = match mode {
+            // the PUT of a manifest with a subject is what lists it: nothing to rewrite
+            ReferrersMode::Api => None,
             ReferrersMode::TagSchema => {
-                let mut want: Vec<ArtifactDescriptor> = s
-                    .known()
-                    .filter(|d| {
-                        matches!(s.entries.get(&d.digest), Some(Entry::Record(_)))
-                            && !leaving.contains(&d.digest)
-                    })
-                    .cloned()
+                let (pages, bytes, tail) =
+                    self.plan_pages(s, &descriptor, &artifact.descriptor(), &leaving);
+                let client = self.client(&subject);
+                let repo = subject.oci_repository();
+                let new_pages = &pages[pages.len() - bytes.len()..];
+                for (page, bytes) in new_pages.iter().zip(&bytes) {
+                    client
+                        .put_manifest(&repo, &page.descriptor.digest, OCI_INDEX_MEDIA_TYPE, bytes)
+                        .await
+                        .map_err(|e| CommitError::StoreDegraded {
+                            subject: subject.reference(),
+                            step: "push page",
+                            message: e.to_string(),
+                        })?;
+                }
+                let want: Vec<ArtifactDescriptor> = pages
+                    .iter()
+                    .map(|p| p.descriptor.clone())
+                    .chain(tail.iter().cloned())
                     .collect();
-                want.push(artifact.descriptor());
-                let drop: HashSet<String> = s
+                // ours: every record and page of this store the index may list
+                let ours: HashSet<String> = s
                     .entries
                     .iter()
-                    .filter(|(_, e)| matches!(e, Entry::Expired))
+                    .filter(|(_, e)| matches!(e, Entry::Record(_) | Entry::Expired))
                     .map(|(d, _)| d.clone())
-                    .chain(leaving.iter().cloned())
+                    .chain(s.pages.iter().map(|p| p.descriptor.digest.clone()))
                     .collect();
-                self.write_tag_index(&subject, &want, &drop).await?
+                let confirmed = self.write_tag_index(&subject, &want, &ours).await?;
+                Some((pages, tail, confirmed))
             }
         };
         let s = &mut state.subjects[index];
@@ -861,35 +1150,38 @@ impl Store {
             Entry::Record(Arc::new(record.clone())),
         );
         state.replay.record(&e.id, &e.producer.id, e.sequence);
-        let expired = state.expire(index, &self.options.retention);
-        // the confirming listing is the subject's listing now; anything else new in it is
-        // classified by the next refresh (a known digest missing from it stays, so that the
-        // next refresh sees it leave)
+        let expired = state.drop_records(index, &leaving);
         let s = &mut state.subjects[index];
-        if mode == ReferrersMode::TagSchema {
-            // expired records are out of the index now, and every kept one is in it
-            s.entries.retain(|_, e| !matches!(e, Entry::Expired));
-            s.unlisted.clear();
+        s.kept = Some(kept);
+        match written {
+            None => {
+                s.listing.push(artifact.descriptor());
+                s.to_delete.extend(leaving);
+            }
+            Some((pages, tail, confirmed)) => {
+                // the listing as a read would expand it: other tools' entries, our pages'
+                // records, then the records listed directly
+                let ours: HashSet<&str> = pages
+                    .iter()
+                    .map(|p| p.descriptor.digest.as_str())
+                    .chain(tail.iter().map(|d| d.digest.as_str()))
+                    .collect();
+                let mut listing: Vec<ArtifactDescriptor> = confirmed
+                    .into_iter()
+                    .filter(|d| !ours.contains(d.digest.as_str()) && !is_page(d))
+                    .collect();
+                listing.extend(pages.iter().flat_map(|p| p.records.iter().cloned()));
+                listing.extend(tail);
+                let listed: HashSet<&str> = listing.iter().map(|d| d.digest.as_str()).collect();
+                // expired records out of the index are forgotten; those still in a page stay
+                // known (not read again)
+                s.entries
+                    .retain(|d, e| !matches!(e, Entry::Expired) || listed.contains(d.as_str()));
+                s.listing = listing;
+                s.pages = pages;
+                s.unlisted.clear();
+            }
         }
-        let known: HashSet<&str> = s.listing.iter().map(|d| d.digest.as_str()).collect();
-        let confirmed: HashSet<&str> = listing.iter().map(|d| d.digest.as_str()).collect();
-        let mut next: Vec<ArtifactDescriptor> = listing
-            .iter()
-            .filter(|d| {
-                (known.contains(d.digest.as_str()) || d.digest == artifact.digest)
-                    && s.entries.contains_key(&d.digest)
-            })
-            .cloned()
-            .collect();
-        next.extend(
-            s.listing
-                .iter()
-                .filter(|d| {
-                    !confirmed.contains(d.digest.as_str()) && s.entries.contains_key(&d.digest)
-                })
-                .cloned(),
-        );
-        s.listing = next;
         let deleted = if mode == ReferrersMode::Api {
             self.delete_expired(index, &mut state).await
         } else {
@@ -935,56 +1227,22 @@ impl Store {
         Ok(())
     }
 
-    /// Referrers API mode: lists again and requires the new digest.
-    async fn confirm_api(
-        &self,
-        subject: &Subject,
-        artifact: &Artifact,
-    ) -> Result<Vec<ArtifactDescriptor>, CommitError> {
-        let listed = match self
-            .client(subject)
-            .referrers(
-                &subject.oci_repository(),
-                subject.digest(),
-                self.options.page_size,
-                self.options.max_pages,
-            )
-            .await
-            .map_err(|e| CommitError::StoreDegraded {
-                subject: subject.reference(),
-                step: "confirm",
-                message: e.to_string(),
-            })? {
-            Referrers::Listed(list) => list,
-            Referrers::Unsupported => Vec::new(),
-        };
-        if listed.iter().any(|d| d.digest == artifact.digest) {
-            Ok(listed)
-        } else {
-            Err(CommitError::StoreDegraded {
-                subject: subject.reference(),
-                step: "confirm",
-                message: format!(
-                    "{} is not listed among the subject's referrers after the push",
-                    artifact.digest
-                ),
-            })
-        }
-    }
-
     /// Tag-schema mode: writes the referrers index so that it lists every descriptor of `want`
-    /// (the new record and every kept record of ours) and none of `drop` (our expired
-    /// records), keeping everything else (other tools' referrers) as read, then reads it back.
-    /// Another tool may have written the tag between our read and our write, or between our
-    /// write and our check (the OCI 1.1 race; none of the registries tested honours `If-Match`
-    /// on a manifest `PUT`, docs/design/evidence-store.md#concurrent-tag-writers): when a
-    /// wanted descriptor is missing from what we read back, the read-merge-write is done again,
-    /// up to [`MAX_INDEX_WRITES`] times. Returns the confirming listing.
+    /// (our pages and the records of ours listed directly, in that order) and no other of
+    /// `ours` (our expired or paged records, our dropped pages), keeping every other entry
+    /// (other tools' referrers) as read, every field included, and the index's own fields,
+    /// then reads it back. Another tool may have written the tag between our read and our
+    /// write, or between our write and our check (the OCI 1.1 race; none of the registries
+    /// tested honours `If-Match` on a manifest `PUT`,
+    /// docs/design/evidence-store.md#concurrent-tag-writers): when a wanted descriptor is
+    /// missing from what we read back, the read-merge-write is done again, up to
+    /// [`MAX_INDEX_WRITES`] times. Returns the confirming listing (as written, pages not
+    /// expanded).
     async fn write_tag_index(
         &self,
         subject: &Subject,
         want: &[ArtifactDescriptor],
-        drop: &HashSet<String>,
+        ours: &HashSet<String>,
     ) -> Result<Vec<ArtifactDescriptor>, CommitError> {
         let client = self.client(subject);
         let repo = subject.oci_repository();
@@ -994,44 +1252,49 @@ impl Store {
             step,
             message,
         };
-        let repo = &repo;
+        let (repo, tag_ref) = (&repo, &tag);
         let read = |step: &'static str| async move {
-            client
-                .referrers_tag_index(repo, subject.digest())
-                .await
-                .map(|found| found.map(|(list, _)| list).unwrap_or_default())
-                .map_err(|e| degraded(step, e.to_string()))
+            match client.manifest(repo, tag_ref).await {
+                Ok(m) => RawIndex::parse(&m.bytes).map_err(|reason| {
+                    degraded(step, format!("the referrers tag {tag_ref}: {reason}"))
+                }),
+                Err(e) if e.class() == ErrorClass::NotFound => Ok(RawIndex::default()),
+                Err(e) => Err(degraded(step, e.to_string())),
+            }
         };
+        let wanted: HashSet<&str> = want.iter().map(|d| d.digest.as_str()).collect();
         let mut missing = 0;
         for _ in 0..MAX_INDEX_WRITES {
             let current = read("update referrers tag").await?;
-            let mut seen = HashSet::new();
-            let mut next: Vec<ArtifactDescriptor> = current
+            let mut seen: HashSet<&str> = HashSet::new();
+            let mut entries: Vec<serde_json::Value> = current
+                .entries
                 .iter()
-                .filter(|d| !drop.contains(&d.digest) && seen.insert(d.digest.clone()))
-                .cloned()
+                .filter(|(d, _)| {
+                    !ours.contains(&d.digest)
+                        && !wanted.contains(d.digest.as_str())
+                        && seen.insert(d.digest.as_str())
+                })
+                .map(|(_, v)| v.clone())
                 .collect();
-            for d in want {
-                if seen.insert(d.digest.clone()) {
-                    next.push(d.clone());
-                }
-            }
-            if next != current {
-                let bytes = ArtifactClient::referrers_index_bytes(&next);
+            let foreign = entries.len();
+            entries.extend(want.iter().map(layout::entry));
+            let unchanged = entries.len() == current.entries.len()
+                && entries
+                    .iter()
+                    .zip(&current.entries)
+                    .all(|(a, (_, b))| a == b);
+            if !unchanged {
+                let bytes = current.bytes_with(entries);
                 if bytes.len() as u64 > MAX_TAG_INDEX_BYTES {
-                    let ours: HashSet<&str> = want.iter().map(|d| d.digest.as_str()).collect();
-                    let foreign = next
-                        .iter()
-                        .filter(|d| !ours.contains(d.digest.as_str()))
-                        .count();
                     return Err(degraded(
                         "update referrers tag",
                         format!(
                             "the referrers index {tag} would be {} bytes ({} entries, {foreign} \
-                             of them not records of this store), over the {MAX_TAG_INDEX_BYTES} \
+                             of them not this store's), over the {MAX_TAG_INDEX_BYTES} \
                              bytes a registry accepts for a manifest",
                             bytes.len(),
-                            next.len()
+                            foreign + want.len()
                         ),
                     ));
                 }
@@ -1041,20 +1304,22 @@ impl Store {
                     .map_err(|e| degraded("update referrers tag", e.to_string()))?;
             }
             let confirmed = read("confirm").await?;
-            let listed: HashSet<&str> = confirmed.iter().map(|d| d.digest.as_str()).collect();
-            missing = want
+            let listed: HashSet<&str> = confirmed
+                .entries
                 .iter()
-                .filter(|d| !listed.contains(d.digest.as_str()))
-                .count();
+                .map(|(d, _)| d.digest.as_str())
+                .collect();
+            missing = wanted.iter().filter(|d| !listed.contains(**d)).count();
             if missing == 0 {
-                return Ok(confirmed);
+                return Ok(confirmed.entries.into_iter().map(|(d, _)| d).collect());
             }
         }
         Err(degraded(
             "confirm",
             format!(
-                "{missing} record(s) of this store are still not listed in the referrers index \
-                 {tag} after {MAX_INDEX_WRITES} writes: another tool keeps replacing it"
+                "{missing} record(s) or page(s) of this store are still not listed in the \
+                 referrers index {tag} after {MAX_INDEX_WRITES} writes: another tool keeps \
+                 replacing it"
             ),
         ))
     }
@@ -1069,15 +1334,16 @@ impl Store {
         if s.delete_refused.is_some() {
             return 0;
         }
-        let expired: Vec<String> = s
-            .listing
-            .iter()
-            .filter(|d| matches!(s.entries.get(&d.digest), Some(Entry::Expired)))
-            .map(|d| d.digest.clone())
-            .take(MAX_DELETES_PER_COMMIT)
-            .collect();
         let mut deleted = 0;
-        for digest in expired {
+        for _ in 0..MAX_DELETES_PER_COMMIT {
+            let Some(digest) = s.to_delete.front().cloned() else {
+                break;
+            };
+            if !matches!(s.entries.get(&digest), Some(Entry::Expired)) {
+                // no longer an expired record of ours (a rescan, another writer)
+                s.to_delete.pop_front();
+                continue;
+            }
             match self
                 .client(subject)
                 .delete_manifest(&subject.oci_repository(), &digest)
@@ -1092,6 +1358,7 @@ impl Store {
                 }
             }
             // gone from the listing by our own hand: not a reason to rebuild
+            s.to_delete.pop_front();
             s.entries.remove(&digest);
             s.listing.retain(|d| d.digest != digest);
         }

@@ -6,7 +6,6 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use crate::store::record::Record;
-use crate::store::targets::target_key;
 
 /// Records kept per subject unless configured otherwise.
 pub const DEFAULT_MAX_RECORDS_PER_SUBJECT: usize = 1000;
@@ -52,16 +51,13 @@ impl Retention {
 
     /// The digests among `records` (digest, record) of one subject that this retention drops.
     pub(crate) fn expired(&self, records: &[(&str, &Record)]) -> HashSet<String> {
-        let instant = |r: &Record| -> i128 {
-            let (seconds, nanos) = r.accepted_at.unix_parts();
-            i128::from(seconds) * 1_000_000_000 + i128::from(nanos)
-        };
         // the latest record of each target: later acceptedAt, ties to the higher sequence
-        // (the /targets rule)
-        let mut latest: HashMap<String, usize> = HashMap::new();
+        // (the /targets rule). The target key escapes both parts so that neither holds a `/`:
+        // the pair is the key, without building its text for every record on every commit.
+        let mut latest: HashMap<(&str, &str), usize> = HashMap::new();
         for (i, (_, r)) in records.iter().enumerate() {
             let e = &r.envelope;
-            let key = target_key(&e.producer.id, &e.evidence_set.subject.name);
+            let key = (e.producer.id.as_str(), e.evidence_set.subject.name.as_str());
             match latest.get(&key) {
                 Some(&j) => {
                     let current = records[j].1;
@@ -76,7 +72,10 @@ impl Retention {
                 }
             }
         }
-        let current: HashSet<usize> = latest.into_values().collect();
+        let mut current = vec![false; records.len()];
+        for i in latest.into_values() {
+            current[i] = true;
+        }
         let newest = records.iter().map(|(_, r)| instant(r)).max();
         let limit = self.max_age.as_ref().map(Duration::as_nanos);
         let young = |r: &Record| match (newest, limit) {
@@ -86,24 +85,128 @@ impl Retention {
             _ => true,
         };
         let mut candidates: Vec<usize> = (0..records.len())
-            .filter(|i| current.contains(i) || young(records[*i].1))
+            .filter(|&i| current[i] || young(records[i].1))
             .collect();
         candidates.sort_by_key(|&i| {
             let (digest, r) = records[i];
             (
-                Reverse(current.contains(&i)),
+                Reverse(current[i]),
                 Reverse(instant(r)),
                 Reverse(r.envelope.sequence),
                 digest,
             )
         });
-        let kept: HashSet<usize> = candidates.into_iter().take(self.max_records()).collect();
+        let mut kept = vec![false; records.len()];
+        for i in candidates.into_iter().take(self.max_records()) {
+            kept[i] = true;
+        }
         records
             .iter()
             .enumerate()
-            .filter(|(i, _)| !kept.contains(i))
+            .filter(|(i, _)| !kept[*i])
             .map(|(_, (digest, _))| (*digest).to_owned())
             .collect()
+    }
+}
+
+/// A record's place in the retention order: the latest of its target first, then the newest
+/// (later `acceptedAt`, then higher sequence), ties by digest. Ascending in a `BTreeSet`.
+type OrderKey = (Reverse<bool>, Reverse<i128>, Reverse<u64>, String);
+
+fn instant(r: &Record) -> i128 {
+    let (seconds, nanos) = r.accepted_at.unix_parts();
+    i128::from(seconds) * 1_000_000_000 + i128::from(nanos)
+}
+
+/// The records a subject holds, kept in retention order, so that a commit finds what its new
+/// record pushes out in O(log n) instead of ordering every record again
+/// (docs/design/evidence-store.md#retention). Built from a held set (what [`Retention::expired`]
+/// kept); [`Kept::add`] gives the same answer as [`Retention::expired`] over the held records
+/// plus the new one (test `kept_matches_the_full_computation`).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Kept {
+    order: std::collections::BTreeSet<OrderKey>,
+    /// Per digest: its key and target.
+    keys: HashMap<String, (OrderKey, (String, String))>,
+    /// Per target (producer id, subject name): its latest record's digest.
+    latest: HashMap<(String, String), String>,
+    /// The newest `acceptedAt` (the newest record is the first latest: never dropped).
+    newest: Option<i128>,
+}
+
+impl Kept {
+    /// The index of `records` (a held set: one retention's kept records).
+    pub fn build(records: &[(&str, &Record)]) -> Self {
+        let mut kept = Self::default();
+        for (digest, r) in records {
+            kept.insert(digest, r);
+        }
+        kept
+    }
+
+    fn target(r: &Record) -> (String, String) {
+        let e = &r.envelope;
+        (e.producer.id.clone(), e.evidence_set.subject.name.clone())
+    }
+
+    /// Adds one record, keeping each target's latest flag right; drops nothing.
+    fn insert(&mut self, digest: &str, r: &Record) {
+        let target = Self::target(r);
+        let (at, sequence) = (instant(r), r.envelope.sequence);
+        let wins = match self.latest.get(&target).and_then(|d| self.keys.get(d)) {
+            Some(((_, Reverse(i), Reverse(s), _), _)) => (at, sequence) > (*i, *s),
+            None => true,
+        };
+        if wins && let Some(old) = self.latest.insert(target.clone(), digest.to_owned()) {
+            // the previous latest of the target is an ordinary record now
+            if let Some((key, t)) = self.keys.remove(&old) {
+                self.order.remove(&key);
+                let demoted = (Reverse(false), key.1, key.2, key.3);
+                self.order.insert(demoted.clone());
+                self.keys.insert(old, (demoted, t));
+            }
+        }
+        let key = (
+            Reverse(wins),
+            Reverse(at),
+            Reverse(sequence),
+            digest.to_owned(),
+        );
+        self.order.insert(key.clone());
+        self.keys.insert(digest.to_owned(), (key, target));
+        self.newest = Some(self.newest.map_or(at, |n| n.max(at)));
+    }
+
+    /// Drops the last record in retention order; returns its digest.
+    fn pop(&mut self) -> Option<String> {
+        let key = self.order.pop_last()?;
+        let digest = key.3;
+        if let Some((_, target)) = self.keys.remove(&digest)
+            && self.latest.get(&target) == Some(&digest)
+        {
+            self.latest.remove(&target);
+        }
+        Some(digest)
+    }
+
+    /// Adds the new record `digest` and applies `retention`: returns the digests that leave.
+    pub fn add(&mut self, digest: &str, r: &Record, retention: &Retention) -> HashSet<String> {
+        self.insert(digest, r);
+        let mut gone = HashSet::new();
+        if let (Some(limit), Some(newest)) = (retention.max_age, self.newest) {
+            let limit = limit.as_nanos();
+            // ordinary records come last, oldest last: pop while the last one is too old
+            while let Some((Reverse(false), Reverse(at), _, _)) = self.order.last() {
+                if u128::try_from(newest - at).unwrap_or(0) <= limit {
+                    break;
+                }
+                gone.extend(self.pop());
+            }
+        }
+        while self.order.len() > retention.max_records() {
+            gone.extend(self.pop());
+        }
+        gone
     }
 }
 
@@ -151,6 +254,71 @@ mod tests {
         let mut out: Vec<String> = retention.expired(&refs).into_iter().collect();
         out.sort();
         out
+    }
+
+    /// The commit's incremental retention against the full computation, record by record, over
+    /// a history with several producers and targets, times out of order, equal times and
+    /// out-of-order sequences.
+    #[test]
+    fn kept_matches_the_full_computation() {
+        let base = Timestamp::parse("2026-12-04T10:00:00Z")
+            .unwrap()
+            .unix_parts()
+            .0;
+        for retention in [
+            Retention {
+                max_age: Some(Duration::from_secs(100)),
+                max_records: 5,
+            },
+            Retention {
+                max_age: None,
+                max_records: 3,
+            },
+            Retention {
+                max_age: Some(Duration::from_secs(30)),
+                max_records: 50,
+            },
+        ] {
+            let mut held: Vec<(String, Record)> = Vec::new();
+            let mut kept = Kept::default();
+            // a small linear congruential sequence: deterministic, irregular
+            let mut x = 7u64;
+            for i in 0..300u64 {
+                x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+                let producer = ["a", "b"][(x >> 60) as usize % 2];
+                let target = format!("t{}", (x >> 50) % 7);
+                let seconds =
+                    i64::try_from(i * 10).unwrap() - i64::try_from((x >> 40) % 40).unwrap();
+                let accepted = Timestamp::from_unix(base + seconds, 0)
+                    .unwrap()
+                    .to_rfc3339_nano();
+                let sequence = (x >> 20) % 1000;
+                let r = record(producer, &target, sequence, &accepted);
+                let digest = format!("sha256:{i:04}");
+                let mut all: Vec<(&str, &Record)> =
+                    held.iter().map(|(d, r)| (d.as_str(), r)).collect();
+                all.push((&digest, &r));
+                let want = retention.expired(&all);
+                let got = kept.add(&digest, &r, &retention);
+                assert_eq!(got, want, "{retention:?}, record {i}");
+                held.push((digest, r));
+                held.retain(|(d, _)| !want.contains(d));
+            }
+            // and an index built from the held set answers the same
+            let mut rebuilt = Kept::build(
+                &held
+                    .iter()
+                    .map(|(d, r)| (d.as_str(), r))
+                    .collect::<Vec<_>>(),
+            );
+            let r = record("a", "t1", 5000, "2026-12-04T11:00:00Z");
+            let mut all: Vec<(&str, &Record)> = held.iter().map(|(d, r)| (d.as_str(), r)).collect();
+            all.push(("sha256:new", &r));
+            assert_eq!(
+                rebuilt.add("sha256:new", &r, &retention),
+                retention.expired(&all)
+            );
+        }
     }
 
     #[test]

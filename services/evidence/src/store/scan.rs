@@ -94,4 +94,20 @@ pub struct Scan {
     pub modes: Vec<(Subject, ReferrersMode)>,
     /// Registry requests the scan cost.
     pub requests: u64,
+    /// What this scan found changed in the registry by someone else since the store last read
+    /// or wrote it (docs/design/evidence-store.md#verification); subjects without change left
+    /// out.
+    pub drift: Vec<Drift>,
+}
+
+/// Referrers of one subject that changed outside this store, found by a listing
+/// (docs/design/evidence-store.md#verification). The index is resynced from the listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Drift {
+    /// The subject.
+    pub subject: Subject,
+    /// Listed digests the store had not read or written (another writer's referrers).
+    pub added: usize,
+    /// Digests the store knew that are no longer listed (unlisted or deleted by someone else).
+    pub removed: usize,
 }

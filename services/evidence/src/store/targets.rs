@@ -327,6 +327,7 @@ mod tests {
             expired: 0,
             modes: Vec::new(),
             requests: 0,
+            drift: Vec::new(),
         }
     }
 
