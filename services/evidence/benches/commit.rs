@@ -215,8 +215,7 @@ async fn index_bytes(client: &ArtifactClient, subject: &Subject) -> usize {
     client
         .manifest(&subject.oci_repository(), &referrers_tag(subject.digest()))
         .await
-        .map(|m| m.bytes.len())
-        .unwrap_or(0)
+        .map_or(0, |m| m.bytes.len())
 }
 
 /// One mode over `sizes`; returns (size, p50, p99) per size.

@@ -1,9 +1,9 @@
 //! The paged referrers tag-schema index (docs/design/evidence-store.md#paged-tag-index): the
 //! subject's `sha256-<hex>` index lists other tools' referrers as they were written, our
 //! newest records directly (the tail) and our older records through pages, each an image index
-//! of up to [`DEFAULT_PAGE_RECORDS`] record descriptors pushed once by digest. A commit then
-//! rewrites an index of at most about `max_records / page + page` entries instead of one of
-//! every record.
+//! pushed once by digest listing [`DEFAULT_PAGE_RECORDS`] record descriptors (level 1) or as
+//! many pages of the level below. A commit then rewrites an index of fewer than
+//! [`DEFAULT_PAGE_RECORDS`] entries per level instead of one entry per record.
 //!
 //! The index is read and written as JSON values, so that other tools' entries keep every field
 //! (annotations included) and the index's own fields other than `manifests` are kept.
@@ -13,14 +13,70 @@ use serde_json::{Map, Value};
 
 /// The `artifactType` of a page of records (an image index listing record descriptors).
 pub const PAGE_ARTIFACT_TYPE: &str = "application/vnd.pacto.evidence.page.v1+json";
-/// Records per page unless configured otherwise (`StoreOptions::page_records`).
-pub const DEFAULT_PAGE_RECORDS: usize = 128;
+/// Entries per page unless configured otherwise (`StoreOptions::page_records`): records in a
+/// page of level 1, pages of the level below in the others.
+pub const DEFAULT_PAGE_RECORDS: usize = 16;
+/// Most levels of pages read below the tag index (a deeper page is invalid): 16 entries a page
+/// reach 16^8 records, far beyond the retention.
+pub const MAX_PAGE_DEPTH: usize = 8;
 
-/// A page of ours: its descriptor (as listed in the tag index) and the records it lists.
+/// A page of ours: its descriptor (as listed), the records it lists itself, the pages it lists
+/// (read recursively) and every record under it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Page {
     pub descriptor: ArtifactDescriptor,
+    pub direct: Vec<ArtifactDescriptor>,
+    pub children: Vec<Page>,
     pub records: Vec<ArtifactDescriptor>,
+}
+
+impl Page {
+    /// 1 for a page of records, one more than its pages' otherwise.
+    pub fn level(&self) -> usize {
+        1 + self.children.iter().map(Page::level).max().unwrap_or(0)
+    }
+
+    /// A page listing `entries` (records, or pages of one level) of `subject`, and its bytes.
+    pub fn new(subject: &ArtifactDescriptor, records: Vec<ArtifactDescriptor>) -> (Self, Vec<u8>) {
+        let (bytes, descriptor) = page(subject, &records);
+        (
+            Self {
+                descriptor,
+                records: records.clone(),
+                direct: records,
+                children: Vec::new(),
+            },
+            bytes,
+        )
+    }
+
+    /// A page listing `children` (pages) of `subject`, and its bytes.
+    pub fn of_pages(subject: &ArtifactDescriptor, children: Vec<Page>) -> (Self, Vec<u8>) {
+        let entries: Vec<ArtifactDescriptor> =
+            children.iter().map(|p| p.descriptor.clone()).collect();
+        let (bytes, descriptor) = page(subject, &entries);
+        let records = children
+            .iter()
+            .flat_map(|p| p.records.iter().cloned())
+            .collect();
+        (
+            Self {
+                descriptor,
+                direct: Vec::new(),
+                children,
+                records,
+            },
+            bytes,
+        )
+    }
+
+    /// This page and every page under it.
+    pub fn walk<'a>(&'a self, out: &mut Vec<&'a Page>) {
+        out.push(self);
+        for c in &self.children {
+            c.walk(out);
+        }
+    }
 }
 
 /// Whether a listed descriptor claims to be a page.
@@ -76,8 +132,9 @@ pub(crate) fn entry(d: &ArtifactDescriptor) -> Value {
     serde_json::to_value(d).unwrap_or(Value::Null)
 }
 
-/// A page listing `records`, attached to `subject`: (bytes, its descriptor in the tag index).
-pub(crate) fn page(
+/// A page listing `records` (or pages), attached to `subject`: (bytes, its descriptor in the
+/// tag index).
+fn page(
     subject: &ArtifactDescriptor,
     records: &[ArtifactDescriptor],
 ) -> (Vec<u8>, ArtifactDescriptor) {
@@ -105,7 +162,8 @@ pub(crate) fn page(
     (bytes, descriptor)
 }
 
-/// Reads a page's record descriptors; the reason when it is not a page of `subject_digest`.
+/// Reads a page's entries (records and pages); the reason when it is not a page of
+/// `subject_digest`.
 pub(crate) fn read_page(
     bytes: &[u8],
     subject_digest: &str,
@@ -160,8 +218,13 @@ mod tests {
     #[test]
     fn a_page_reads_back_and_names_its_subject() {
         let subject = d("sha256:s");
-        let (bytes, descriptor) = page(&subject, &[d("sha256:1"), d("sha256:2")]);
+        let (p, bytes) = Page::new(&subject, vec![d("sha256:1"), d("sha256:2")]);
+        let descriptor = p.descriptor.clone();
         assert!(is_page(&descriptor));
+        assert_eq!(p.level(), 1);
+        let (top, _) = Page::of_pages(&subject, vec![p]);
+        assert_eq!(top.level(), 2);
+        assert_eq!(top.records.len(), 2);
         assert_eq!(descriptor.size, bytes.len() as u64);
         let records = read_page(&bytes, "sha256:s").expect("page");
         assert_eq!(records, vec![d("sha256:1"), d("sha256:2")]);

@@ -96,8 +96,9 @@ pub struct StoreOptions {
     /// (docs/design/evidence-store.md#verification); a scan always lists. One minute by
     /// default.
     pub verify_interval: Duration,
-    /// Records per page of the tag-schema index (docs/design/evidence-store.md#paged-tag-index),
-    /// at least 2; [`DEFAULT_PAGE_RECORDS`] by default.
+    /// Entries per page of the tag-schema index (records, or pages of the level below;
+    /// docs/design/evidence-store.md#paged-tag-index), at least 2; [`DEFAULT_PAGE_RECORDS`]
+    /// (16) by default.
     pub page_records: usize,
 }
 
@@ -360,6 +361,16 @@ impl State {
     }
 }
 
+/// Tag-schema mode: the index layout a commit writes (`Store::plan_pages`).
+struct PagePlan {
+    /// Our pages the tag index lists, deepest first.
+    pages: Vec<Page>,
+    /// The new pages (digest, bytes), in creation order.
+    pushed: Vec<(String, Vec<u8>)>,
+    /// Our records the tag index lists directly, oldest first.
+    tail: Vec<ArtifactDescriptor>,
+}
+
 /// Memoised per-subject facts (resolution and mode): readable without the commit lock.
 #[derive(Debug, Default, Clone)]
 struct Meta {
@@ -595,9 +606,71 @@ impl Store {
         }
     }
 
+    /// Reads the page `d` and, recursively, the pages it lists (a page known by digest is not
+    /// fetched again: content-addressed). The error is the page's invalid entry.
+    fn page_tree<'a>(
+        &'a self,
+        subject: &'a Subject,
+        d: ArtifactDescriptor,
+        known: &'a HashMap<&'a str, &'a Page>,
+        depth: usize,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Page, Entry>> + Send + 'a>> {
+        Box::pin(async move {
+            if let Some(p) = known.get(d.digest.as_str()) {
+                return Ok((*p).clone());
+            }
+            let invalid = |message: String| Entry::Invalid {
+                reason: Malformed::Manifest {
+                    field: "page",
+                    message,
+                },
+                transient: false,
+            };
+            if depth > layout::MAX_PAGE_DEPTH {
+                return Err(invalid(format!(
+                    "pages nested more than {} levels deep",
+                    layout::MAX_PAGE_DEPTH
+                )));
+            }
+            let entries = match self
+                .client(subject)
+                .manifest(&subject.oci_repository(), &d.digest)
+                .await
+            {
+                Ok(m) => layout::read_page(&m.bytes, subject.digest()).map_err(invalid)?,
+                Err(e) => {
+                    return Err(Entry::Invalid {
+                        transient: e.is_unavailable(),
+                        reason: Malformed::Fetch {
+                            what: "page",
+                            message: e.to_string(),
+                        },
+                    });
+                }
+            };
+            let mut page = Page {
+                descriptor: d,
+                direct: Vec::new(),
+                children: Vec::new(),
+                records: Vec::new(),
+            };
+            for e in entries {
+                if is_page(&e) {
+                    let child = self.page_tree(subject, e, known, depth + 1).await?;
+                    page.records.extend(child.records.iter().cloned());
+                    page.children.push(child);
+                } else {
+                    page.records.push(e.clone());
+                    page.direct.push(e);
+                }
+            }
+            Ok(page)
+        })
+    }
+
     /// Tag-schema mode: the listing with our pages expanded into the records they list, the
-    /// pages read (a page known by digest is not fetched again: content-addressed), and the
-    /// entries of pages that could not be read (invalid, listed as they are).
+    /// pages read, and the entries of pages that could not be read (invalid, listed as they
+    /// are).
     async fn expand(
         &self,
         index: usize,
@@ -605,9 +678,12 @@ impl Store {
         top: Vec<ArtifactDescriptor>,
     ) -> (Vec<ArtifactDescriptor>, Vec<Page>, Vec<(String, Entry)>) {
         let subject = &self.subjects.as_slice()[index];
-        let known: HashMap<&str, &Page> = state.subjects[index]
-            .pages
-            .iter()
+        let mut all = Vec::new();
+        for p in &state.subjects[index].pages {
+            p.walk(&mut all);
+        }
+        let known: HashMap<&str, &Page> = all
+            .into_iter()
             .map(|p| (p.descriptor.digest.as_str(), p))
             .collect();
         let mut listing = Vec::with_capacity(top.len());
@@ -619,40 +695,10 @@ impl Store {
                 rest.push(d);
                 continue;
             }
-            if let Some(p) = known.get(d.digest.as_str()) {
-                listing.extend(p.records.iter().cloned());
-                pages.push((*p).clone());
-                continue;
-            }
-            let read = match self
-                .client(subject)
-                .manifest(&subject.oci_repository(), &d.digest)
-                .await
-            {
-                Ok(m) => layout::read_page(&m.bytes, subject.digest()).map_err(|message| {
-                    Entry::Invalid {
-                        reason: Malformed::Manifest {
-                            field: "page",
-                            message,
-                        },
-                        transient: false,
-                    }
-                }),
-                Err(e) => Err(Entry::Invalid {
-                    transient: e.is_unavailable(),
-                    reason: Malformed::Fetch {
-                        what: "page",
-                        message: e.to_string(),
-                    },
-                }),
-            };
-            match read {
-                Ok(records) => {
-                    listing.extend(records.iter().cloned());
-                    pages.push(Page {
-                        descriptor: d,
-                        records,
-                    });
+            match self.page_tree(subject, d.clone(), &known, 1).await {
+                Ok(page) => {
+                    listing.extend(page.records.iter().cloned());
+                    pages.push(page);
                 }
                 Err(entry) => {
                     bad.push((d.digest.clone(), entry));
@@ -1000,18 +1046,19 @@ impl Store {
     }
 
     /// Tag-schema mode: the index layout after adding `new` with `leaving` expired
-    /// (docs/design/evidence-store.md#paged-tag-index): pages whose records all expired are
-    /// dropped, pages with half or more expired are dissolved (their kept records listed
-    /// directly again), every other kept record of ours and the new one listed directly (the
-    /// tail), and the tail's oldest records paged while it holds a page's worth. Returns the
-    /// pages, the new pages' bytes and the tail.
+    /// (docs/design/evidence-store.md#paged-tag-index): a page whose records all expired is
+    /// dropped; a page with half or more expired is dissolved (its pages considered in its
+    /// place, its own records listed directly again); every other kept record of ours and the
+    /// new one are listed directly (the tail); then while the tail holds a page's worth its
+    /// oldest become a page, and while a level holds a page's worth of pages its oldest become
+    /// a page of the next level. Returns the pages and the new pages' bytes, and the tail.
     fn plan_pages(
         &self,
         s: &SubjectState,
         subject: &ArtifactDescriptor,
         new: &ArtifactDescriptor,
         leaving: &HashSet<String>,
-    ) -> (Vec<Page>, Vec<Vec<u8>>, Vec<ArtifactDescriptor>) {
+    ) -> PagePlan {
         let kept = |d: &str| {
             d == new.digest
                 || (matches!(s.entries.get(d), Some(Entry::Record(_))) && !leaving.contains(d))
@@ -1019,13 +1066,16 @@ impl Store {
         let mut seen: HashSet<String> = HashSet::new();
         let mut pages = Vec::new();
         let mut tail = Vec::new();
-        for p in &s.pages {
+        let mut todo: Vec<&Page> = s.pages.iter().rev().collect();
+        while let Some(p) = todo.pop() {
             let live = p.records.iter().filter(|d| kept(&d.digest)).count();
             if live == 0 {
                 continue;
             }
             if live * 2 <= p.records.len() {
-                for d in p.records.iter().filter(|d| kept(&d.digest)) {
+                // its pages in its place (oldest first), its own records to the tail
+                todo.extend(p.children.iter().rev());
+                for d in p.direct.iter().filter(|d| kept(&d.digest)) {
                     if seen.insert(d.digest.clone()) {
                         tail.push(d.clone());
                     }
@@ -1044,17 +1094,43 @@ impl Store {
             tail.push(new.clone());
         }
         let size = self.page_records();
-        let mut bytes = Vec::new();
+        let mut pushed = Vec::new();
         while tail.len() >= size {
-            let records: Vec<ArtifactDescriptor> = tail.drain(..size).collect();
-            let (page, descriptor) = layout::page(subject, &records);
-            bytes.push(page);
-            pages.push(Page {
-                descriptor,
-                records,
-            });
+            let (page, bytes) = Page::new(subject, tail.drain(..size).collect());
+            pushed.push((page.descriptor.digest.clone(), bytes));
+            pages.push(page);
         }
-        (pages, bytes, tail)
+        // merge a level's oldest pages while it holds a page's worth (levels bottom up)
+        let mut level = 1;
+        while pages.iter().any(|p| p.level() >= level) {
+            let at: Vec<usize> = pages
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| p.level() == level)
+                .map(|(i, _)| i)
+                .take(size)
+                .collect();
+            if at.len() < size {
+                level += 1;
+                continue;
+            }
+            let first = at[0];
+            let mut children = Vec::with_capacity(size);
+            for &i in at.iter().rev() {
+                children.push(pages.remove(i));
+            }
+            children.reverse();
+            let (page, bytes) = Page::of_pages(subject, children);
+            pushed.push((page.descriptor.digest.clone(), bytes));
+            pages.insert(first, page);
+        }
+        // deepest first, as an independent reader would meet them
+        pages.sort_by_key(|p| std::cmp::Reverse(p.level()));
+        PagePlan {
+            pages,
+            pushed,
+            tail,
+        }
     }
 
     /// Commits a record (docs/design/evidence-store.md#commit): under the store's one lock,
@@ -1112,14 +1188,17 @@ impl Store {
             // the PUT of a manifest with a subject is what lists it: nothing to rewrite
             ReferrersMode::Api => None,
             ReferrersMode::TagSchema => {
-                let (pages, bytes, tail) =
-                    self.plan_pages(s, &descriptor, &artifact.descriptor(), &leaving);
+                let PagePlan {
+                    pages,
+                    pushed,
+                    tail,
+                } = self.plan_pages(s, &descriptor, &artifact.descriptor(), &leaving);
                 let client = self.client(&subject);
                 let repo = subject.oci_repository();
-                let new_pages = &pages[pages.len() - bytes.len()..];
-                for (page, bytes) in new_pages.iter().zip(&bytes) {
+                // in creation order: a page's pages exist before it (the registry checks)
+                for (digest, bytes) in &pushed {
                     client
-                        .put_manifest(&repo, &page.descriptor.digest, OCI_INDEX_MEDIA_TYPE, bytes)
+                        .put_manifest(&repo, digest, OCI_INDEX_MEDIA_TYPE, bytes)
                         .await
                         .map_err(|e| CommitError::StoreDegraded {
                             subject: subject.reference(),
@@ -1140,6 +1219,7 @@ impl Store {
                     .map(|(d, _)| d.clone())
                     .chain(s.pages.iter().map(|p| p.descriptor.digest.clone()))
                     .collect();
+                // (pages under another page are never listed in the tag index by this store)
                 let confirmed = self.write_tag_index(&subject, &want, &ours).await?;
                 Some((pages, tail, confirmed))
             }
