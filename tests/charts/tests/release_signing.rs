@@ -8,6 +8,10 @@
 //! - a service image is pushed from the OCI archive a `--no-push` build leaves, byte for byte (the
 //!   digest in `DIGESTS` is the archive's manifest digest), and carries its SBOM as a CycloneDX
 //!   attestation;
+//! - a multi-arch image (docs/images.md, "Architectures"): an archive holding an OCI image index
+//!   over a linux/amd64 and a linux/arm64 image is pushed byte for byte (`DIGESTS` names the
+//!   index), the registry serves the index with both platforms, the index and each image are
+//!   signed, the index carries the provenance and each image its own platform's SBOM;
 //! - signing without a push, or `--from` with `--no-push`, is refused before anything runs.
 
 use std::path::{Path, PathBuf};
@@ -428,6 +432,231 @@ fn an_image_is_pushed_from_its_archive_byte_for_byte_with_its_sbom_attested() ->
                 && s["predicate"]["components"][0]["name"] == "pacto-evaluator"),
         "no CycloneDX SBOM attestation: {statements:?}"
     );
+    Ok(())
+}
+
+/// Writes an OCI image archive whose `index.json` names one image index (tagged `name`) over two
+/// one-file images, linux/amd64 and linux/arm64 (as `buildah manifest push --all` saves a
+/// multi-arch image), and returns the index's digest and each platform's manifest digest.
+fn write_oci_index_archive(archive: &Path, name: &str) -> Result<(String, Vec<(String, String)>)> {
+    let script = r#"
+import gzip, hashlib, io, json, sys, tarfile
+archive, name = sys.argv[1], sys.argv[2]
+blobs = []
+def blob(data):
+    blobs.append(data)
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+manifests = []
+for arch in ("amd64", "arm64"):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as t:
+        body = f"the {arch} image of the release test\n".encode()
+        info = tarfile.TarInfo("hello.txt"); info.size = len(body); info.mtime = 0
+        t.addfile(info, io.BytesIO(body))
+    layer = gzip.compress(buf.getvalue(), mtime=0)
+    config = json.dumps({"architecture": arch, "os": "linux",
+        "rootfs": {"type": "layers", "diff_ids": ["sha256:" + hashlib.sha256(buf.getvalue()).hexdigest()]},
+        "config": {}}).encode()
+    manifest = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": blob(config), "size": len(config)},
+        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", "digest": blob(layer), "size": len(layer)}]}).encode()
+    manifests.append({"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": blob(manifest),
+        "size": len(manifest), "platform": {"architecture": arch, "os": "linux"}})
+image_index = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
+    "manifests": manifests}).encode()
+index_digest = blob(image_index)
+layout_index = json.dumps({"schemaVersion": 2, "manifests": [{"mediaType": "application/vnd.oci.image.index.v1+json",
+    "digest": index_digest, "size": len(image_index), "annotations": {"org.opencontainers.image.ref.name": name}}]}).encode()
+with tarfile.open(archive, mode="w") as t:
+    def add(path, data):
+        info = tarfile.TarInfo(path); info.size = len(data); info.mtime = 0
+        t.addfile(info, io.BytesIO(data))
+    add("oci-layout", b'{"imageLayoutVersion":"1.0.0"}')
+    add("index.json", layout_index)
+    for d in blobs:
+        add("blobs/sha256/" + hashlib.sha256(d).hexdigest(), d)
+print(index_digest)
+for m in manifests:
+    print("linux/" + m["platform"]["architecture"], m["digest"])
+"#;
+    let out = Command::new("python3")
+        .args(["-c", script])
+        .arg(archive)
+        .arg(name)
+        .output()?;
+    ensure!(
+        out.status.success(),
+        "writing the OCI archive: {}",
+        text(&out)
+    );
+    let stdout = String::from_utf8(out.stdout)?;
+    let mut lines = stdout.lines();
+    let index = lines.next().context("no index digest")?.to_owned();
+    let platforms = lines
+        .map(|l| {
+            let (p, d) = l.split_once(' ').context("platform line")?;
+            Ok((p.to_owned(), d.to_owned()))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok((index, platforms))
+}
+
+#[test]
+fn a_multi_arch_image_is_pushed_as_its_index_with_each_platform_signed_and_attested() -> Result<()>
+{
+    let cosign = cosign()?;
+    let registry = GgcrRegistry::start()?;
+    let host = registry.host();
+    let dir = tempfile::tempdir()?;
+    let (key, public) = key_pair(&cosign, &dir.path().join("keys"))?;
+    let version = version_of("evaluator")?;
+    let out = dir.path().join("out");
+    std::fs::create_dir_all(&out)?;
+
+    // What `--no-push --platforms linux/amd64,linux/arm64` leaves: one SBOM per platform and
+    // the index's archive (the cross build itself is scripts/arm64-smoke.sh's).
+    std::fs::write(out.join("CHANGELOG.md"), "## evaluator\n")?;
+    for (file, arch) in [
+        (format!("evaluator-{version}.cdx.json"), "amd64"),
+        (format!("evaluator-{version}-arm64.cdx.json"), "arm64"),
+    ] {
+        let sbom = serde_json::json!({
+            "bomFormat": "CycloneDX", "specVersion": "1.5", "version": 1,
+            "components": [{"type": "library", "name": format!("glibc for {arch}"), "version": version}],
+        });
+        std::fs::write(out.join(file), serde_json::to_vec(&sbom)?)?;
+    }
+    let image = format!("{host}/trianalab/pacto-operator-rs/evaluator:{version}");
+    let (index_digest, platforms) =
+        write_oci_index_archive(&out.join(format!("evaluator-{version}.oci.tar")), &image)?;
+    let helm = Command::new(tools_dir().join("helm"))
+        .args(["package", "charts/pacto-evaluator", "-d"])
+        .arg(&out)
+        .current_dir(repo_root())
+        .env("HOME", dir.path())
+        .output()?;
+    ensure!(helm.status.success(), "helm package: {}", text(&helm));
+
+    let pushed = release(
+        &cosign,
+        &[
+            "evaluator",
+            &version,
+            "--registry",
+            &host,
+            "--plain-http",
+            "--platforms",
+            "linux/amd64,linux/arm64",
+            "--from",
+            out.to_str().context("utf-8")?,
+            "--sign-key",
+            key.to_str().context("utf-8")?,
+        ],
+    )?;
+    ensure!(
+        pushed.status.success(),
+        "--platforms --from --sign-key: {}",
+        text(&pushed)
+    );
+    let listed = digests(&out)?;
+    ensure!(
+        listed
+            .iter()
+            .any(|(r, d)| *r == image && *d == index_digest),
+        "DIGESTS {listed:?} lacks {image} {index_digest} (the index, pushed byte for byte)"
+    );
+
+    // The registry serves the tag as the index, with both platforms.
+    let served = Command::new("curl")
+        .args([
+            "-fsS",
+            "-H",
+            "Accept: application/vnd.oci.image.index.v1+json",
+        ])
+        .arg(format!(
+            "http://{host}/v2/trianalab/pacto-operator-rs/evaluator/manifests/{version}"
+        ))
+        .output()?;
+    ensure!(served.status.success(), "GET the index: {}", text(&served));
+    let served: Value = serde_json::from_slice(&served.stdout)?;
+    let served_platforms: Vec<(String, String)> = served["manifests"]
+        .as_array()
+        .context("the tag is not an index")?
+        .iter()
+        .map(|m| {
+            (
+                format!(
+                    "{}/{}",
+                    m["platform"]["os"].as_str().unwrap_or_default(),
+                    m["platform"]["architecture"].as_str().unwrap_or_default()
+                ),
+                m["digest"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    ensure!(
+        served_platforms == platforms,
+        "the registry's index {served_platforms:?} is not the archive's {platforms:?}"
+    );
+
+    let public_s = public.to_str().context("utf-8")?;
+    let repo = format!("{host}/trianalab/pacto-operator-rs/evaluator");
+    let by_index = format!("{repo}@{index_digest}");
+    let verified = cosign_verify(&cosign, &["verify", "--key", public_s, &by_index])?;
+    ensure!(
+        verified.status.success(),
+        "cosign verify (index): {}",
+        text(&verified)
+    );
+    let provenance = cosign_verify(
+        &cosign,
+        &[
+            "verify-attestation",
+            "--key",
+            public_s,
+            "--type",
+            "slsaprovenance1",
+            &by_index,
+        ],
+    )?;
+    ensure!(
+        provenance.status.success(),
+        "verify-attestation slsaprovenance1 (index): {}",
+        text(&provenance)
+    );
+    for (platform, digest) in &platforms {
+        let arch = platform.trim_start_matches("linux/");
+        let by_digest = format!("{repo}@{digest}");
+        let verified = cosign_verify(&cosign, &["verify", "--key", public_s, &by_digest])?;
+        ensure!(
+            verified.status.success(),
+            "cosign verify ({platform}, signed with the index): {}",
+            text(&verified)
+        );
+        let attested = cosign_verify(
+            &cosign,
+            &[
+                "verify-attestation",
+                "--key",
+                public_s,
+                "--type",
+                "cyclonedx",
+                &by_digest,
+            ],
+        )?;
+        ensure!(
+            attested.status.success(),
+            "verify-attestation cyclonedx ({platform}): {}",
+            text(&attested)
+        );
+        let statements = statements(&attested)?;
+        ensure!(
+            !statements.is_empty()
+                && statements.iter().all(|s| s["predicate"]["components"][0]["name"]
+                    == format!("glibc for {arch}")),
+            "{platform} must carry its own SBOM only: {statements:?}"
+        );
+    }
     Ok(())
 }
 
