@@ -65,6 +65,10 @@ PACTO_REGISTRY_TOOLS="$(scripts/registry-tools.sh)"
 export PACTO_REGISTRY_TOOLS
 step "registry tools ready in $((SECONDS - started)) s: $PACTO_REGISTRY_TOOLS"
 
+step "PolicyReport CRD: wgpolicyk8s.io policyreports from the pinned Kyverno Go module (fetched once, cached by version)"
+PACTO_POLICY_REPORT_CRD="$(scripts/policy-report-crd.sh)"
+export PACTO_POLICY_REPORT_CRD
+
 step "chart tools: helm, helmfile, kubectl, kubernetes-validate (cached)"
 PACTO_CHART_TOOLS="$(scripts/chart-tools.sh)"
 export PACTO_CHART_TOOLS

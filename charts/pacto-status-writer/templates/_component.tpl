@@ -61,6 +61,9 @@ is, its host being the server name.
 - --evidence-queue-size={{ . }}
 {{- end }}
 {{- end }}{{- end }}
+{{- if (.Values.policyReports).enabled }}
+- --policy-reports
+{{- end }}
 {{- if .Values.nodeAgent.enabled }}
 - --node-agent-namespace={{ .Values.nodeAgent.namespace }}
 {{- with .Values.nodeAgent.staleAfter }}

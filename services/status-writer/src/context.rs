@@ -41,6 +41,9 @@ pub struct Context {
     pub producer: Option<crate::producer::Producer>,
     /// What started each reconcile (counted per trigger).
     pub triggers: Triggers,
+    /// The PolicyReport exporter (`--policy-reports`), if on
+    /// (docs/design/status.md#policyreports).
+    pub policy_reports: Option<crate::policy_report::PolicyReports>,
     /// Reconciles finished by this context.
     reconciles: AtomicU64,
     /// Status writes made by this context.
@@ -91,6 +94,7 @@ impl Context {
             backoff: Backoff::default(),
             written: WriteMemo::default(),
             producer: None,
+            policy_reports: None,
             triggers: Triggers::default(),
             reconciles: AtomicU64::new(0),
             writes: AtomicU64::new(0),
@@ -112,6 +116,20 @@ impl Context {
     pub fn with_producer(mut self, producer: crate::producer::Producer) -> Self {
         self.producer = Some(producer);
         self
+    }
+
+    /// The same context writing a PolicyReport per Pacto (docs/design/status.md#policyreports).
+    #[must_use]
+    pub fn with_policy_reports(mut self) -> Self {
+        self.policy_reports = Some(crate::policy_report::PolicyReports::default());
+        self
+    }
+
+    /// PolicyReports written so far (0 when the exporter is off).
+    pub fn policy_report_writes(&self) -> u64 {
+        self.policy_reports
+            .as_ref()
+            .map_or(0, crate::policy_report::PolicyReports::writes)
     }
 
     /// The same context reconciling at most `concurrency` Pactos at once (at least one).

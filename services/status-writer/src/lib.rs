@@ -19,6 +19,7 @@
 //! - [`node_agent`]: the node agent namespace's Pod Security labels;
 //! - [`agent_log`]: the node agents' state in the operator's log (heard, stale, collection
 //!   failed, reports refused), on every replica;
+//! - [`policy_report`]: the opt-in PolicyReport exporter, one `wgpolicyk8s.io` report per Pacto;
 //! - [`producer`]: the producer mode, a signed evidence record of each verdict change posted
 //!   to the Evidence Server;
 //! - [`shard`]: the assignment of Pactos to several leaders' shards, a pure module for the
@@ -43,6 +44,7 @@ mod metrics;
 mod mirror;
 mod model;
 pub mod node_agent;
+pub mod policy_report;
 pub mod producer;
 mod reconcile;
 mod revision;
@@ -320,6 +322,15 @@ pub struct Args {
         default_value_t = producer::DEFAULT_QUEUE_SIZE
     )]
     pub evidence_queue_size: usize,
+    /// Write one wgpolicyk8s.io/v1alpha2 PolicyReport per Pacto, in its namespace, with one
+    /// result per finding (docs/reports.md). Needs the PolicyReport CRD and the chart value
+    /// policyReports.enabled (its RBAC).
+    #[arg(
+        long = "policy-reports",
+        env = "PACTO_STATUS_WRITER_POLICY_REPORTS",
+        default_value_t = false
+    )]
+    pub policy_reports: bool,
     /// The reporting instance of events (the pod name).
     #[arg(long = "pod-name", env = "POD_NAME", value_name = "NAME")]
     pub pod_name: Option<String>,
@@ -438,6 +449,11 @@ pub async fn work(
     }
     // Only the leader exports the per-Pacto gauges.
     ctx.gauges.clear();
+    // Another leader may write PolicyReports meanwhile: the next term reads them anew
+    // (docs/design/status.md#policyreports).
+    if let Some(reports) = &ctx.policy_reports {
+        reports.clear();
+    }
 }
 
 /// [`serve`], reconciling only while holding `lease` (when given), with the revision mirror
@@ -518,6 +534,9 @@ pub async fn run(args: Args) -> Result<(), StatusWriterError> {
     .with_scope(scope);
     if let Some(producer) = producer {
         ctx = ctx.with_producer(producer);
+    }
+    if args.policy_reports {
+        ctx = ctx.with_policy_reports();
     }
     let ctx = Arc::new(ctx);
     let lease = if args.leader_elect {

@@ -29,6 +29,12 @@ pub const EVIDENCE_DROPPED_TOTAL: &str = "pacto_status_writer_evidence_dropped_t
 /// Attempts to send an evidence record retried after a 5xx or a transport error.
 pub const EVIDENCE_RETRIES_TOTAL: &str = "pacto_status_writer_evidence_retries_total";
 
+/// PolicyReports written (`--policy-reports`; none in a steady state,
+/// docs/design/status.md#policyreports).
+pub const POLICY_REPORT_WRITES_TOTAL: &str = "pacto_status_writer_policy_report_writes_total";
+/// PolicyReports that could not be read or written (logged; the reconcile goes on).
+pub const POLICY_REPORT_FAILURES_TOTAL: &str = "pacto_status_writer_policy_report_failures_total";
+
 /// Revision-mirror passes finished.
 pub const MIRROR_PASSES_TOTAL: &str = "pacto_status_writer_mirror_passes_total";
 
@@ -65,6 +71,16 @@ pub fn describe() {
         STATUS_WRITES_TOTAL,
         Unit::Count,
         "Pacto status writes (server-side applies); 0 per steady-state reconcile."
+    );
+    describe_counter!(
+        POLICY_REPORT_WRITES_TOTAL,
+        Unit::Count,
+        "PolicyReports written (--policy-reports); 0 per steady-state reconcile."
+    );
+    describe_counter!(
+        POLICY_REPORT_FAILURES_TOTAL,
+        Unit::Count,
+        "PolicyReports that could not be read or written (logged; the reconcile goes on)."
     );
     describe_counter!(
         MIRROR_PASSES_TOTAL,

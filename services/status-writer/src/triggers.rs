@@ -346,6 +346,9 @@ pub async fn watch_deletions(
                 ctx.triggers.retain(|k| *k != key);
                 ctx.written.forget(&key);
                 ctx.backoff.forget(&key);
+                if let Some(reports) = &ctx.policy_reports {
+                    reports.forget(&key);
+                }
             }
             Some(Ok(WatchEvent::Init)) => listing.clear(),
             Some(Ok(WatchEvent::InitApply(meta))) => {
@@ -356,6 +359,9 @@ pub async fn watch_deletions(
                 ctx.written.retain(|key| listing.contains(key));
                 ctx.triggers.retain(|key| listing.contains(key));
                 ctx.backoff.retain(|key| listing.contains(key));
+                if let Some(reports) = &ctx.policy_reports {
+                    reports.retain(|key| listing.contains(key));
+                }
             }
             Some(Ok(WatchEvent::Apply(_))) => {}
             Some(Err(error)) => tracing::debug!(%error, "Pacto metadata watch error"),

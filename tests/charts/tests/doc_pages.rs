@@ -573,6 +573,13 @@ const FEATURES: &[Feature] = &[
         sets: &["controller.namespaceSelector=pacto.trianalab.io/audit=enabled"],
     },
     Feature {
+        heading: "PolicyReports",
+        flag: Some("--policy-reports"),
+        charts: &["pacto-status-writer"],
+        value: "policyReports.enabled",
+        sets: &["policyReports.enabled=true"],
+    },
+    Feature {
         heading: "Evidence producer",
         flag: Some("--evidence-url"),
         charts: &["pacto-status-writer"],
@@ -813,6 +820,7 @@ fn rbac_sections() -> Vec<(&'static str, &'static str, Vec<Condition>)> {
                 },
                 condition("nodeAgent.enabled", &["nodeAgent.enabled=true"]),
                 selector2,
+                condition("policyReports.enabled", &["policyReports.enabled=true"]),
             ],
         ),
         ("node-agent", "pacto-node-agent", vec![]),

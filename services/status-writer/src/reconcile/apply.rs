@@ -37,6 +37,16 @@ pub async fn apply_and_report(
         ctx.written
             .remember(key.clone(), pacto, wrote.as_deref(), status);
     }
+    // The PolicyReport, when on: written only when its content changed, never failing the
+    // pass (docs/design/status.md#policyreports).
+    if let Some(reports) = &ctx.policy_reports {
+        let write = crate::policy_report::ReportWrite {
+            client: &ctx.client,
+            field_manager: FIELD_MANAGER,
+            now: crate::reconcile::now(),
+        };
+        reports.export(&write, pacto, key, status).await;
+    }
     if let Some(verdict) = status.contract_status {
         ctx.gauges.set(
             namespace,

@@ -196,7 +196,7 @@ pub async fn start_concurrent(
         observer_up,
         concurrency,
         |_| pacto_runtime::scope::NamespaceScope::all(),
-        None,
+        |ctx| ctx,
     )
     .await
 }
@@ -214,7 +214,7 @@ pub async fn start_producing(
         true,
         None,
         |_| pacto_runtime::scope::NamespaceScope::all(),
-        Some(producer),
+        move |ctx| ctx.with_producer(producer),
     )
     .await
 }
@@ -230,7 +230,22 @@ pub async fn start_scoped(
         false,
         None,
         scope,
+        |ctx| ctx,
+    )
+    .await
+}
+
+/// A harness with the real observer whose status-writer also writes a PolicyReport per Pacto
+/// (`--policy-reports`; the PolicyReport CRD must be installed).
+pub async fn start_reporting() -> Harness {
+    start_harness(
+        true,
+        Vec::new(),
+        Duration::from_mins(5),
+        true,
         None,
+        |_| pacto_runtime::scope::NamespaceScope::all(),
+        Context::with_policy_reports,
     )
     .await
 }
@@ -242,7 +257,7 @@ async fn start_harness(
     observer_up: bool,
     concurrency: Option<u16>,
     scope: impl FnOnce(&str) -> pacto_runtime::scope::NamespaceScope,
-    producer: Option<pacto_status_writer::producer::Producer>,
+    configure: impl FnOnce(Context) -> Context,
 ) -> Harness {
     let cp = cluster().await;
     let client = cp.client().unwrap();
@@ -337,10 +352,8 @@ async fn start_harness(
         None => ctx,
     }
     .with_scope(scope);
-    let ctx = Arc::new(match producer {
-        Some(producer) => ctx.with_producer(producer),
-        None => ctx,
-    });
+    // The producer or the PolicyReport exporter of the caller.
+    let ctx = Arc::new(configure(ctx));
     let ns = namespace.clone();
     let stop = shutdown.clone();
     let run_ctx = Arc::clone(&ctx);

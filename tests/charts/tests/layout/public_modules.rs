@@ -202,6 +202,7 @@ const PUBLIC_MODULES: &[(&str, &[(&str, &str)])] = &[
                 "node_agent",
                 "tests/node_agent_namespace.rs and the chart tests",
             ),
+            ("policy_report", "tests/policy_report.rs"),
             ("producer", "tests/producer.rs"),
             ("shard", "benches/sharding.rs"),
         ],
