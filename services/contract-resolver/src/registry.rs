@@ -12,11 +12,12 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use backon::{ExponentialBuilder, Retryable as _};
+use backon::Retryable as _;
 use metrics::counter;
 use pacto_contract::bundle::BundleError;
 use pacto_contract::reference::Reference;
 use pacto_oci::{ClientOptions, Credentials, ErrorClass, OciError, PulledBundle, RegistryClient};
+use pacto_runtime::backoff::Backoff;
 
 use crate::cache::CredentialScope;
 use crate::metrics::REGISTRY_REQUESTS_TOTAL;
@@ -206,11 +207,11 @@ impl RegistryAccess {
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, RegistryError>>,
     {
-        let backoff = ExponentialBuilder::default()
-            .with_min_delay(self.options.retry_min_delay)
-            .with_max_delay(self.options.retry_max_delay)
-            .with_max_times(self.options.max_retries)
-            .with_jitter();
+        // The shared backoff with jitter (docs/design/architecture.md#backoff).
+        let backoff = Backoff::new(self.options.retry_min_delay, self.options.retry_max_delay)
+            .with_jitter()
+            .delays()
+            .take(self.options.max_retries);
         (|| call())
             .retry(backoff)
             .when(|e: &RegistryError| is_transient(e.class()))

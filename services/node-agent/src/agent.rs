@@ -11,12 +11,13 @@ use kube::Client;
 use pacto_api::{CollectionState, CollectionStatus, KernelInfo, NodeRuntimeObservationStatus};
 use pacto_proto::observer::NodeReport;
 use pacto_runtime::CancellationToken;
+use pacto_runtime::backoff::Backoff;
 use tokio::sync::watch;
 
 use crate::aggregate::{Aggregator, Limits};
 use crate::facts::{CollectionError, EventSource, HostScanner, HostView, SocketEvent};
 use crate::pods::{self, PodIndex};
-use crate::publish::{self, Backoff, LeaseSettings, Observations};
+use crate::publish::{self, LeaseSettings, Observations, RETRY_MIN};
 use crate::report;
 
 /// How often the event source is drained.
@@ -211,10 +212,15 @@ pub async fn run_agent(
     let mut drain = tokio::time::interval(DRAIN_EVERY);
     drain.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut next_publish = tokio::time::Instant::now();
-    let mut backoff = Backoff::new(config.publish_interval);
+    // A failed publish is retried from 1 s doubling up to the interval, its streak logged once
+    // (docs/design/architecture.md#backoff).
+    let mut backoff = Backoff::new(RETRY_MIN, config.publish_interval)
+        .named("node-agent publish")
+        .on_failure("node-agent could not publish its NodeRuntimeObservation; retrying")
+        .on_recovery("node-agent published its observation again");
+    let publish_span = tracing::info_span!("node-agent publish", node = %config.node_name);
     let mut last_scan = Instant::now();
     let mut buffer: Vec<SocketEvent> = Vec::new();
-    let mut publish_failing = false;
     let mut written = 0_u64;
     let mut last_report = Instant::now();
     loop {
@@ -267,7 +273,7 @@ pub async fn run_agent(
                         last_report = Instant::now();
                         // While writes fail, the regular publish's retry (with its backoff)
                         // carries the view instead.
-                        if !publish_failing {
+                        if !backoff.is_failing() {
                             match observations.publish(&status).await {
                                 Ok(()) => {
                                     written += 1;
@@ -314,22 +320,15 @@ pub async fn run_agent(
                 last_report = Instant::now();
                 match observations.publish(&status).await {
                     Ok(()) => {
-                        if publish_failing {
-                            tracing::info!(node = %config.node_name, "node-agent published its observation again");
-                        }
-                        publish_failing = false;
-                        backoff.reset();
+                        publish_span.in_scope(|| backoff.succeeded());
                         written += 1;
                         outputs.published.send_replace(written);
                         next_publish = tokio::time::Instant::now() + config.publish_interval;
                     }
                     Err(error) => {
                         metrics::counter!(crate::metrics::WRITE_ERRORS_TOTAL, "object" => "NodeRuntimeObservation").increment(1);
-                        if !publish_failing {
-                            tracing::warn!(node = %config.node_name, %error, "node-agent could not publish its NodeRuntimeObservation; retrying");
-                        }
-                        publish_failing = true;
-                        next_publish = tokio::time::Instant::now() + backoff.failed();
+                        next_publish = tokio::time::Instant::now()
+                            + publish_span.in_scope(|| backoff.failed(&error));
                     }
                 }
                 metrics::histogram!(crate::metrics::PUBLISH_DURATION_SECONDS).record(begun.elapsed().as_secs_f64());

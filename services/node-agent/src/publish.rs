@@ -17,39 +17,16 @@ use pacto_api::{
     ReportStreamState, ReportStreamStatus, bounded_message,
 };
 use pacto_runtime::CancellationToken;
+use pacto_runtime::backoff::{self, Backoff};
 use serde_json::json;
+use tracing::Instrument as _;
 
 /// Field manager of every write of the agent.
 pub const FIELD_MANAGER: &str = "pacto-node-agent";
 
-/// The backoff after a failed write: doubles from one second up to `cap`.
-#[derive(Debug, Clone, Copy)]
-pub struct Backoff {
-    next: Duration,
-    cap: Duration,
-}
-
-impl Backoff {
-    /// A fresh backoff that never waits longer than `cap`.
-    pub fn new(cap: Duration) -> Self {
-        Self {
-            next: Duration::from_secs(1).min(cap),
-            cap,
-        }
-    }
-
-    /// The wait before the next attempt after a failure.
-    pub fn failed(&mut self) -> Duration {
-        let wait = self.next;
-        self.next = (self.next * 2).min(self.cap);
-        wait
-    }
-
-    /// A success: the next failure waits the shortest time again.
-    pub fn reset(&mut self) {
-        self.next = Duration::from_secs(1).min(self.cap);
-    }
-}
+/// The first wait after a failed write or a broken report stream; it doubles per failure up to
+/// the retry's cap (docs/design/architecture.md#backoff).
+pub const RETRY_MIN: Duration = Duration::from_secs(1);
 
 /// The observation API of the agent namespace.
 #[derive(Clone)]
@@ -246,50 +223,39 @@ pub async fn renew_lease(api: &Api<Lease>, settings: &LeaseSettings) -> Result<(
 }
 
 /// Renews the Lease every `renew_every` until `shutdown`; a failure is logged and retried with
-/// backoff (never longer than the renewal period), never fatal.
+/// backoff (from [`RETRY_MIN`], never longer than the renewal period), never fatal: a session of
+/// renewals under [`backoff::retrying`], reset by each renewal
+/// (docs/design/architecture.md#backoff).
 pub async fn heartbeat(client: Client, settings: LeaseSettings, shutdown: CancellationToken) {
     let api: Api<Lease> = Api::namespaced(client, &settings.namespace);
-    let mut backoff = Backoff::new(settings.renew_every);
-    let mut failing = false;
-    loop {
-        let wait = match renew_lease(&api, &settings).await {
-            Ok(()) => {
-                if failing {
-                    tracing::info!(node = %settings.node, "node-agent Lease renewed again");
+    let backoff = Backoff::new(RETRY_MIN, settings.renew_every)
+        .on_failure("node-agent could not renew its Lease; retrying")
+        .on_recovery("node-agent Lease renewed again");
+    let span = tracing::info_span!("node-agent Lease", node = %settings.node);
+    let (api, settings) = (&api, &settings);
+    backoff::retrying(
+        "node-agent Lease",
+        backoff,
+        shutdown,
+        move |session| async move {
+            loop {
+                if let Err(error) = renew_lease(api, settings).await {
+                    metrics::counter!(crate::metrics::WRITE_ERRORS_TOTAL, "object" => "Lease")
+                        .increment(1);
+                    return Err(error);
                 }
-                failing = false;
-                backoff.reset();
-                settings.renew_every
+                session.healthy();
+                tokio::time::sleep(settings.renew_every).await;
             }
-            Err(error) => {
-                metrics::counter!(crate::metrics::WRITE_ERRORS_TOTAL, "object" => "Lease")
-                    .increment(1);
-                if !failing {
-                    tracing::warn!(node = %settings.node, %error, "node-agent could not renew its Lease; retrying");
-                }
-                failing = true;
-                backoff.failed()
-            }
-        };
-        tokio::select! {
-            () = shutdown.cancelled() => return,
-            () = tokio::time::sleep(wait) => {}
-        }
-    }
+        },
+    )
+    .instrument(span)
+    .await;
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn backoff_doubles_up_to_the_cap_and_resets() {
-        let mut b = Backoff::new(Duration::from_secs(5));
-        let waits: Vec<u64> = (0..5).map(|_| b.failed().as_secs()).collect();
-        assert_eq!(waits, [1, 2, 4, 5, 5]);
-        b.reset();
-        assert_eq!(b.failed(), Duration::from_secs(1));
-    }
 
     #[test]
     fn a_refusal_shows_until_the_replica_accepts_again() {

@@ -15,13 +15,15 @@ use pacto_api::{CollectionState, Direction, NodeRuntimeObservationStatus, PodCov
 use pacto_proto::observer::{self as wire, node_agent_reports_client::NodeAgentReportsClient};
 use pacto_proto::prost_types;
 use pacto_runtime::CancellationToken;
+use pacto_runtime::backoff::{self, Backoff};
 use pacto_runtime::balance::BalancedChannel;
 use pacto_runtime::grpc::GRPC_MAX_MESSAGE_BYTES;
 use tokio::sync::watch;
 use tokio_stream::wrappers::WatchStream;
 use tonic::transport::Channel;
+use tracing::Instrument as _;
 
-use crate::publish::{Backoff, StreamStates, is_refusal};
+use crate::publish::{RETRY_MIN, StreamStates, is_refusal};
 
 /// The longest wait between two connection attempts.
 const RECONNECT_MAX: Duration = Duration::from_secs(30);
@@ -216,77 +218,90 @@ impl Drop for Open {
 
 /// Streams the reports to one endpoint until `stop`. Each connection starts with the latest
 /// report, so a replica that restarted gets the current view at once; a broken stream is reopened
-/// with its own backoff (1 s doubling to 30 s, reset by an acknowledgement).
+/// with its own backoff (1 s doubling to 30 s, reset by an acknowledgement): a session under
+/// [`backoff::retrying`] (docs/design/architecture.md#backoff).
 async fn stream_to(
     endpoint: Endpoint,
     reports: watch::Receiver<Option<wire::NodeReport>>,
     stop: CancellationToken,
 ) {
     let addr = endpoint.addr;
-    let states = endpoint.states.clone();
     // An endpoint no longer resolved no longer counts in `status.reportStream`.
     let _forget = Forget {
-        states: states.clone(),
+        states: endpoint.states.clone(),
         addr,
     };
-    let mut client = NodeAgentReportsClient::new(endpoint.channel.clone())
+    let client = NodeAgentReportsClient::new(endpoint.channel.clone())
         .max_decoding_message_size(GRPC_MAX_MESSAGE_BYTES)
         .max_encoding_message_size(GRPC_MAX_MESSAGE_BYTES);
-    let mut backoff = Backoff::new(RECONNECT_MAX);
-    let mut failing = false;
-    loop {
-        // The request stream ends with its session (or when the endpoint goes): the replica sees
-        // the stream close instead of a sender that lingers behind a dropped response.
-        let session_stop = stop.child_token();
-        let _session_stop = session_stop.clone().drop_guard();
-        let outbound = WatchStream::new(reports.clone())
-            .filter_map(std::future::ready)
-            .take_until(session_stop.cancelled_owned());
-        let mut request = tonic::Request::new(outbound);
-        if let Some(value) = bearer(endpoint.token_path.as_deref()) {
-            request.metadata_mut().insert("authorization", value);
-        }
-        let session = async {
-            let mut acks = client.report(request).await?.into_inner();
-            let _open = Open::new(&endpoint.open);
-            while let Some(ack) = acks.message().await? {
-                metrics::counter!(crate::metrics::REPORTS_ACKED_TOTAL).increment(1);
-                endpoint.states.accepted(addr);
-                if failing {
-                    tracing::info!(endpoint = %addr, "node-agent reports acknowledged by the observer again");
-                    failing = false;
-                }
-                backoff.reset();
-                tracing::debug!(endpoint = %addr, node = %ack.node_name, "report acknowledged");
+    let backoff = Backoff::new(RETRY_MIN, RECONNECT_MAX)
+        .on_failure("node-agent report stream failed; reconnecting with backoff")
+        .on_recovery("node-agent reports acknowledged by the observer again");
+    let span = tracing::info_span!("node-agent report stream", endpoint = %addr);
+    let (endpoint, reports, stop_all) = (&endpoint, &reports, &stop);
+    let session = move |session: backoff::Session| {
+        let mut client = client.clone();
+        async move {
+            // The request stream ends with its session (or when the endpoint goes): the replica
+            // sees the stream close instead of a sender that lingers behind a dropped response.
+            let session_stop = stop_all.child_token();
+            let _session_stop = session_stop.clone().drop_guard();
+            let outbound = WatchStream::new(reports.clone())
+                .filter_map(std::future::ready)
+                .take_until(session_stop.cancelled_owned());
+            let mut request = tonic::Request::new(outbound);
+            if let Some(value) = bearer(endpoint.token_path.as_deref()) {
+                request.metadata_mut().insert("authorization", value);
             }
-            Ok::<(), tonic::Status>(())
-        };
-        let ended = tokio::select! {
-            () = stop.cancelled() => return,
-            ended = session => ended,
-        };
-        // A refusal (its token, identity or report) goes into the observation's
-        // status.reportStream; a transport failure keeps what the replica last answered.
-        if let Err(status) = &ended
-            && is_refusal(status.code())
-        {
-            states.refused(addr, &format!("{:?}", status.code()), status.message());
-        }
-        if !failing {
-            match &ended {
-                Ok(()) => {
-                    tracing::warn!(endpoint = %addr, "the observer closed the node-agent report stream; reconnecting");
+            let ended = async {
+                let mut acks = client.report(request).await?.into_inner();
+                let _open = Open::new(&endpoint.open);
+                while let Some(ack) = acks.message().await? {
+                    metrics::counter!(crate::metrics::REPORTS_ACKED_TOTAL).increment(1);
+                    endpoint.states.accepted(addr);
+                    session.healthy();
+                    tracing::debug!(endpoint = %addr, node = %ack.node_name, "report acknowledged");
                 }
+                Ok::<(), tonic::Status>(())
+            }
+            .await;
+            match ended {
+                Ok(()) => Err(StreamEnd::Closed),
                 Err(status) => {
-                    tracing::warn!(endpoint = %addr, code = ?status.code(), message = status.message(), "node-agent report stream failed; reconnecting with backoff");
+                    // A refusal (its token, identity or report) goes into the observation's
+                    // status.reportStream; a transport failure keeps what the replica last
+                    // answered.
+                    if is_refusal(status.code()) {
+                        endpoint.states.refused(
+                            addr,
+                            &format!("{:?}", status.code()),
+                            status.message(),
+                        );
+                    }
+                    Err(StreamEnd::Failed(status))
                 }
             }
         }
-        failing = true;
-        let wait = backoff.failed();
-        tokio::select! {
-            () = stop.cancelled() => return,
-            () = tokio::time::sleep(wait) => {}
+    };
+    backoff::retrying("node-agent report stream", backoff, stop.clone(), session)
+        .instrument(span)
+        .await;
+}
+
+/// How a report stream ended: every end is retried with backoff.
+#[derive(Debug)]
+enum StreamEnd {
+    /// The observer closed the stream (a replica shutting down).
+    Closed,
+    /// The stream failed or was refused.
+    Failed(tonic::Status),
+}
+
+impl std::fmt::Display for StreamEnd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Closed => f.write_str("the observer closed the node-agent report stream"),
+            Self::Failed(status) => write!(f, "{:?}: {}", status.code(), status.message()),
         }
     }
 }

@@ -20,7 +20,7 @@ use std::{
     time::Duration,
 };
 
-use backon::{ExponentialBuilder, Retryable};
+use backon::Retryable;
 use hyper_util::rt::TokioIo;
 use metrics::counter;
 use rustls::pki_types::ServerName;
@@ -39,6 +39,7 @@ use tonic::{
 
 use crate::{
     args::{GrpcClientArgs, TransportMode},
+    backoff::Backoff,
     identity::{PeerIdentity, PeerInfo},
     metrics::TLS_HANDSHAKE_FAILURES_TOTAL,
     tls::{TlsError, TlsStore, error_chain},
@@ -500,7 +501,8 @@ impl Target {
     }
 }
 
-/// Backoff for retried calls.
+/// Backoff for retried calls: the shared [`Backoff`] with jitter, at most `max_retries` times
+/// (docs/design/architecture.md#backoff).
 #[derive(Debug, Clone, Copy)]
 pub struct RetryPolicy {
     /// Retries after the first attempt (0 = no retries).
@@ -537,11 +539,10 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, Status>>,
 {
-    let backoff = ExponentialBuilder::default()
-        .with_min_delay(policy.min_delay)
-        .with_max_delay(policy.max_delay)
-        .with_max_times(policy.max_retries)
-        .with_jitter();
+    let backoff = Backoff::new(policy.min_delay, policy.max_delay)
+        .with_jitter()
+        .delays()
+        .take(policy.max_retries);
     call.retry(backoff)
         .when(is_transient)
         .notify(|status: &Status, delay: Duration| {

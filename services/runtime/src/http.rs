@@ -35,6 +35,8 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Sleep;
 use tokio_util::sync::CancellationToken;
 
+use crate::backoff::Backoff;
+
 /// An answer of the API.
 pub type Reply = Response<Full<Bytes>>;
 
@@ -94,27 +96,15 @@ impl Acceptor for TcpListener {
 const BACKOFF_MIN: Duration = Duration::from_millis(5);
 const BACKOFF_MAX: Duration = Duration::from_secs(1);
 
-/// The pause after consecutive accept errors: doubling from [`BACKOFF_MIN`] to [`BACKOFF_MAX`].
-#[derive(Debug, Default)]
-struct Backoff {
-    last: Option<Duration>,
-}
-
-impl Backoff {
-    /// The next pause, and whether it is the first of a run of errors.
-    fn next(&mut self) -> (Duration, bool) {
-        let first = self.last.is_none();
-        let delay = self
-            .last
-            .map_or(BACKOFF_MIN, |last| (last * 2).min(BACKOFF_MAX));
-        self.last = Some(delay);
-        (delay, first)
-    }
-
-    /// A connection was accepted: whether a run of errors ended.
-    fn reset(&mut self) -> bool {
-        self.last.take().is_some()
-    }
+/// The pause after consecutive accept errors: the shared backoff from [`BACKOFF_MIN`] doubling to
+/// [`BACKOFF_MAX`], a streak logged once (docs/design/architecture.md#backoff).
+fn accept_backoff() -> Backoff {
+    Backoff::new(BACKOFF_MIN, BACKOFF_MAX)
+        .named("accept")
+        .on_failure(
+            "accept failed; backing off (5 ms doubling to 1 s) until a connection is accepted",
+        )
+        .on_recovery("accepting connections again")
 }
 
 // Linux errno values (the project runs on Linux only).
@@ -178,7 +168,7 @@ where
 {
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let connections = tokio_util::task::TaskTracker::new();
-    let mut backoff = Backoff::default();
+    let mut backoff = accept_backoff();
     let outcome = loop {
         let accepted = tokio::select! {
             accepted = acceptor.accept() => accepted,
@@ -186,18 +176,11 @@ where
         };
         let io = match accepted {
             Ok(io) => {
-                if backoff.reset() {
-                    tracing::info!("accepting connections again");
-                }
+                backoff.succeeded();
                 io
             }
             Err(error) if is_retryable(&error) => {
-                let (delay, first) = backoff.next();
-                if first {
-                    tracing::warn!(%error, "accept failed; backing off (5 ms doubling to 1 s) until a connection is accepted");
-                } else {
-                    tracing::debug!(%error, ?delay, "accept failed again");
-                }
+                let delay = backoff.failed(&error);
                 tokio::select! {
                     () = tokio::time::sleep(delay) => continue,
                     () = shutdown.cancelled() => break Ok(()),
@@ -376,16 +359,20 @@ mod tests {
 
     #[test]
     fn the_backoff_doubles_to_a_second_and_resets() {
-        let mut backoff = Backoff::default();
-        let delays: Vec<(Duration, bool)> = (0..10).map(|_| backoff.next()).collect();
-        assert_eq!(delays[0], (Duration::from_millis(5), true));
-        assert_eq!(delays[1], (Duration::from_millis(10), false));
-        assert_eq!(delays[7], (Duration::from_millis(640), false));
-        assert_eq!(delays[8], (Duration::from_secs(1), false));
-        assert_eq!(delays[9], (Duration::from_secs(1), false));
-        assert!(backoff.reset());
-        assert!(!backoff.reset());
-        assert_eq!(backoff.next(), (Duration::from_millis(5), true));
+        let mut backoff = accept_backoff();
+        let emfile = io::Error::from_raw_os_error(EMFILE);
+        let delays: Vec<Duration> = (0..10).map(|_| backoff.failed(&emfile)).collect();
+        assert_eq!(delays[0], Duration::from_millis(5));
+        assert_eq!(delays[1], Duration::from_millis(10));
+        assert_eq!(delays[7], Duration::from_millis(640));
+        assert_eq!(delays[8], Duration::from_secs(1));
+        assert_eq!(delays[9], Duration::from_secs(1));
+        assert!(
+            backoff.succeeded(),
+            "an accepted connection ends the streak"
+        );
+        assert!(!backoff.succeeded());
+        assert_eq!(backoff.failed(&emfile), Duration::from_millis(5));
     }
 
     #[test]

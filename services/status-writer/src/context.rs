@@ -12,7 +12,7 @@ use crate::cause::Triggers;
 use crate::gauges::Gauges;
 use crate::reconcile::backends::Backends;
 use crate::reconcile::memo::WriteMemo;
-use crate::reconcile::requeue::Backoff;
+use crate::reconcile::requeue::FailureStreaks;
 
 /// Pactos reconciled at the same time unless `--max-concurrent-reconciles` says otherwise.
 pub const DEFAULT_CONCURRENT_RECONCILES: u16 = 16;
@@ -34,7 +34,7 @@ pub struct Context {
     /// The namespaces whose Pactos are reconciled (docs/design/architecture.md#namespace-scope).
     pub scope: NamespaceScope,
     /// Consecutive backend failures per Pacto.
-    pub(crate) backoff: Backoff,
+    pub(crate) backoff: FailureStreaks,
     /// The status last written per Pacto, until the Pacto cache shows that write.
     pub(crate) written: WriteMemo,
     /// The evidence producer (`--evidence-url`), if on (docs/design/status.md#evidence-producer).
@@ -91,7 +91,7 @@ impl Context {
             instance,
             concurrency: DEFAULT_CONCURRENT_RECONCILES,
             scope: NamespaceScope::all(),
-            backoff: Backoff::default(),
+            backoff: FailureStreaks::default(),
             written: WriteMemo::default(),
             producer: None,
             policy_reports: None,

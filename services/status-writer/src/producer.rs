@@ -36,6 +36,7 @@ use pacto_evidence::{
     Envelope, IngestClient, PostError, Producer as ProducerId, SignedEvidenceSet,
 };
 use pacto_runtime::CancellationToken;
+use pacto_runtime::backoff::Backoff;
 use sha2::{Digest as _, Sha256};
 use tokio::sync::{Notify, watch};
 
@@ -606,7 +607,9 @@ impl Worker {
     ) -> Delivered {
         let inner = Arc::clone(&self.inner);
         let counters = &inner.counters;
-        let mut delay = self.config.min_backoff;
+        // Each record starts a fresh streak (docs/design/architecture.md#backoff); every retry
+        // is logged here, with the record it holds up.
+        let mut backoff = Backoff::new(self.config.min_backoff, self.config.max_backoff);
         loop {
             let attempt = match self.sign(record) {
                 // Dropping the request abandons it: nothing more is sent once the term ended.
@@ -648,6 +651,7 @@ impl Worker {
                 Attempt::Retry { reason } => {
                     counters.retries.fetch_add(1, Ordering::SeqCst);
                     counter!(EVIDENCE_RETRIES_TOTAL).increment(1);
+                    let delay = backoff.next_delay();
                     tracing::info!(pacto = %record.pacto, id = %record.id, %reason, retry_in = ?delay, "evidence server unavailable: retrying");
                     tokio::select! {
                         biased;
@@ -655,7 +659,6 @@ impl Worker {
                         () = permit.cancelled() => return Delivered::Paused,
                         () = tokio::time::sleep(delay) => {}
                     }
-                    delay = (delay * 2).min(self.config.max_backoff);
                 }
             }
         }

@@ -18,10 +18,12 @@ use pacto_api::{Pacto, PactoRevision};
 use pacto_proto::observer::WatchTargetsRequest;
 use pacto_proto::observer::observer_client::ObserverClient;
 use pacto_runtime::CancellationToken;
+use pacto_runtime::backoff::{self, Backoff};
 use pacto_runtime::grpc::GRPC_MAX_MESSAGE_BYTES;
 use pacto_runtime::watch::{WatchRetry, WatchRetryExt};
 
 use tonic::transport::Channel;
+use tracing::Instrument as _;
 
 use crate::cause::Trigger;
 use crate::context::Context;
@@ -94,6 +96,9 @@ pub fn revisions(
         })
 }
 
+/// The first pause before subscribing to WatchTargets again.
+const WATCH_TARGETS_RETRY_MIN: Duration = Duration::from_millis(500);
+
 /// The longest pause between attempts to (re)subscribe to WatchTargets: while unsubscribed the
 /// status-writer hears of no target change, so it tries again soon (a cheap gRPC call).
 const WATCH_TARGETS_RETRY_MAX: Duration = Duration::from_secs(5);
@@ -161,7 +166,10 @@ impl Drop for Open {
 }
 
 /// Subscribes to WatchTargets on one observer endpoint, reconnecting with backoff, until its
-/// token is cancelled or the controller stops listening.
+/// token is cancelled or the controller stops listening: a session under
+/// [`backoff::retrying`], reset by each subscription that opens. Its failures are logged at
+/// `debug` only: while unsubscribed every Pacto is still checked at its interval, and the
+/// subscription that opens again reconciles what was missed (docs/design/architecture.md#backoff).
 async fn subscribe(sub: Subscription) {
     let Subscription {
         ctx,
@@ -172,82 +180,92 @@ async fn subscribe(sub: Subscription) {
         open,
         token,
     } = sub;
-    let mut client = ObserverClient::new(channel)
+    let client = ObserverClient::new(channel)
         .max_decoding_message_size(GRPC_MAX_MESSAGE_BYTES)
         .max_encoding_message_size(GRPC_MAX_MESSAGE_BYTES);
-    let mut delay = Duration::from_millis(500);
-    loop {
-        let stream = tokio::select! {
-            () = token.cancelled() => return,
-            s = client.watch_targets(WatchTargetsRequest::default()) => s,
-        };
-        match stream {
-            Ok(stream) => {
-                delay = Duration::from_millis(500);
-                let mut stream = stream.into_inner();
-                let others = open.fetch_add(1, Ordering::SeqCst);
-                let _open = Open(Arc::clone(&open));
-                if others == 0 {
-                    let missed: Vec<ObjectRef<Pacto>> = pactos
-                        .state()
-                        .iter()
-                        .map(|p| ObjectRef::from_obj(&**p))
-                        .collect();
-                    tracing::info!(
-                        endpoint = %addr,
-                        pactos = missed.len(),
-                        "subscribed to the observer's WatchTargets; reconciling every Pacto once for the changes made while unsubscribed"
-                    );
-                    for obj in missed {
-                        if let Some(namespace) = obj.namespace.clone() {
-                            ctx.triggers
-                                .mark((namespace, obj.name.clone()), Trigger::WatchTargets);
-                        }
+    let backoff = Backoff::new(WATCH_TARGETS_RETRY_MIN, WATCH_TARGETS_RETRY_MAX)
+        .on_failure("WatchTargets unavailable")
+        .quietly();
+    let span = tracing::info_span!("observer WatchTargets subscription", endpoint = %addr);
+    let (ctx, pactos, tx, open, stop) = (&ctx, &pactos, &tx, &open, &token);
+    let session = move |session: backoff::Session| {
+        let mut client = client.clone();
+        async move {
+            let mut stream = match client.watch_targets(WatchTargetsRequest::default()).await {
+                Ok(stream) => stream.into_inner(),
+                Err(status) => return Err(Unavailable(status)),
+            };
+            session.healthy();
+            let others = open.fetch_add(1, Ordering::SeqCst);
+            let _open = Open(Arc::clone(open));
+            if others == 0 {
+                let missed: Vec<ObjectRef<Pacto>> = pactos
+                    .state()
+                    .iter()
+                    .map(|p| ObjectRef::from_obj(&**p))
+                    .collect();
+                tracing::info!(
+                    endpoint = %addr,
+                    pactos = missed.len(),
+                    "subscribed to the observer's WatchTargets; reconciling every Pacto once for the changes made while unsubscribed"
+                );
+                for obj in missed {
+                    if let Some(namespace) = obj.namespace.clone() {
+                        ctx.triggers
+                            .mark((namespace, obj.name.clone()), Trigger::WatchTargets);
+                    }
+                    if tx.send(obj).await.is_err() {
+                        // The controller stopped listening: no more subscriptions.
+                        stop.cancel();
+                        return Ok(());
+                    }
+                }
+            } else {
+                tracing::info!(
+                    endpoint = %addr,
+                    open = others + 1,
+                    "subscribed to the observer's WatchTargets; another replica's stream stayed open, so nothing was missed"
+                );
+            }
+            loop {
+                match stream.message().await {
+                    Ok(Some(change)) => {
+                        tracing::debug!(endpoint = %addr, namespace = %change.namespace, pacto = %change.pacto_name, reason = %change.reason, "target changed");
+                        ctx.triggers.mark(
+                            (change.namespace.clone(), change.pacto_name.clone()),
+                            Trigger::WatchTargets,
+                        );
+                        let obj = ObjectRef::new(&change.pacto_name).within(&change.namespace);
                         if tx.send(obj).await.is_err() {
-                            return;
+                            stop.cancel();
+                            return Ok(());
                         }
                     }
-                } else {
-                    tracing::info!(
-                        endpoint = %addr,
-                        open = others + 1,
-                        "subscribed to the observer's WatchTargets; another replica's stream stayed open, so nothing was missed"
-                    );
-                }
-                loop {
-                    let next = tokio::select! {
-                        () = token.cancelled() => return,
-                        n = stream.message() => n,
-                    };
-                    match next {
-                        Ok(Some(change)) => {
-                            tracing::debug!(endpoint = %addr, namespace = %change.namespace, pacto = %change.pacto_name, reason = %change.reason, "target changed");
-                            ctx.triggers.mark(
-                                (change.namespace.clone(), change.pacto_name.clone()),
-                                Trigger::WatchTargets,
-                            );
-                            let obj = ObjectRef::new(&change.pacto_name).within(&change.namespace);
-                            if tx.send(obj).await.is_err() {
-                                return;
-                            }
-                        }
-                        Ok(None) => break,
-                        Err(status) => {
-                            tracing::debug!(endpoint = %addr, code = ?status.code(), "WatchTargets stream ended");
-                            break;
-                        }
+                    Ok(None) => return Ok(()),
+                    Err(status) => {
+                        tracing::debug!(endpoint = %addr, code = ?status.code(), "WatchTargets stream ended");
+                        return Ok(());
                     }
                 }
             }
-            Err(status) => {
-                tracing::debug!(endpoint = %addr, code = ?status.code(), message = status.message(), "WatchTargets unavailable");
-            }
         }
-        tokio::select! {
-            () = token.cancelled() => return,
-            () = tokio::time::sleep(delay) => {}
-        }
-        delay = (delay * 2).min(WATCH_TARGETS_RETRY_MAX);
+    };
+    backoff::retrying(
+        "observer WatchTargets subscription",
+        backoff,
+        token.clone(),
+        session,
+    )
+    .instrument(span)
+    .await;
+}
+
+/// A WatchTargets call the observer did not answer with a stream.
+struct Unavailable(tonic::Status);
+
+impl std::fmt::Display for Unavailable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}: {}", self.0.code(), self.0.message())
     }
 }
 

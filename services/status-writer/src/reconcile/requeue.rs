@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use k8s_openapi::jiff::Timestamp;
 use pacto_api::{MIN_CHECK_INTERVAL_SECONDS, Pacto};
+use pacto_runtime::backoff;
 
 use crate::model::{Resolution, Runtime};
 use crate::reconcile::memo::PactoKey;
@@ -21,16 +22,20 @@ pub const BACKOFF_BASE: Duration = Duration::from_secs(5);
 /// long).
 const MAX_DOUBLINGS: u32 = 10;
 
+/// The longest retry delay whatever the interval: `BACKOFF_BASE * 2^MAX_DOUBLINGS`.
+const BACKOFF_MAX: Duration = BACKOFF_BASE.saturating_mul(1 << MAX_DOUBLINGS);
+
 /// Slack after a window's due instant, so the next Observe judges it at or after the instant.
 const WINDOW_DUE_SLACK: Duration = Duration::from_millis(200);
 
 /// Consecutive failures per Pacto: passes that met a backend failure, and passes that failed
 /// (a Kubernetes API error, retried by the controller's `error_policy`). One streak for both:
-/// only a clean pass ends it.
+/// only a clean pass ends it. The delay of a streak is the shared backoff's
+/// ([`backoff::delay`], docs/design/architecture.md#backoff), counted per Pacto.
 #[derive(Debug, Default)]
-pub struct Backoff(Mutex<HashMap<PactoKey, u32>>);
+pub struct FailureStreaks(Mutex<HashMap<PactoKey, u32>>);
 
-impl Backoff {
+impl FailureStreaks {
     /// The delay before the next pass of `pacto`, whose pass went through (its writes were
     /// made), and whether this pass met a backend failure. A clean pass resets the streak.
     pub fn next(
@@ -78,13 +83,12 @@ impl Backoff {
     }
 
     /// Counts one more failure of `key`; the delay before its next pass:
-    /// `BACKOFF_BASE * 2^(failures before this one)`, capped by `interval`.
+    /// `BACKOFF_BASE * 2^(failures before this one)`, capped by `interval` and by
+    /// [`BACKOFF_MAX`].
     fn failed(&self, key: PactoKey, interval: Duration) -> Duration {
         let mut failures = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         let n = failures.entry(key).or_insert(0);
-        let delay = BACKOFF_BASE
-            .saturating_mul(1u32 << (*n).min(MAX_DOUBLINGS))
-            .min(interval);
+        let delay = backoff::delay(BACKOFF_BASE, interval.min(BACKOFF_MAX), *n);
         *n = n.saturating_add(1);
         delay
     }
@@ -279,7 +283,7 @@ mod tests {
 
     #[test]
     fn backend_failures_double_the_delay_up_to_the_check_interval() {
-        let backoff = Backoff::default();
+        let backoff = FailureStreaks::default();
         let p = pacto(60);
         let delays: Vec<_> = (0..6)
             .map(|_| backoff.next(&p, key("orders"), &down(), None))
@@ -299,7 +303,7 @@ mod tests {
 
     #[test]
     fn the_doubling_stops_at_ten_steps_under_a_long_interval() {
-        let backoff = Backoff::default();
+        let backoff = FailureStreaks::default();
         let p = pacto(86_400);
         let last = (0..40)
             .map(|_| backoff.next(&p, key("orders"), &down(), None).0)
@@ -310,7 +314,7 @@ mod tests {
 
     #[test]
     fn a_pass_without_failure_resets_the_backoff_of_that_pacto_only() {
-        let backoff = Backoff::default();
+        let backoff = FailureStreaks::default();
         let p = pacto(300);
         for _ in 0..3 {
             backoff.next(&p, key("orders"), &down(), None);
@@ -337,7 +341,7 @@ mod tests {
 
     #[test]
     fn failed_passes_and_backend_failures_are_one_streak_ended_by_a_clean_pass() {
-        let backoff = Backoff::default();
+        let backoff = FailureStreaks::default();
         let p = pacto(3600);
         let secs = |d: Duration| d.as_secs();
         assert_eq!(secs(backoff.pass_failed(&p, key("orders"))), 5);
@@ -446,7 +450,7 @@ mod tests {
 
     #[test]
     fn window_due_and_backoff_requeues_are_not_spread() {
-        let backoff = Backoff::default();
+        let backoff = FailureStreaks::default();
         let p = named("orders", "u-1");
         assert_eq!(
             backoff.next(&p, key("orders"), &down(), None),
