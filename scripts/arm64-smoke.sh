@@ -122,6 +122,7 @@ contexts:
   context: {cluster: closed, user: closed}
 current-context: closed
 EOF
+: >"$WORK/agent.log"
 KUBECONFIG="$WORK/kubeconfig" RUST_BACKTRACE=1 qemu-aarch64 -L "$SYSROOT" "$agent" "${agent_args[@]}" \
   >"$WORK/agent.log" 2>&1 &
 agent_pid=$!
