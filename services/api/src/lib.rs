@@ -26,7 +26,7 @@ pub use pacto::{
     ContractStatus, DEFAULT_CHECK_INTERVAL_SECONDS, DependencyInfo, EvaluationCoverage,
     EvidenceRefStatus, FindingStatus, InterfaceBinding, InterfaceInfo, InterfaceType,
     MIN_CHECK_INTERVAL_SECONDS, ObservationWindow, ObservationWindowKind, ObservedRuntime,
-    OwnerContact, OwnerInfo, Pacto, PactoSpec, PactoStatus, PolicyInfo, ReadinessRevision,
+    OwnerContact, OwnerInfo, Pacto, PactoKey, PactoSpec, PactoStatus, PolicyInfo, ReadinessRevision,
     ReadinessStatus, ResolutionPolicy, ResourceStatus, ResourcesStatus, SchemaProperty, Severity,
     Summary, TargetRef, UndeclaredPeer, UndeclaredPeerKind, ValidationIssue, ValidationResult,
     WorkloadKind, WorkloadRef, sort_observation_windows,

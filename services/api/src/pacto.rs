@@ -13,6 +13,10 @@ pub const DEFAULT_CHECK_INTERVAL_SECONDS: i32 = 300;
 /// The minimum `spec.checkIntervalSeconds`.
 pub const MIN_CHECK_INTERVAL_SECONDS: i32 = 30;
 
+/// A Pacto's identity in the cluster, `(namespace, name)`: the key of every per-Pacto map in the
+/// services.
+pub type PactoKey = (String, String);
+
 /// What to check: the contract source, the runtime target, overrides and the check interval.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[kube(

@@ -4,12 +4,11 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Pod;
-use kube::runtime::watcher::{self, Event};
+use kube::runtime::watcher;
 use kube::{Api, Client};
 use pacto_runtime::CancellationToken;
-use pacto_runtime::watch::WatchRetryExt as _;
+use pacto_runtime::index::{Index, run_index};
 use tokio::sync::watch;
 
 use crate::aggregate::PodMeta;
@@ -51,45 +50,54 @@ pub async fn watch_pods(
 ) {
     let api: Api<Pod> = Api::all(client);
     let config = watcher::Config::default().fields(&format!("spec.nodeName={node}"));
-    let mut stream = watcher::watcher(api, config).with_backoff("Pod").boxed();
-    let mut current: BTreeMap<String, PodMeta> = BTreeMap::new();
-    let mut listing: BTreeMap<String, PodMeta> = BTreeMap::new();
-    loop {
-        let item = tokio::select! {
-            () = shutdown.cancelled() => return,
-            item = stream.next() => item,
-        };
-        let Some(item) = item else { return };
-        let changed = match item {
-            Ok(Event::Init) => {
-                listing.clear();
-                false
-            }
-            Ok(Event::InitApply(pod)) => {
-                if let Some(meta) = pod_meta(&pod) {
-                    listing.insert(meta.uid.clone(), meta);
-                }
-                false
-            }
-            Ok(Event::InitDone) => {
-                current = std::mem::take(&mut listing);
-                true
-            }
-            Ok(Event::Apply(pod)) => match (pod_meta(&pod), pod.metadata.uid.as_ref()) {
-                (Some(meta), _) => current.insert(meta.uid.clone(), meta.clone()) != Some(meta),
-                (None, Some(uid)) => current.remove(uid).is_some(),
-                (None, None) => false,
-            },
-            Ok(Event::Delete(pod)) => pod
-                .metadata
-                .uid
-                .as_ref()
-                .is_some_and(|uid| current.remove(uid).is_some()),
-            // Logged and delayed by the backoff wrapper.
-            Err(_) => false,
+    let pods = NodePods {
+        current: BTreeMap::new(),
+        out,
+    };
+    run_index(pacto_runtime::watch::watch(api, config), pods, shutdown).await;
+}
+
+/// The index of the node's pods: the latest view, sent on every change.
+struct NodePods {
+    current: BTreeMap<String, PodMeta>,
+    out: watch::Sender<Option<PodIndex>>,
+}
+
+impl NodePods {
+    fn send(&self) {
+        self.out.send_replace(Some(Arc::new(self.current.clone())));
+    }
+}
+
+impl Index<Pod> for NodePods {
+    fn apply(&mut self, pod: Pod) {
+        let changed = match (pod_meta(&pod), pod.metadata.uid.as_ref()) {
+            (Some(meta), _) => self.current.insert(meta.uid.clone(), meta.clone()) != Some(meta),
+            (None, Some(uid)) => self.current.remove(uid).is_some(),
+            (None, None) => false,
         };
         if changed {
-            out.send_replace(Some(Arc::new(current.clone())));
+            self.send();
         }
+    }
+
+    fn delete(&mut self, pod: Pod) {
+        if pod
+            .metadata
+            .uid
+            .as_ref()
+            .is_some_and(|uid| self.current.remove(uid).is_some())
+        {
+            self.send();
+        }
+    }
+
+    fn reset(&mut self, listing: Vec<Pod>) {
+        self.current = listing
+            .iter()
+            .filter_map(pod_meta)
+            .map(|meta| (meta.uid.clone(), meta))
+            .collect();
+        self.send();
     }
 }

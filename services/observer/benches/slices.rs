@@ -1,6 +1,6 @@
 //! The cost of the lookup Observe makes on every call for its target's EndpointSlices
 //! (docs/design/observation.md#indexed-lookups): the observer's caches filled through their
-//! watch feed with N slices (one per Service, in 10 namespaces), then 10,000 lookups of random
+//! watch's index with N slices (one per Service, in 10 namespaces), then 10,000 lookups of random
 //! Services. Prints the mean lookup time for each N (default 1,000 and 10,000). No cluster.
 //!
 //! `cargo bench -p pacto-observer --bench slices [-- N ...]`
@@ -12,8 +12,8 @@ use std::time::Instant;
 
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointSlice};
 use kube::api::ObjectMeta;
-use kube::runtime::watcher::Event;
 use pacto_observer::Caches;
+use pacto_runtime::index::Index as _;
 
 const NAMESPACES: usize = 10;
 const LOOKUPS: usize = 10_000;
@@ -52,11 +52,7 @@ async fn main() {
     for n in sizes {
         let (caches, mut feeds): (Caches, _) = Caches::new(None);
         let feed = &mut feeds.endpoint_slices;
-        feed.apply(&Ok(Event::Init));
-        for i in 0..n {
-            feed.apply(&Ok(Event::InitApply(slice(i))));
-        }
-        feed.apply(&Ok(Event::InitDone));
+        feed.reset((0..n).map(slice).collect());
         // A fixed pseudo-random sequence of Services (xorshift), the same for every N.
         let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
         let mut found = 0;

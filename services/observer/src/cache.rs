@@ -24,7 +24,9 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
 use pacto_api::{ContractRef, Pacto, PactoStatus, WorkloadKind};
 
-use crate::index::Index;
+use pacto_runtime::index::Index;
+
+use crate::index::KeyIndex;
 use crate::k8s::{SERVICE_NAME_LABEL, watch_error_is_forbidden, watch_error_text};
 use crate::verdict::ApiFailure;
 use crate::workload::WorkloadObject;
@@ -65,7 +67,7 @@ pub struct Caches {
     services: Cached<Service>,
     endpoint_slices: Cached<EndpointSlice>,
     /// The cached EndpointSlices by their Service (docs/design/observation.md#indexed-lookups).
-    slices_by_service: Arc<Index<EndpointSlice>>,
+    slices_by_service: Arc<KeyIndex<EndpointSlice>>,
     deployments: Cached<Deployment>,
     stateful_sets: Cached<StatefulSet>,
     replica_sets: Cached<ReplicaSet>,
@@ -129,8 +131,8 @@ fn trim_pacto(pacto: &mut Pacto) {
     }
 }
 
-/// The writing side of one cache: fed the items of its kind's watch stream ([`crate::watch`]),
-/// it applies the events to the store, keeps the `kind` gauge of
+/// The writing side of one cache: the index its kind's watch stream feeds ([`crate::watch`]),
+/// it applies the objects to the store, keeps the `kind` gauge of
 /// [`crate::metrics::CACHE_OBJECTS`] up to date and publishes the state of the watch.
 pub struct CacheFeed<K>
 where
@@ -143,7 +145,7 @@ where
     kind: &'static str,
     trim: fn(&mut K),
     /// The secondary index fed the same events as the store, for a kind that has one.
-    index: Option<Arc<Index<K>>>,
+    index: Option<Arc<KeyIndex<K>>>,
 }
 
 impl<K> CacheFeed<K>
@@ -184,31 +186,58 @@ where
         self.trim
     }
 
-    /// Applies one item of the watch stream.
-    pub fn apply(&mut self, item: &Result<Event<K>, watcher::Error>) {
-        match item {
-            Ok(event) => {
-                if let Some(index) = &self.index {
-                    index.apply(event);
-                }
-                self.writer.apply_watcher_event(event);
-                if matches!(event, Event::InitDone | Event::Apply(_) | Event::Delete(_)) {
-                    self.failure.send_if_modified(|f| f.take().is_some());
-                    #[allow(
-                        clippy::cast_precision_loss,
-                        reason = "a gauge of object counts, far below 2^52"
-                    )]
-                    metrics::gauge!(crate::metrics::CACHE_OBJECTS, "kind" => self.kind)
-                        .set(self.store.len() as f64);
-                }
-            }
-            Err(error) => {
-                self.failure.send_replace(Some(WatchFailure {
-                    message: watch_error_text(error),
-                    forbidden: watch_error_is_forbidden(error),
-                }));
-            }
+    /// The watch delivered: the failure is over; the gauge counts the store.
+    fn delivered(&self) {
+        self.failure.send_if_modified(|f| f.take().is_some());
+        #[allow(
+            clippy::cast_precision_loss,
+            reason = "a gauge of object counts, far below 2^52"
+        )]
+        metrics::gauge!(crate::metrics::CACHE_OBJECTS, "kind" => self.kind)
+            .set(self.store.len() as f64);
+    }
+}
+
+/// The cache as the index of its kind's watch ([`crate::watch`]): the events reach the
+/// secondary index, if any, then the store.
+impl<K> Index<K> for CacheFeed<K>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+{
+    fn apply(&mut self, object: K) {
+        if let Some(index) = &self.index {
+            index.apply(&object);
         }
+        self.writer.apply_watcher_event(&Event::Apply(object));
+        self.delivered();
+    }
+
+    fn delete(&mut self, object: K) {
+        if let Some(index) = &self.index {
+            index.delete(&object);
+        }
+        self.writer.apply_watcher_event(&Event::Delete(object));
+        self.delivered();
+    }
+
+    fn reset(&mut self, listing: Vec<K>) {
+        if let Some(index) = &self.index {
+            index.reset(&listing);
+        }
+        self.writer.apply_watcher_event(&Event::Init);
+        for object in listing {
+            self.writer.apply_watcher_event(&Event::InitApply(object));
+        }
+        self.writer.apply_watcher_event(&Event::InitDone);
+        self.delivered();
+    }
+
+    fn failed(&mut self, error: &watcher::Error) {
+        self.failure.send_replace(Some(WatchFailure {
+            message: watch_error_text(error),
+            forbidden: watch_error_is_forbidden(error),
+        }));
     }
 }
 
@@ -302,7 +331,7 @@ impl Caches {
         let (services, services_feed) = CacheFeed::new("Service", query("services"), trim_metadata);
         let (endpoint_slices, mut endpoint_slices_feed) =
             CacheFeed::new("EndpointSlice", query("endpointslices"), trim_annotations);
-        let slices_by_service = Arc::new(Index::new(service_of));
+        let slices_by_service = Arc::new(KeyIndex::new(service_of));
         endpoint_slices_feed.index = Some(Arc::clone(&slices_by_service));
         let (deployments, deployments_feed) =
             CacheFeed::new("Deployment", query("deployments"), trim_annotations);

@@ -1,4 +1,4 @@
-//! A secondary index of one reflector cache (docs/design/observation.md#indexed-lookups): the
+//! [`KeyIndex`]: a secondary index of one reflector cache (docs/design/observation.md#indexed-lookups): the
 //! names of the cached objects by (namespace, key), kept from the same watch events as the store,
 //! so that a lookup by key reads the few objects it returns instead of scanning every object of
 //! the kind. The observer indexes EndpointSlices by their Service (`kubernetes.io/service-name`):
@@ -8,7 +8,6 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{PoisonError, RwLock};
 
 use kube::Resource;
-use kube::runtime::watcher::Event;
 
 /// The entries of one namespace.
 #[derive(Debug, Default)]
@@ -56,79 +55,70 @@ impl Entries {
     }
 }
 
-#[derive(Debug, Default)]
-struct State {
-    live: Entries,
-    /// The entries of a relist in progress (between `Init` and `InitDone`), swapped in whole at
-    /// its end, as the reflector store does: objects deleted while the watch was down go.
-    relisting: Option<Entries>,
-}
-
-/// The index of one cached kind by `key_of`.
-pub struct Index<K> {
+/// The index of one cached kind by `key_of`: the names of the objects by (namespace, key).
+pub struct KeyIndex<K> {
     key_of: fn(&K) -> Option<&str>,
-    state: RwLock<State>,
+    entries: RwLock<Entries>,
 }
 
-impl<K> std::fmt::Debug for Index<K> {
+impl<K> std::fmt::Debug for KeyIndex<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let state = self.state.read().unwrap_or_else(PoisonError::into_inner);
-        f.debug_struct("Index")
-            .field("namespaces", &state.live.0.len())
+        let entries = self.entries.read().unwrap_or_else(PoisonError::into_inner);
+        f.debug_struct("KeyIndex")
+            .field("namespaces", &entries.0.len())
             .finish_non_exhaustive()
     }
 }
 
-impl<K: Resource> Index<K> {
+/// Where an object is filed: its namespace and name.
+fn placed<K: Resource>(object: &K) -> Option<(String, String)> {
+    let meta = object.meta();
+    Some((meta.namespace.clone()?, meta.name.clone()?))
+}
+
+impl<K: Resource> KeyIndex<K> {
     /// An empty index filing each object under `key_of` (not filed when it has none).
     pub fn new(key_of: fn(&K) -> Option<&str>) -> Self {
         Self {
             key_of,
-            state: RwLock::new(State::default()),
+            entries: RwLock::new(Entries::default()),
         }
     }
 
-    /// Applies one watch event, as the reflector store applies it.
-    pub fn apply(&self, event: &Event<K>) {
-        let mut state = self.state.write().unwrap_or_else(PoisonError::into_inner);
-        let placed = |object: &K| {
-            let meta = object.meta();
-            Some((meta.namespace.clone()?, meta.name.clone()?))
-        };
-        match event {
-            Event::Apply(object) => {
-                if let Some((namespace, name)) = placed(object) {
-                    state.live.file(&namespace, &name, (self.key_of)(object));
-                }
-            }
-            Event::Delete(object) => {
-                if let Some((namespace, name)) = placed(object) {
-                    state.live.remove(&namespace, &name);
-                }
-            }
-            Event::Init => state.relisting = Some(Entries::default()),
-            Event::InitApply(object) => {
-                if let Some((namespace, name)) = placed(object) {
-                    state.relisting.get_or_insert_with(Entries::default).file(
-                        &namespace,
-                        &name,
-                        (self.key_of)(object),
-                    );
-                }
-            }
-            Event::InitDone => {
-                if let Some(relisted) = state.relisting.take() {
-                    state.live = relisted;
-                }
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Entries> {
+        self.entries.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Files an applied object (under its new key, or nowhere).
+    pub fn apply(&self, object: &K) {
+        if let Some((namespace, name)) = placed(object) {
+            self.write().file(&namespace, &name, (self.key_of)(object));
+        }
+    }
+
+    /// Forgets a deleted object.
+    pub fn delete(&self, object: &K) {
+        if let Some((namespace, name)) = placed(object) {
+            self.write().remove(&namespace, &name);
+        }
+    }
+
+    /// Replaces every entry with those of a (re)list, as the reflector store does: objects
+    /// deleted while the watch was down go.
+    pub fn reset(&self, listing: &[K]) {
+        let mut relisted = Entries::default();
+        for object in listing {
+            if let Some((namespace, name)) = placed(object) {
+                relisted.file(&namespace, &name, (self.key_of)(object));
             }
         }
+        *self.write() = relisted;
     }
 
     /// The names of the objects in `namespace` filed under `key`, sorted.
     pub fn names(&self, namespace: &str, key: &str) -> Vec<String> {
-        let state = self.state.read().unwrap_or_else(PoisonError::into_inner);
-        state
-            .live
+        let entries = self.entries.read().unwrap_or_else(PoisonError::into_inner);
+        entries
             .0
             .get(namespace)
             .and_then(|entries| entries.names.get(key))
@@ -172,25 +162,25 @@ mod tests {
 
     #[test]
     fn objects_are_filed_moved_and_removed_by_key() {
-        let index = Index::new(service_of);
-        index.apply(&Event::Apply(slice("a", "web-1", Some("web"))));
-        index.apply(&Event::Apply(slice("a", "web-2", Some("web"))));
-        index.apply(&Event::Apply(slice("b", "web-1", Some("web"))));
-        index.apply(&Event::Apply(slice("a", "loose", None)));
+        let index = KeyIndex::new(service_of);
+        index.apply(&slice("a", "web-1", Some("web")));
+        index.apply(&slice("a", "web-2", Some("web")));
+        index.apply(&slice("b", "web-1", Some("web")));
+        index.apply(&slice("a", "loose", None));
         assert_eq!(index.names("a", "web"), ["web-1", "web-2"]);
         assert_eq!(index.names("b", "web"), ["web-1"]);
         assert!(index.names("a", "api").is_empty());
         assert!(index.names("c", "web").is_empty());
 
         // Relabelled to another Service: filed under the new key only.
-        index.apply(&Event::Apply(slice("a", "web-2", Some("api"))));
+        index.apply(&slice("a", "web-2", Some("api")));
         assert_eq!(index.names("a", "web"), ["web-1"]);
         assert_eq!(index.names("a", "api"), ["web-2"]);
         // Label removed: filed nowhere.
-        index.apply(&Event::Apply(slice("a", "web-2", None)));
+        index.apply(&slice("a", "web-2", None));
         assert!(index.names("a", "api").is_empty());
 
-        index.apply(&Event::Delete(slice("a", "web-1", Some("web"))));
+        index.delete(&slice("a", "web-1", Some("web")));
         assert!(index.names("a", "web").is_empty());
         assert_eq!(
             index.names("b", "web"),
@@ -200,16 +190,16 @@ mod tests {
     }
 
     #[test]
-    fn a_relist_replaces_the_entries_when_it_completes() {
-        let index = Index::new(service_of);
-        index.apply(&Event::Apply(slice("a", "gone", Some("web"))));
-        index.apply(&Event::Apply(slice("a", "kept", Some("web"))));
-        index.apply(&Event::Init);
-        index.apply(&Event::InitApply(slice("a", "kept", Some("web"))));
-        index.apply(&Event::InitApply(slice("a", "new", Some("web"))));
-        // Until the relist completes, lookups see the previous entries.
-        assert_eq!(index.names("a", "web"), ["gone", "kept"]);
-        index.apply(&Event::InitDone);
+    fn a_relist_replaces_the_entries() {
+        let index = KeyIndex::new(service_of);
+        index.apply(&slice("a", "gone", Some("web")));
+        index.apply(&slice("a", "kept", Some("web")));
+        index.apply(&slice("b", "gone", Some("web")));
+        index.reset(&[
+            slice("a", "kept", Some("web")),
+            slice("a", "new", Some("web")),
+        ]);
         assert_eq!(index.names("a", "web"), ["kept", "new"]);
+        assert!(index.names("b", "web").is_empty());
     }
 }

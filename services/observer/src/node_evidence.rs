@@ -29,7 +29,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Service};
@@ -46,7 +45,8 @@ use pacto_proto::node_limits::{
 };
 use pacto_proto::observer::NodeReport;
 use pacto_runtime::CancellationToken;
-use pacto_runtime::watch::WatchRetryExt;
+use pacto_runtime::index::{Index, spawn_index};
+use pacto_runtime::watch::{WatchRetry, watch};
 
 use crate::interfaces::{find_service_port, is_external_or_selectorless};
 use crate::node_reports::{NodeNotifier, NodeReports};
@@ -894,6 +894,8 @@ impl std::fmt::Debug for NodeEvidence {
     }
 }
 
+/// Starts the watch of one node-evidence cache (its objects trimmed with `trim`), into a
+/// [`ReflectorFeed`].
 fn spawn_reflector<K>(
     api: Api<K>,
     kind: &'static str,
@@ -912,58 +914,83 @@ where
         + Sync
         + 'static,
 {
-    let (store, mut writer) = reflector::store();
-    let stream = watcher::watcher(api, config)
+    let (store, writer) = reflector::store();
+    let stream = watch(api, config)
+        .retry(WatchRetry::new(kind))
         .modify(move |o: &mut K| {
             o.managed_fields_mut().clear();
             trim(o);
-        })
-        .with_backoff(kind);
+        });
     let health: Arc<Mutex<CacheHealth>> = Arc::default();
     let reflected = Reflected {
         store,
         health: health.clone(),
         what,
     };
-    let resource = reflected.what.clone();
-    let shutdown = shutdown.clone();
-    tokio::spawn(async move {
-        let mut stream = std::pin::pin!(stream);
-        loop {
-            let item = tokio::select! {
-                () = shutdown.cancelled() => return,
-                item = stream.next() => item,
-            };
-            let Some(item) = item else { return };
-            match item {
-                Ok(event) => {
-                    writer.apply_watcher_event(&event);
-                    if matches!(event, watcher::Event::InitDone) {
-                        let mut health = health.lock().unwrap_or_else(PoisonError::into_inner);
-                        health.ready = true;
-                        health.last_error = None;
-                    }
-                    if let Some(notify) = &on_change {
-                        match &event {
-                            watcher::Event::Apply(o) | watcher::Event::Delete(o) => {
-                                notify(&o.name_any());
-                            }
-                            watcher::Event::InitDone => notify(""),
-                            _ => {}
-                        }
-                    }
-                }
-                Err(error) => {
-                    health
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .last_error = Some(error.to_string());
-                    tracing::warn!(%error, resource, "node-agent evidence watch failed");
-                }
-            }
-        }
-    });
+    let feed = ReflectorFeed {
+        writer,
+        health,
+        on_change,
+        resource: reflected.what.clone(),
+    };
+    spawn_index(stream, feed, shutdown.clone());
     reflected
+}
+
+/// The writing side of a [`Reflected`] cache, as the index of its watch: the store, the
+/// watch's health, and who hears of a change (a node's name; empty after a list).
+struct ReflectorFeed<K: kube::Resource<DynamicType = ()> + Clone + 'static> {
+    writer: reflector::store::Writer<K>,
+    health: Arc<Mutex<CacheHealth>>,
+    on_change: Option<NodeNotifier>,
+    resource: String,
+}
+
+impl<K: kube::Resource<DynamicType = ()> + Clone + 'static> ReflectorFeed<K> {
+    fn notify(&self, node: &str) {
+        if let Some(notify) = &self.on_change {
+            notify(node);
+        }
+    }
+}
+
+impl<K: kube::Resource<DynamicType = ()> + Clone + 'static> Index<K> for ReflectorFeed<K> {
+    fn apply(&mut self, object: K) {
+        let name = object.name_any();
+        self.writer
+            .apply_watcher_event(&watcher::Event::Apply(object));
+        self.notify(&name);
+    }
+
+    fn delete(&mut self, object: K) {
+        let name = object.name_any();
+        self.writer
+            .apply_watcher_event(&watcher::Event::Delete(object));
+        self.notify(&name);
+    }
+
+    fn reset(&mut self, listing: Vec<K>) {
+        self.writer.apply_watcher_event(&watcher::Event::Init);
+        for object in listing {
+            self.writer
+                .apply_watcher_event(&watcher::Event::InitApply(object));
+        }
+        self.writer.apply_watcher_event(&watcher::Event::InitDone);
+        {
+            let mut health = self.health.lock().unwrap_or_else(PoisonError::into_inner);
+            health.ready = true;
+            health.last_error = None;
+        }
+        self.notify("");
+    }
+
+    fn failed(&mut self, error: &watcher::Error) {
+        self.health
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .last_error = Some(error.to_string());
+        tracing::warn!(%error, resource = self.resource, "node-agent evidence watch failed");
+    }
 }
 
 use kube::runtime::WatchStreamExt as _;

@@ -1,7 +1,7 @@
 //! WatchTargets: which Pactos must be re-observed because something they target changed.
 //!
-//! The [`Index`] maps watched objects to the Pactos that reference them: the target Service and
-//! its EndpointSlices (label `kubernetes.io/service-name`), the workload (name **and** kind), the
+//! The [`ReferenceIndex`] maps watched objects to the Pactos that reference them: the target
+//! Service and its EndpointSlices (label `kubernetes.io/service-name`), the workload (name **and** kind), the
 //! ConfigMaps and Secrets of `configBindings`, and — learned from Observe calls — dependency
 //! siblings (their Pacto, Service and EndpointSlices). [`affected`] is the pure mapping; the
 //! [`TargetHub`] holds the index, is fed by the watch streams ([`crate::watch`]) and coalesces
@@ -22,8 +22,7 @@ use crate::k8s::SERVICE_NAME_LABEL;
 /// How long a subscriber gathers changes before sending them (coalescing).
 pub const COALESCE: Duration = Duration::from_millis(150);
 
-/// A Pacto identity `(namespace, name)`.
-pub type PactoKey = (String, String);
+pub use pacto_api::PactoKey;
 
 /// The kinds WatchTargets reacts to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -128,14 +127,15 @@ pub struct DependencyEdges {
     pub nodes: BTreeSet<String>,
 }
 
-/// The index behind WatchTargets.
+/// The index behind WatchTargets: what each Pacto references, and the dependency edges its
+/// last Observe resolved.
 #[derive(Debug, Clone, Default)]
-pub struct Index {
+pub struct ReferenceIndex {
     pactos: HashMap<PactoKey, PactoRefs>,
     dependencies: HashMap<PactoKey, DependencyEdges>,
 }
 
-impl Index {
+impl ReferenceIndex {
     /// Records (or replaces) a Pacto; returns the Pactos to notify because a sibling they
     /// depend on changed its contract (the Pacto's own status writes otherwise notify nobody).
     pub fn upsert_pacto(&mut self, key: &PactoKey, refs: &PactoRefs) -> BTreeSet<PactoKey> {
@@ -215,7 +215,7 @@ impl Index {
 }
 
 /// The Pactos a change concerns.
-pub fn affected(index: &Index, change: &ObjectChange) -> BTreeSet<PactoKey> {
+pub fn affected(index: &ReferenceIndex, change: &ObjectChange) -> BTreeSet<PactoKey> {
     let ns = change.namespace.as_str();
     let service_of_slice = change.labels.get(SERVICE_NAME_LABEL).map(String::as_str);
     let service_name = match change.kind {
@@ -266,7 +266,7 @@ pub struct TargetChange {
 /// The shared index and the notification fan-out.
 #[derive(Debug, Clone)]
 pub struct TargetHub {
-    index: Arc<Mutex<Index>>,
+    index: Arc<Mutex<ReferenceIndex>>,
     tx: broadcast::Sender<TargetChange>,
 }
 
@@ -281,12 +281,12 @@ impl TargetHub {
     pub fn new() -> Self {
         let (tx, _) = broadcast::channel(4096);
         Self {
-            index: Arc::new(Mutex::new(Index::default())),
+            index: Arc::new(Mutex::new(ReferenceIndex::default())),
             tx,
         }
     }
 
-    fn with_index<T>(&self, f: impl FnOnce(&mut Index) -> T) -> T {
+    fn with_index<T>(&self, f: impl FnOnce(&mut ReferenceIndex) -> T) -> T {
         let mut guard = self.index.lock().unwrap_or_else(PoisonError::into_inner);
         let out = f(&mut guard);
         let (pactos, edges) = guard.sizes();
@@ -499,7 +499,7 @@ mod tests {
 
     #[test]
     fn affected_table() {
-        let mut index = Index::default();
+        let mut index = ReferenceIndex::default();
         index.upsert_pacto(
             &key("a", "orders"),
             &PactoRefs::of(&pacto("a", "orders", "orders", None)),
@@ -611,7 +611,7 @@ mod tests {
 
     #[test]
     fn pacto_updates_notify_dependents_only_on_contract_change() {
-        let mut index = Index::default();
+        let mut index = ReferenceIndex::default();
         index.set_dependencies(
             key("a", "orders"),
             DependencyEdges {

@@ -1,24 +1,24 @@
 //! The watch streams: one per kind the observer reads or reacts to, cluster-wide or in
-//! `--watch-namespace`. Each stream of a cached kind (Services, EndpointSlices, the workload
-//! kinds, Pactos) feeds both its reflector cache ([`crate::cache`]) and the WatchTargets hub
-//! ([`crate::targets`]); ConfigMaps and Secrets are watched as metadata only (Secret values and
+//! `--watch-namespace`, each into its indexes (`pacto_runtime::index`). Each stream of a cached
+//! kind (Services, EndpointSlices, the workload kinds, Pactos) feeds both its reflector cache
+//! ([`crate::cache`]) and the WatchTargets hub ([`crate::targets`]); ConfigMaps and Secrets are watched as metadata only (Secret values and
 //! ConfigMap data never sit in memory), for the hub alone. Every stream retries with the shared
 //! backoff policy ([`pacto_runtime::watch`]).
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::PartialObjectMeta;
 use kube::runtime::WatchStreamExt;
-use kube::runtime::watcher::{self, Event};
+use kube::runtime::watcher;
 use kube::{Client, Resource};
 use pacto_api::{Pacto, WorkloadKind};
 use pacto_runtime::CancellationToken;
-use pacto_runtime::watch::{WatchRetry, WatchRetryExt};
+use pacto_runtime::index::{Index, spawn_index};
+use pacto_runtime::watch::{WatchRetry, watch};
 
 use crate::cache::{CacheFeed, Caches};
 use crate::k8s::{SECRET_FORBIDDEN_HINT, api, watch_error_is_forbidden};
 pub use crate::targets::{
-    COALESCE, DependencyEdges, Index, ObjectChange, PactoKey, PactoRefs, TargetChange, TargetHub,
+    COALESCE, DependencyEdges, ObjectChange, PactoKey, PactoRefs, TargetChange, TargetHub,
     WatchedKind, affected,
 };
 
@@ -63,7 +63,7 @@ fn retry(kind: &'static str) -> WatchRetry {
 }
 
 /// Counts one stream as listed once: at its first completed list or, when `refusal_counts`, at
-/// its first refusal by RBAC.
+/// its first refusal by RBAC; the last of the stream's indexes, after those that keep objects.
 struct Readiness {
     ready: tokio::sync::watch::Sender<usize>,
     refusal_counts: bool,
@@ -71,48 +71,84 @@ struct Readiness {
 }
 
 impl Readiness {
-    fn observe<K>(&mut self, item: &Result<Event<K>, watcher::Error>) {
-        let now = match item {
-            Ok(Event::InitDone) => true,
-            Err(error) => self.refusal_counts && watch_error_is_forbidden(error),
-            Ok(_) => false,
-        };
-        if now && !self.counted {
+    fn count(&mut self) {
+        if !self.counted {
             self.counted = true;
             self.ready.send_modify(|n| *n += 1);
         }
     }
 }
 
-/// A change of a watched object for the hub (applied or deleted; list events are not changes).
-fn object_change<K: Resource>(kind: WatchedKind, event: &Event<K>) -> Option<ObjectChange> {
-    let (object, verb) = match event {
-        Event::Apply(object) => (object, "applied"),
-        Event::Delete(object) => (object, "deleted"),
-        Event::Init | Event::InitApply(_) | Event::InitDone => return None,
-    };
+impl<K> Index<K> for Readiness {
+    fn apply(&mut self, _: K) {}
+
+    fn delete(&mut self, _: K) {}
+
+    fn reset(&mut self, _: Vec<K>) {
+        self.count();
+    }
+
+    fn failed(&mut self, error: &watcher::Error) {
+        if self.refusal_counts && watch_error_is_forbidden(error) {
+            self.count();
+        }
+    }
+}
+
+/// A change of a watched object for the hub.
+fn object_change<K: Resource>(kind: WatchedKind, object: &K, verb: &'static str) -> ObjectChange {
     let meta = object.meta();
-    Some(ObjectChange {
+    ObjectChange {
         kind,
         namespace: meta.namespace.clone().unwrap_or_default(),
         name: meta.name.clone().unwrap_or_default(),
         labels: meta.labels.clone().unwrap_or_default(),
         verb,
-    })
-}
-
-fn notify<K: Resource>(hub: &TargetHub, kind: WatchedKind, event: &Event<K>) {
-    if let Some(change) = object_change(kind, event) {
-        hub.object_changed(&change);
     }
 }
 
-/// Pactos feed the index (listed ones included), not object changes.
-fn pacto_event(hub: &TargetHub, event: &Event<Pacto>) {
-    match event {
-        Event::Apply(pacto) | Event::InitApply(pacto) => hub.pacto_applied(pacto),
-        Event::Delete(pacto) => hub.pacto_deleted(pacto),
-        Event::Init | Event::InitDone => {}
+/// The hub as an index of one watched kind: applied and deleted objects are changes; a
+/// (re)list is none.
+struct HubFeed {
+    hub: TargetHub,
+    kind: WatchedKind,
+}
+
+impl<K: Resource> Index<K> for HubFeed {
+    fn apply(&mut self, object: K) {
+        self.hub
+            .object_changed(&object_change(self.kind, &object, "applied"));
+    }
+
+    fn delete(&mut self, object: K) {
+        self.hub
+            .object_changed(&object_change(self.kind, &object, "deleted"));
+    }
+
+    fn reset(&mut self, _: Vec<K>) {}
+}
+
+/// The hub's index of the objects of `kind`.
+fn to_hub<K: Resource>(kind: WatchedKind) -> impl FnOnce(TargetHub) -> Box<dyn Index<K> + Send> {
+    move |hub| Box::new(HubFeed { hub, kind })
+}
+
+/// The hub as the index of the Pactos (listed ones included): it learns what each references.
+struct HubPactos(TargetHub);
+
+impl Index<Pacto> for HubPactos {
+    fn apply(&mut self, pacto: Pacto) {
+        self.0.pacto_applied(&pacto);
+    }
+
+    fn delete(&mut self, pacto: Pacto) {
+        self.0.pacto_deleted(&pacto);
+    }
+
+    fn reset(&mut self, listing: Vec<Pacto>) {
+        for pacto in &listing {
+            self.0.pacto_applied(pacto);
+        }
     }
 }
 
@@ -126,6 +162,9 @@ struct Streams<'a> {
     total: usize,
 }
 
+/// The indexes one stream feeds, in order.
+type Indexes<K> = Vec<Box<dyn Index<K> + Send>>;
+
 impl Streams<'_> {
     fn listed(&mut self, refusal_counts: bool) -> Readiness {
         self.total += 1;
@@ -137,52 +176,37 @@ impl Streams<'_> {
     }
 
     /// Starts one watch stream of `K` (named `kind` in the metric and the retry policy): each
-    /// object trimmed with `trim`, each item handed to `feed`, retried with [`retry`], stopped
-    /// at shutdown.
-    fn start<K>(
-        &self,
-        kind: &'static str,
-        trim: fn(&mut K),
-        mut feed: impl FnMut(&Result<Event<K>, watcher::Error>) + Send + 'static,
-    ) where
+    /// object trimmed with `trim`, into `indexes`, retried with [`retry`], stopped at shutdown.
+    fn start<K>(&self, kind: &'static str, trim: fn(&mut K), indexes: Indexes<K>)
+    where
         K: Watchable + serde::de::DeserializeOwned,
     {
         crate::metrics::watch_stream_started(kind);
-        let stream = watcher::watcher(
+        let stream = watch(
             api::<K>(self.client, self.namespace),
             watcher::Config::default(),
         )
-        .modify(trim)
-        .with_retry(retry(kind));
-        let shutdown = self.shutdown.clone();
-        tokio::spawn(async move {
-            let mut stream = std::pin::pin!(stream);
-            loop {
-                let item = tokio::select! {
-                    () = shutdown.cancelled() => return,
-                    item = stream.next() => item,
-                };
-                let Some(item) = item else { return };
-                feed(&item);
-            }
-        });
+        .retry(retry(kind))
+        .modify(trim);
+        spawn_index(stream, indexes, self.shutdown.clone());
     }
 
     /// The stream of a cached kind: it fills `cache`, then (with a hub) tells the hub through
     /// `to_hub`.
-    fn cached<K>(&mut self, mut cache: CacheFeed<K>, to_hub: fn(&TargetHub, &Event<K>))
-    where
+    fn cached<K>(
+        &mut self,
+        cache: CacheFeed<K>,
+        to_hub: impl FnOnce(TargetHub) -> Box<dyn Index<K> + Send>,
+    ) where
         K: Watchable + serde::de::DeserializeOwned,
     {
-        let hub = self.hub.cloned();
-        let mut listed = self.listed(false);
-        self.start(cache.kind(), cache.trim(), move |item| {
-            cache.apply(item);
-            if let (Some(hub), Ok(event)) = (&hub, item) {
-                to_hub(hub, event);
-            }
-            listed.observe(item);
-        });
+        let (kind, trim) = (cache.kind(), cache.trim());
+        let mut indexes: Indexes<K> = vec![Box::new(cache)];
+        if let Some(hub) = self.hub.cloned() {
+            indexes.push(to_hub(hub));
+        }
+        indexes.push(Box::new(self.listed(false)));
+        self.start(kind, trim, indexes);
     }
 
     /// The metadata-only stream of a kind that is not cached (only with a hub). A refused
@@ -195,17 +219,10 @@ impl Streams<'_> {
         let Some(hub) = self.hub.cloned() else {
             return;
         };
-        let mut listed = self.listed(kind == WatchedKind::Secret);
-        self.start::<PartialObjectMeta<K>>(
-            kind.as_str(),
-            |_| {},
-            move |item| {
-                if let Ok(event) = item {
-                    notify(&hub, kind, event);
-                }
-                listed.observe(item);
-            },
-        );
+        let listed = self.listed(kind == WatchedKind::Secret);
+        let indexes: Indexes<PartialObjectMeta<K>> =
+            vec![Box::new(HubFeed { hub, kind }), Box::new(listed)];
+        self.start::<PartialObjectMeta<K>>(kind.as_str(), |_| {}, indexes);
     }
 }
 
@@ -265,28 +282,26 @@ pub fn spawn(
         ready: ready_tx,
         total: 0,
     };
-    streams.cached(feeds.pactos, pacto_event);
-    streams.cached(feeds.services, |hub, e| {
-        notify(hub, WatchedKind::Service, e);
-    });
-    streams.cached(feeds.endpoint_slices, |hub, e| {
-        notify(hub, WatchedKind::EndpointSlice, e);
-    });
-    streams.cached(feeds.deployments, |hub, e| {
-        notify(hub, WatchedKind::Workload(WorkloadKind::Deployment), e);
-    });
-    streams.cached(feeds.stateful_sets, |hub, e| {
-        notify(hub, WatchedKind::Workload(WorkloadKind::StatefulSet), e);
-    });
-    streams.cached(feeds.replica_sets, |hub, e| {
-        notify(hub, WatchedKind::Workload(WorkloadKind::ReplicaSet), e);
-    });
-    streams.cached(feeds.jobs, |hub, e| {
-        notify(hub, WatchedKind::Workload(WorkloadKind::Job), e);
-    });
-    streams.cached(feeds.cron_jobs, |hub, e| {
-        notify(hub, WatchedKind::Workload(WorkloadKind::CronJob), e);
-    });
+    streams.cached(feeds.pactos, |hub| Box::new(HubPactos(hub)));
+    streams.cached(feeds.services, to_hub(WatchedKind::Service));
+    streams.cached(feeds.endpoint_slices, to_hub(WatchedKind::EndpointSlice));
+    streams.cached(
+        feeds.deployments,
+        to_hub(WatchedKind::Workload(WorkloadKind::Deployment)),
+    );
+    streams.cached(
+        feeds.stateful_sets,
+        to_hub(WatchedKind::Workload(WorkloadKind::StatefulSet)),
+    );
+    streams.cached(
+        feeds.replica_sets,
+        to_hub(WatchedKind::Workload(WorkloadKind::ReplicaSet)),
+    );
+    streams.cached(feeds.jobs, to_hub(WatchedKind::Workload(WorkloadKind::Job)));
+    streams.cached(
+        feeds.cron_jobs,
+        to_hub(WatchedKind::Workload(WorkloadKind::CronJob)),
+    );
     streams.metadata::<ConfigMap>(WatchedKind::ConfigMap);
     if kinds.secrets {
         streams.metadata::<Secret>(WatchedKind::Secret);
@@ -332,12 +347,8 @@ mod tests {
     }
 
     #[test]
-    fn only_applied_and_deleted_objects_are_changes() {
-        let kind = WatchedKind::EndpointSlice;
-        assert_eq!(object_change(kind, &Event::<EndpointSlice>::Init), None);
-        assert_eq!(object_change(kind, &Event::InitApply(slice("x"))), None);
-        assert_eq!(object_change(kind, &Event::<EndpointSlice>::InitDone), None);
-        let change = object_change(kind, &Event::Delete(slice("x"))).unwrap();
+    fn a_change_names_the_object_its_labels_and_the_verb() {
+        let change = object_change(WatchedKind::EndpointSlice, &slice("x"), "deleted");
         assert_eq!(
             (change.namespace.as_str(), change.name.as_str(), change.verb),
             ("a", "x", "deleted")
@@ -346,20 +357,40 @@ mod tests {
             change.labels.get(SERVICE_NAME_LABEL).map(String::as_str),
             Some("orders")
         );
-        assert_eq!(
-            object_change(kind, &Event::Apply(slice("x"))).map(|c| c.verb),
-            Some("applied")
-        );
+    }
+
+    /// A hub fed an EndpointSlice stream: the applied and deleted slices of a Pacto's Service
+    /// wake it; a (re)list wakes nobody.
+    #[tokio::test]
+    async fn the_hub_hears_applied_and_deleted_objects_not_lists() {
+        use futures::StreamExt;
+        let hub = TargetHub::new();
+        let pacto = pacto_api::testing::PactoBuilder::inline("orders", "x")
+            .namespace("a")
+            .service("orders")
+            .build();
+        hub.pacto_applied(&pacto);
+        let mut changes = Box::pin(hub.subscribe(String::new(), CancellationToken::new()));
+        let mut feed = HubFeed {
+            hub: hub.clone(),
+            kind: WatchedKind::EndpointSlice,
+        };
+        // Had the list been a change, the batch would carry its reason (the first one is kept).
+        feed.reset(vec![slice("x")]);
+        feed.delete(slice("x"));
+        let batch = changes.next().await.unwrap();
+        assert_eq!(batch.len(), 1);
+        assert_eq!(batch[0].reason, "EndpointSlice a/x deleted");
     }
 
     #[tokio::test]
     async fn a_stream_counts_as_listed_once_and_a_refusal_only_where_it_may() {
         let (ready, rx) = tokio::sync::watch::channel(0usize);
-        let forbidden: Result<Event<()>, _> = Err(watcher::Error::WatchError(
+        let forbidden = watcher::Error::WatchError(
             kube::core::Status::failure("no", "Forbidden")
                 .with_code(403)
                 .boxed(),
-        ));
+        );
         let mut secret = Readiness {
             ready: ready.clone(),
             refusal_counts: true,
@@ -370,13 +401,13 @@ mod tests {
             refusal_counts: false,
             counted: false,
         };
-        other.observe(&forbidden);
+        Index::<()>::failed(&mut other, &forbidden);
         assert_eq!(*rx.borrow(), 0);
-        secret.observe(&forbidden);
-        secret.observe(&Ok(Event::<()>::InitDone));
+        Index::<()>::failed(&mut secret, &forbidden);
+        Index::<()>::reset(&mut secret, vec![]);
         assert_eq!(*rx.borrow(), 1);
-        other.observe(&Ok(Event::<()>::InitDone));
-        other.observe(&Ok(Event::<()>::InitDone));
+        Index::<()>::reset(&mut other, vec![]);
+        Index::<()>::reset(&mut other, vec![]);
         assert_eq!(*rx.borrow(), 2);
     }
 }

@@ -17,6 +17,8 @@
 //!   client channels with timeouts and retries for transient errors;
 //! - [`process`]: starting a service process (crypto provider, logging, signals, transport);
 //! - [`service`]: one service process: gRPC and admin servers with readiness and drain;
+//! - `watch` and `index` (feature `watch`): Kubernetes watches with the shared retry policy,
+//!   fed into the indexes a service keeps of each kind, and the namespace scope;
 //! - [`RuntimeError`], wrapped by each service's own error;
 //! - SIGTERM/SIGINT handling through a [`CancellationToken`] ([`ShutdownError`]);
 //! - [`parse_duration`] for duration flags (`30s`, `5m`).
@@ -31,6 +33,8 @@ mod error;
 pub mod grpc;
 pub mod http;
 mod identity;
+#[cfg(feature = "watch")]
+pub mod index;
 pub mod metrics;
 pub mod process;
 #[cfg(feature = "watch")]

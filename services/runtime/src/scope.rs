@@ -17,15 +17,15 @@
 use std::collections::BTreeSet;
 use std::sync::{Arc, RwLock};
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ListParams};
-use kube::runtime::watcher::{self, Event};
+use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
-use crate::watch::{WatchRetryExt, error_text};
+use crate::index::{Index, run_index};
+use crate::watch::{error_text, watch};
 
 /// How many scope entries a slow subscriber may fall behind before it is told it lagged.
 const ANNOUNCE_CAPACITY: usize = 1024;
@@ -237,34 +237,33 @@ impl NamespaceScope {
     }
 
     /// Keeps the set of matching namespaces up to date until `shutdown` (with a selector;
-    /// returns at once without one). Watch errors are retried with the shared backoff.
+    /// returns at once without one): the Namespace watch with the selector, into the scope as
+    /// an [`Index`]. Watch errors are retried with the shared backoff.
     pub async fn run(self, client: Client, shutdown: CancellationToken) {
         let Some(selector) = self.inner.selector.clone() else {
             return;
         };
         let api: Api<Namespace> = Api::all(client);
         let config = watcher::Config::default().labels(&selector);
-        let mut stream = std::pin::pin!(watcher::watcher(api, config).with_backoff("Namespace"));
-        let mut listing: Option<BTreeSet<String>> = None;
-        loop {
-            let next = tokio::select! {
-                () = shutdown.cancelled() => return,
-                next = stream.next() => next,
-            };
-            match next {
-                None => return,
-                Some(Err(_)) => {} // logged by the backoff wrapper
-                Some(Ok(Event::Init)) => listing = Some(BTreeSet::new()),
-                Some(Ok(Event::InitApply(ns))) => {
-                    listing
-                        .get_or_insert_with(BTreeSet::new)
-                        .insert(ns.name_any());
-                }
-                Some(Ok(Event::InitDone)) => self.replace(listing.take().unwrap_or_default()),
-                Some(Ok(Event::Apply(ns))) => self.set(&ns.name_any(), true),
-                Some(Ok(Event::Delete(ns))) => self.set(&ns.name_any(), false),
-            }
-        }
+        run_index(watch(api, config), Matching(self), shutdown).await;
+    }
+}
+
+/// The scope as the index of the Namespaces its selector matches.
+struct Matching(NamespaceScope);
+
+impl Index<Namespace> for Matching {
+    fn apply(&mut self, namespace: Namespace) {
+        self.0.set(&namespace.name_any(), true);
+    }
+
+    fn delete(&mut self, namespace: Namespace) {
+        self.0.set(&namespace.name_any(), false);
+    }
+
+    fn reset(&mut self, listing: Vec<Namespace>) {
+        self.0
+            .replace(listing.iter().map(ResourceExt::name_any).collect());
     }
 }
 

@@ -1,22 +1,34 @@
-//! Kubernetes watches that retry with backoff (feature `watch`).
+//! Kubernetes watches that retry with backoff (feature `watch`;
+//! docs/design/observation.md#watches-and-indexes).
+//!
+//! [`watch`] is the one way a Pacto service opens a watch: `kube`'s watcher of one kind, retried
+//! by the shared [`WatchRetry`] policy and polled inside a `watch` span naming the kind. Its
+//! stream goes either into [`crate::index`] (the objects kept by an [`Index`](crate::index::Index),
+//! the usual case) or, as it is, to `kube::runtime::Controller`.
 //!
 //! A `kube` watcher stream yields an error and, polled again, retries at once. [`WatchRetry`] is
-//! the policy every Pacto service applies instead: exponential backoff from [`RETRY_MIN`]
-//! doubling to [`RETRY_MAX`], reset by a completed list or any event. Only the first error of a
+//! the policy every Pacto service applies instead: the services' one
+//! [`Backoff`] from [`RETRY_MIN`] doubling to [`RETRY_MAX`], reset by a completed list or any event. Only the first error of a
 //! failing streak is logged at `warn` (a refusal for lack of RBAC rights with its own message);
 //! repeats go to `debug`, so a refused watch neither spins nor floods the log.
 //!
-//! [`WatchRetryExt::with_backoff`] wraps a watcher (or reflector) stream: the items pass
-//! through unchanged (errors included, so the caller can record them) and the stream waits out
-//! the delay before it polls the watcher again. It stands in for `kube`'s `.default_backoff()`.
+//! [`RetryingWatch`] is the stream [`watch`] returns: the items pass through unchanged (errors
+//! included, so the caller can record them) and the stream waits out the delay before it polls
+//! the watcher again. It stands in for `kube`'s `.default_backoff()`.
 
+use std::borrow::Cow;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use futures::Stream;
+use kube::Api;
+use kube::Resource;
 use kube::runtime::watcher::{self, Event};
+use serde::de::DeserializeOwned;
+
+use crate::backoff::Backoff;
 
 /// First delay after a watch error.
 pub const RETRY_MIN: Duration = Duration::from_secs(1);
@@ -79,21 +91,21 @@ const FORBIDDEN_MESSAGE: &str = "watch forbidden: the service's ClusterRole (or 
 /// Retry policy of one watch (see the module documentation).
 #[derive(Debug, Clone)]
 pub struct WatchRetry {
-    kind: &'static str,
+    kind: Cow<'static, str>,
     forbidden_message: String,
-    next_delay: Duration,
-    max_delay: Duration,
+    /// The delays (the one backoff of the services, docs/design/architecture.md#backoff); the
+    /// lines are this policy's own.
+    backoff: Backoff,
     failing: bool,
 }
 
 impl WatchRetry {
     /// A healthy watch of `kind` (the `kind` field of its log lines).
-    pub fn new(kind: &'static str) -> Self {
+    pub fn new(kind: impl Into<Cow<'static, str>>) -> Self {
         Self {
-            kind,
+            kind: kind.into(),
             forbidden_message: FORBIDDEN_MESSAGE.to_owned(),
-            next_delay: RETRY_MIN,
-            max_delay: RETRY_MAX,
+            backoff: Backoff::new(RETRY_MIN, RETRY_MAX),
             failing: false,
         }
     }
@@ -102,7 +114,7 @@ impl WatchRetry {
     /// reconciles, whose outage should end within seconds of the API server's return).
     #[must_use]
     pub fn max_delay(mut self, max: Duration) -> Self {
-        self.max_delay = max.max(RETRY_MIN);
+        self.backoff = Backoff::new(RETRY_MIN, max.max(RETRY_MIN));
         self
     }
 
@@ -115,32 +127,31 @@ impl WatchRetry {
     }
 
     /// The kind this policy retries.
-    pub fn kind(&self) -> &'static str {
-        self.kind
+    pub fn kind(&self) -> &str {
+        &self.kind
     }
 
     /// The watch delivered a list or an event: the next error starts a new streak.
     pub fn succeeded(&mut self) {
-        self.next_delay = RETRY_MIN;
+        self.backoff.reset();
         self.failing = false;
     }
 
     /// Records an error and returns how long to wait before the watch retries.
     pub fn failed(&mut self, error: &watcher::Error) -> Duration {
-        let delay = self.next_delay;
+        let delay = self.backoff.next_delay();
         if watch_error_is_expired(error) {
             // Logged every time, even within a failing streak: it is the proof that the state
             // was listed again rather than resumed (docs/design/architecture.md#failure-handling).
-            tracing::info!(kind = self.kind, %error, "watch expired (410 Gone); listing again");
+            tracing::info!(kind = %self.kind, %error, "watch expired (410 Gone); listing again");
         } else if self.failing {
-            tracing::debug!(kind = self.kind, %error, ?delay, "watch still failing");
+            tracing::debug!(kind = %self.kind, %error, ?delay, "watch still failing");
         } else if watch_error_is_forbidden(error) {
-            tracing::warn!(kind = self.kind, %error, "{}", self.forbidden_message);
+            tracing::warn!(kind = %self.kind, %error, "{}", self.forbidden_message);
         } else {
-            tracing::warn!(kind = self.kind, %error, "watch error; retrying with backoff");
+            tracing::warn!(kind = %self.kind, %error, "watch error; retrying with backoff");
         }
         self.failing = true;
-        self.next_delay = (delay * 2).min(self.max_delay);
         delay
     }
 
@@ -163,23 +174,67 @@ impl WatchRetry {
     }
 }
 
-/// A watch stream that waits out its [`WatchRetry`] delay after each error.
-pub struct Backoff<S> {
+/// The watch of `K` by `api` with `config`: `kube`'s watcher retried by [`WatchRetry`] under the
+/// kind's own name (`Pod`, `Lease`; replace the policy with [`RetryingWatch::retry`]). Feed it to
+/// an index with [`crate::index::run_index`] or [`crate::index::spawn_index`].
+pub fn watch<K>(
+    api: Api<K>,
+    config: watcher::Config,
+) -> RetryingWatch<impl Stream<Item = Result<Event<K>, watcher::Error>> + Send>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+    K::DynamicType: Default,
+{
+    let kind = K::kind(&K::DynamicType::default()).into_owned();
+    RetryingWatch::new(watcher::watcher(api, config), WatchRetry::new(kind))
+}
+
+/// A watch stream that waits out its [`WatchRetry`] delay after each error, polled inside a
+/// `watch` span naming its kind.
+pub struct RetryingWatch<S> {
     inner: Pin<Box<S>>,
     retry: WatchRetry,
+    span: tracing::Span,
     sleep: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
-impl<S> std::fmt::Debug for Backoff<S> {
+impl<S> RetryingWatch<S> {
+    fn new(inner: S, retry: WatchRetry) -> Self {
+        let span = tracing::info_span!("watch", kind = %retry.kind());
+        Self {
+            inner: Box::pin(inner),
+            retry,
+            span,
+            sleep: None,
+        }
+    }
+
+    /// Retries with `retry` instead (e.g. a shorter cap, a hint for a refused watch).
+    #[must_use]
+    pub fn retry(self, retry: WatchRetry) -> Self {
+        Self {
+            span: tracing::info_span!("watch", kind = %retry.kind()),
+            retry,
+            ..self
+        }
+    }
+
+    /// The retry policy.
+    pub fn policy(&self) -> &WatchRetry {
+        &self.retry
+    }
+}
+
+impl<S> std::fmt::Debug for RetryingWatch<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Backoff")
+        f.debug_struct("RetryingWatch")
             .field("retry", &self.retry)
             .field("waiting", &self.sleep.is_some())
             .finish_non_exhaustive()
     }
 }
 
-impl<S, K> Stream for Backoff<S>
+impl<S, K> Stream for RetryingWatch<S>
 where
     S: Stream<Item = Result<Event<K>, watcher::Error>>,
 {
@@ -187,6 +242,7 @@ where
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
+        let _entered = this.span.enter();
         if let Some(sleep) = this.sleep.as_mut() {
             ready!(sleep.as_mut().poll(cx));
             this.sleep = None;
@@ -201,20 +257,17 @@ where
     }
 }
 
-/// Backoff for watcher and reflector streams (a stand-in for `kube`'s `.default_backoff()`).
+/// Retry for any stream of watch events (a watcher built by hand in a test, or one [`watch`]
+/// cannot build).
 pub trait WatchRetryExt<K>: Stream<Item = Result<Event<K>, watcher::Error>> + Sized {
     /// Retries with the default [`WatchRetry`] policy of `kind`.
-    fn with_backoff(self, kind: &'static str) -> Backoff<Self> {
+    fn with_backoff(self, kind: &'static str) -> RetryingWatch<Self> {
         self.with_retry(WatchRetry::new(kind))
     }
 
     /// Retries with `retry`.
-    fn with_retry(self, retry: WatchRetry) -> Backoff<Self> {
-        Backoff {
-            inner: Box::pin(self),
-            retry,
-            sleep: None,
-        }
+    fn with_retry(self, retry: WatchRetry) -> RetryingWatch<Self> {
+        RetryingWatch::new(self, retry)
     }
 }
 
