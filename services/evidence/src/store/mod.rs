@@ -1177,7 +1177,23 @@ impl Store {
             });
         };
         let artifact = record.artifact(&descriptor);
-        self.push(&subject, &artifact).await?;
+        if let Err((step, e)) = self.push(&subject, &artifact).await {
+            if e.is_unavailable() {
+                // what a listing would have found: the subject is unreadable, and the next
+                // commit to it lists it again (docs/design/evidence-store.md#verification)
+                let message = e.to_string();
+                state.subjects[index].error = Some(message.clone());
+                return Err(CommitError::RegistryUnavailable {
+                    subjects: self.subjects.len(),
+                    failed: vec![(subject.reference(), message)],
+                });
+            }
+            return Err(CommitError::StoreDegraded {
+                subject: subject.reference(),
+                step,
+                message: e.to_string(),
+            });
+        }
         // the retention with the new record in: what stays listed, what leaves (the index in
         // retention order is put back only once every write succeeded)
         let s = &mut state.subjects[index];
@@ -1279,14 +1295,14 @@ impl Store {
 
     /// Pushes the empty config (skipped when the registry has it), the payload, then the
     /// manifest by digest, untagged.
-    async fn push(&self, subject: &Subject, artifact: &Artifact) -> Result<(), CommitError> {
+    async fn push(
+        &self,
+        subject: &Subject,
+        artifact: &Artifact,
+    ) -> Result<(), (&'static str, OciError)> {
         let client = self.client(subject);
         let repo = subject.oci_repository();
-        let degraded = |step: &'static str, e: OciError| CommitError::StoreDegraded {
-            subject: subject.reference(),
-            step,
-            message: e.to_string(),
-        };
+        let degraded = |step: &'static str, e: OciError| (step, e);
         client
             .push_blob(&repo, EMPTY_CONFIG_BLOB, true)
             .await
