@@ -176,6 +176,10 @@ const PUBLIC_MODULES: &[(&str, &[(&str, &str)])] = &[
                 "http",
                 "the Evidence Server's HTTP API on the one connection loop",
             ),
+            (
+                "index",
+                "the indexes of the observer, the status-writer and the node agent",
+            ),
             ("metrics", "every service's metric recorder and RPC metrics"),
             ("process", "every service's start"),
             (
