@@ -77,9 +77,6 @@ const KNOWN: &[&str] = &[
     "services/oci/src/error.rs:Bundle",
     "services/oci/src/error.rs:Pack",
     "services/status-writer/src/events.rs:Api",
-    "services/status-writer/src/producer.rs:Key",
-    "services/status-writer/src/producer.rs:Identifier",
-    "services/status-writer/src/producer.rs:Client",
 ];
 
 fn workspace_root() -> PathBuf {
