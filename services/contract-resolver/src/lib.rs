@@ -26,7 +26,7 @@ use pacto_proto::resolver::contract_resolver_server::ContractResolverServer;
 pub use pacto_runtime::service::ServeConfig;
 use pacto_runtime::{
     CancellationToken, RuntimeError,
-    args::{RuntimeArgs, ServerArgs, server_env},
+    args::{RuntimeArgs, ServerArgs, service_env},
     parse_duration,
     service::ServiceNames,
 };
@@ -54,7 +54,7 @@ pub const DEFAULT_ALLOWED_HOSTS: &str =
     name = "pacto-contract-resolver",
     version,
     about = "Serves the Pacto ContractResolver gRPC API over mTLS.",
-    mut_args(server_env("PACTO_RESOLVER_LISTEN_ADDR", "PACTO_RESOLVER_ALLOWED_IDENTITIES"))
+    mut_args(service_env("RESOLVER"))
 )]
 pub struct Args {
     /// gRPC port and the identities allowed to call the resolver.
@@ -63,7 +63,6 @@ pub struct Args {
     /// Registry hosts (`host[:port]`) reached over plain HTTP. Comma-separated.
     #[arg(
         long = "insecure-registries",
-        env = "PACTO_RESOLVER_INSECURE_REGISTRIES",
         value_name = "HOST,…",
         value_delimiter = ','
     )]
@@ -71,7 +70,6 @@ pub struct Args {
     /// TCP connect timeout for registries.
     #[arg(
         long = "registry-connect-timeout",
-        env = "PACTO_RESOLVER_REGISTRY_CONNECT_TIMEOUT",
         value_name = "DURATION",
         default_value = "5s",
         value_parser = parse_duration
@@ -80,7 +78,6 @@ pub struct Args {
     /// Deadline of one registry operation (a HEAD, a tag list, a whole pull).
     #[arg(
         long = "registry-timeout",
-        env = "PACTO_RESOLVER_REGISTRY_TIMEOUT",
         value_name = "DURATION",
         default_value = "30s",
         value_parser = parse_duration
@@ -88,17 +85,11 @@ pub struct Args {
     pub registry_timeout: Duration,
     /// Retries of a registry operation that failed transiently (unreachable, 5xx, 429,
     /// timeout), with exponential backoff from 200ms up to 2s; 0 disables retries.
-    #[arg(
-        long = "registry-max-retries",
-        env = "PACTO_RESOLVER_REGISTRY_MAX_RETRIES",
-        value_name = "N",
-        default_value_t = 2
-    )]
+    #[arg(long = "registry-max-retries", value_name = "N", default_value_t = 2)]
     pub registry_max_retries: usize,
     /// Largest accepted bundle layer (compressed), in bytes.
     #[arg(
         long = "max-bundle-bytes",
-        env = "PACTO_RESOLVER_MAX_BUNDLE_BYTES",
         value_name = "BYTES",
         default_value_t = 50 * 1024 * 1024
     )]
@@ -106,7 +97,6 @@ pub struct Args {
     /// Largest accepted inline contract, in bytes.
     #[arg(
         long = "max-inline-bytes",
-        env = "PACTO_RESOLVER_MAX_INLINE_BYTES",
         value_name = "BYTES",
         default_value_t = 1024 * 1024
     )]
@@ -115,7 +105,6 @@ pub struct Args {
     /// this late).
     #[arg(
         long = "tags-cache-ttl",
-        env = "PACTO_RESOLVER_TAGS_CACHE_TTL",
         value_name = "DURATION",
         default_value = "5m",
         value_parser = parse_duration
@@ -124,28 +113,18 @@ pub struct Args {
     /// How long a pulled bundle is cached by manifest digest.
     #[arg(
         long = "bundle-cache-ttl",
-        env = "PACTO_RESOLVER_BUNDLE_CACHE_TTL",
         value_name = "DURATION",
         default_value = "1h",
         value_parser = parse_duration
     )]
     pub bundle_cache_ttl: Duration,
     /// Most bundles kept in the cache.
-    #[arg(
-        long = "bundle-cache-size",
-        env = "PACTO_RESOLVER_BUNDLE_CACHE_SIZE",
-        value_name = "N",
-        default_value_t = 512
-    )]
+    #[arg(long = "bundle-cache-size", value_name = "N", default_value_t = 512)]
     pub bundle_cache_size: usize,
     /// Most bytes bundles hold in the cache (the oldest bundles are dropped first; a bundle
     /// larger than this is not cached). Default: what --memory-limit leaves after the pulls,
     /// validations and tag lists (docs/design/resolution.md#memory).
-    #[arg(
-        long = "bundle-cache-bytes",
-        env = "PACTO_RESOLVER_BUNDLE_CACHE_BYTES",
-        value_name = "BYTES"
-    )]
+    #[arg(long = "bundle-cache-bytes", value_name = "BYTES")]
     pub bundle_cache_bytes: Option<u64>,
     /// The container's memory limit (a Kubernetes quantity such as 256Mi; the chart passes
     /// resources.limits.memory). The bundle cache, concurrent pulls and concurrent validations
@@ -153,7 +132,6 @@ pub struct Args {
     /// (docs/design/resolution.md#memory).
     #[arg(
         long = "memory-limit",
-        env = "PACTO_RESOLVER_MEMORY_LIMIT",
         value_name = "QUANTITY",
         default_value = "256Mi",
         value_parser = parse_quantity
@@ -165,7 +143,6 @@ pub struct Args {
     /// Fresh requests (a changed Pacto) always ask the registry.
     #[arg(
         long = "failure-cache-ttl",
-        env = "PACTO_RESOLVER_FAILURE_CACHE_TTL",
         value_name = "DURATION",
         default_value = "10s",
         value_parser = parse_duration
@@ -175,7 +152,6 @@ pub struct Args {
     /// as half of --memory-limit holds at the worst case of each (up to 8).
     #[arg(
         long = "max-concurrent-pulls",
-        env = "PACTO_RESOLVER_MAX_CONCURRENT_PULLS",
         value_name = "N",
         value_parser = clap::value_parser!(u32).range(1..)
     )]
@@ -186,18 +162,13 @@ pub struct Args {
     /// Comma-separated; anything else is refused.
     #[arg(
         long = "registry-allowed-hosts",
-        env = "PACTO_RESOLVER_REGISTRY_ALLOWED_HOSTS",
         value_name = "HOST,…",
         value_delimiter = ',',
         default_value = DEFAULT_ALLOWED_HOSTS
     )]
     pub registry_allowed_hosts: Vec<String>,
     /// Run without Kubernetes access (development): any pull Secret is then Unavailable.
-    #[arg(
-        long = "no-kubernetes",
-        env = "PACTO_RESOLVER_NO_KUBERNETES",
-        default_value_t = false
-    )]
+    #[arg(long = "no-kubernetes", default_value_t = false)]
     pub no_kubernetes: bool,
     /// mTLS, admin port, logging.
     #[command(flatten)]

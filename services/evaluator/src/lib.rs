@@ -22,7 +22,7 @@ use pacto_proto::{
 pub use pacto_runtime::service::ServeConfig;
 use pacto_runtime::{
     CancellationToken, RuntimeError,
-    args::{RuntimeArgs, ServerArgs, server_env},
+    args::{RuntimeArgs, ServerArgs, service_env},
     metrics::RpcTimer,
     service::ServiceNames,
 };
@@ -47,7 +47,7 @@ pub const FINDINGS_TOTAL: &str = "pacto_evaluator_findings_total";
     name = "pacto-evaluator",
     version,
     about = "Serves the Pacto Evaluator gRPC API over mTLS.",
-    mut_args(server_env("PACTO_EVALUATOR_LISTEN_ADDR", "PACTO_EVALUATOR_ALLOWED_IDENTITIES"))
+    mut_args(service_env("EVALUATOR"))
 )]
 pub struct Args {
     /// gRPC port and the identities allowed to call Evaluate.
@@ -57,7 +57,6 @@ pub struct Args {
     /// contract every reconcile); 0 disables the cache.
     #[arg(
         long = "contract-cache-entries",
-        env = "PACTO_EVALUATOR_CONTRACT_CACHE_ENTRIES",
         value_name = "N",
         default_value_t = DEFAULT_CONTRACT_CACHE_ENTRIES
     )]

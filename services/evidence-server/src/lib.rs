@@ -35,8 +35,8 @@ use std::time::Duration;
 
 use clap::Parser;
 use pacto_runtime::admin::{AdminServer, MetricsEndpoint};
-use pacto_runtime::args::{GrpcClientArgs, RuntimeArgs};
-use pacto_runtime::grpc::{self, ChannelSpec, RetryPolicy, Transport};
+use pacto_runtime::args::{EndpointArgs, GrpcClientArgs, Resolver, RuntimeArgs, service_env};
+use pacto_runtime::grpc::{self, RetryPolicy, Transport};
 use pacto_runtime::{CancellationToken, RuntimeError, parse_duration};
 use tokio::net::TcpListener;
 
@@ -57,30 +57,25 @@ pub const RESOLVE_CALLER: &str = "evidence-server";
 #[command(
     name = "pacto-evidence-server",
     version,
-    about = "Serves the Evidence Server ingestion API (/api/evidence/v1): signed evidence in, one OCI referrer of the contract per accepted record out."
+    about = "Serves the Evidence Server ingestion API (/api/evidence/v1): signed evidence in, one OCI referrer of the contract per accepted record out.",
+    mut_args(service_env("EVIDENCE_SERVER"))
 )]
 pub struct Args {
     /// Listen address of the ingestion API (plain HTTP; terminate TLS in front of it).
     #[arg(
         long = "listen-address",
-        env = "PACTO_EVIDENCE_SERVER_LISTEN_ADDRESS",
         value_name = "ADDR",
         default_value = "0.0.0.0:8686"
     )]
     pub listen_address: SocketAddr,
     /// The trust configuration: a `pacto.dev/evidence-trust/v1` YAML file, one `.pub` file, or
     /// a directory of `.pub` files.
-    #[arg(
-        long = "trust",
-        env = "PACTO_EVIDENCE_SERVER_TRUST",
-        value_name = "PATH"
-    )]
+    #[arg(long = "trust", value_name = "PATH")]
     pub trust: PathBuf,
     /// Contract subjects the server stores evidence for, `oci://<registry>/<repository>@sha256:<hex>`.
     /// Repeatable or comma-separated; at least one.
     #[arg(
         long = "subject",
-        env = "PACTO_EVIDENCE_SERVER_SUBJECT",
         value_name = "REF",
         value_delimiter = ',',
         required = true
@@ -88,36 +83,18 @@ pub struct Args {
     pub subjects: Vec<String>,
     /// Producer ids listed by `/producers` (informational; the trust configuration decides who
     /// may post). Repeatable or comma-separated.
-    #[arg(
-        long = "producer",
-        env = "PACTO_EVIDENCE_SERVER_PRODUCER",
-        value_name = "ID",
-        value_delimiter = ','
-    )]
+    #[arg(long = "producer", value_name = "ID", value_delimiter = ',')]
     pub producers: Vec<String>,
     /// Registry hosts (`host[:port]`) reached over plain HTTP. Comma-separated.
     #[arg(
         long = "insecure-registries",
-        env = "PACTO_EVIDENCE_SERVER_INSECURE_REGISTRIES",
         value_name = "HOSTS",
         value_delimiter = ','
     )]
     pub insecure_registries: Vec<String>,
-    /// Address of the contract-resolver gRPC service (`host:port`).
-    #[arg(
-        long = "resolver-addr",
-        env = "PACTO_EVIDENCE_SERVER_RESOLVER_ADDR",
-        value_name = "ADDR",
-        default_value = "contract-resolver.pacto.svc:8443"
-    )]
-    pub resolver_addr: String,
-    /// Name the contract-resolver's certificate must carry (default: the address's host).
-    #[arg(
-        long = "resolver-server-name",
-        env = "PACTO_EVIDENCE_SERVER_RESOLVER_SERVER_NAME",
-        value_name = "NAME"
-    )]
-    pub resolver_server_name: Option<String>,
+    /// `--resolver-addr`, `--resolver-server-name`.
+    #[command(flatten)]
+    pub resolver: EndpointArgs<Resolver>,
     /// Namespace sent with each Resolve (the server's own; no pull Secret is ever named).
     #[arg(
         long = "namespace",
@@ -129,7 +106,6 @@ pub struct Args {
     /// Budget of the registry preflight behind `/ready` and the POST readiness gate.
     #[arg(
         long = "ready-timeout",
-        env = "PACTO_EVIDENCE_SERVER_READY_TIMEOUT",
         value_name = "DURATION",
         default_value = "3s",
         value_parser = parse_duration
@@ -139,7 +115,6 @@ pub struct Args {
     /// connection may stay idle between two requests.
     #[arg(
         long = "read-header-timeout",
-        env = "PACTO_EVIDENCE_SERVER_READ_HEADER_TIMEOUT",
         value_name = "DURATION",
         default_value = "10s",
         value_parser = parse_duration
@@ -149,7 +124,6 @@ pub struct Args {
     /// is refused with invalid_envelope and the connection closed).
     #[arg(
         long = "read-body-timeout",
-        env = "PACTO_EVIDENCE_SERVER_READ_BODY_TIMEOUT",
         value_name = "DURATION",
         default_value = "10s",
         value_parser = parse_duration
@@ -159,7 +133,6 @@ pub struct Args {
     /// client that stops reading).
     #[arg(
         long = "write-timeout",
-        env = "PACTO_EVIDENCE_SERVER_WRITE_TIMEOUT",
         value_name = "DURATION",
         default_value = "10s",
         value_parser = parse_duration
@@ -169,7 +142,6 @@ pub struct Args {
     /// a body of up to 1 MiB.
     #[arg(
         long = "max-connections",
-        env = "PACTO_EVIDENCE_SERVER_MAX_CONNECTIONS",
         value_name = "N",
         default_value_t = 64,
         value_parser = clap::value_parser!(u32).range(1..)
@@ -178,7 +150,6 @@ pub struct Args {
     /// How long a /targets answer is reused before the registry is scanned again.
     #[arg(
         long = "targets-max-age",
-        env = "PACTO_EVIDENCE_SERVER_TARGETS_MAX_AGE",
         value_name = "DURATION",
         default_value = "2s",
         value_parser = parse_duration
@@ -188,7 +159,6 @@ pub struct Args {
     /// (docs/design/evidence-store.md#retention); at most 10000.
     #[arg(
         long = "retention-max-records",
-        env = "PACTO_EVIDENCE_SERVER_RETENTION_MAX_RECORDS",
         value_name = "N",
         default_value_t = 1000,
         value_parser = clap::value_parser!(u32).range(1..=10_000)
@@ -198,7 +168,6 @@ pub struct Args {
     /// target's latest record is always kept); 0s keeps records of any age.
     #[arg(
         long = "retention-max-age",
-        env = "PACTO_EVIDENCE_SERVER_RETENTION_MAX_AGE",
         value_name = "DURATION",
         default_value = "720h",
         value_parser = parse_duration
@@ -263,8 +232,7 @@ impl Args {
 
 /// The contract-resolver client of `args` over `transport`.
 pub fn resolver(args: &Args, transport: &Transport) -> Result<ContractResolver, RuntimeError> {
-    let mut spec = ChannelSpec::new(&args.resolver_addr, &args.client);
-    spec.server_name.clone_from(&args.resolver_server_name);
+    let spec = args.resolver.spec(&args.client);
     let channel = grpc::channel(&spec, transport).map_err(RuntimeError::from)?;
     Ok(ContractResolver::new(
         channel,

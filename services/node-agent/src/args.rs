@@ -5,18 +5,26 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Parser;
-use pacto_runtime::args::{GrpcClientArgs, RuntimeArgs};
+use pacto_runtime::args::{EndpointArgs, GrpcClientArgs, RuntimeArgs, service_env};
 use pacto_runtime::parse_duration;
 
 use crate::agent::AgentConfig;
 use crate::aggregate::Limits;
+
+pacto_runtime::peer!(
+    /// The observer's report endpoint, as the agent calls it.
+    pub ObserverReports: "observer" is "observer",
+    default "pacto-observer.pacto-operator-system.svc:8443",
+    help "Address of the observer's gRPC port (`NodeAgentReports`)"
+);
 
 /// Command line of `pacto-node-agent`.
 #[derive(Debug, Clone, Parser)]
 #[command(
     name = "pacto-node-agent",
     version,
-    about = "Watches the sockets of the pods on its node with eBPF and publishes them per node."
+    about = "Watches the sockets of the pods on its node with eBPF and publishes them per node.",
+    mut_args(service_env("NODE_AGENT"))
 )]
 pub struct Args {
     /// The node this agent runs on (the DaemonSet sets it from `spec.nodeName`).
@@ -34,26 +42,13 @@ pub struct Args {
         default_value = "pacto-node-agent"
     )]
     pub namespace: String,
-    /// Address of the observer's gRPC port (`NodeAgentReports`).
-    #[arg(
-        long = "observer-addr",
-        env = "PACTO_NODE_AGENT_OBSERVER_ADDR",
-        value_name = "ADDR",
-        default_value = "pacto-observer.pacto-operator-system.svc:8443"
-    )]
-    pub observer_addr: String,
-    /// Name the observer's certificate must carry (default: the address's host).
-    #[arg(
-        long = "observer-server-name",
-        env = "PACTO_NODE_AGENT_OBSERVER_SERVER_NAME",
-        value_name = "NAME"
-    )]
-    pub observer_server_name: Option<String>,
+    /// `--observer-addr`, `--observer-server-name`.
+    #[command(flatten)]
+    pub observer: EndpointArgs<ObserverReports>,
     /// How often the NodeRuntimeObservation status is written and a report sent. Go duration
     /// syntax.
     #[arg(
         long = "publish-interval",
-        env = "PACTO_NODE_AGENT_PUBLISH_INTERVAL",
         value_name = "DURATION",
         default_value = "30s",
         value_parser = parse_duration
@@ -62,7 +57,6 @@ pub struct Args {
     /// How often `Lease/<node>` is renewed (its duration is four times this, 40 s by default).
     #[arg(
         long = "lease-renew",
-        env = "PACTO_NODE_AGENT_LEASE_RENEW",
         value_name = "DURATION",
         default_value = "10s",
         value_parser = parse_duration
@@ -71,50 +65,33 @@ pub struct Args {
     /// Kernel BTF; without it collection reads Failed/BTFUnavailable.
     #[arg(
         long = "btf-path",
-        env = "PACTO_NODE_AGENT_BTF_PATH",
         value_name = "PATH",
         default_value = "/sys/kernel/btf/vmlinux"
     )]
     pub btf_path: PathBuf,
     /// The host's proc file system (the pod runs with hostPID).
-    #[arg(
-        long = "proc-root",
-        env = "PACTO_NODE_AGENT_PROC_ROOT",
-        value_name = "PATH",
-        default_value = "/proc"
-    )]
+    #[arg(long = "proc-root", value_name = "PATH", default_value = "/proc")]
     pub proc_root: PathBuf,
     /// The host's cgroup v2 mount (default: the first cgroup2 mount in
     /// `<proc-root>/self/mountinfo`, else /sys/fs/cgroup).
-    #[arg(
-        long = "cgroup-root",
-        env = "PACTO_NODE_AGENT_CGROUP_ROOT",
-        value_name = "PATH"
-    )]
+    #[arg(long = "cgroup-root", value_name = "PATH")]
     pub cgroup_root: Option<PathBuf>,
     /// The pod-bound service-account token sent as `authorization: Bearer` on the report stream,
     /// re-read on every connect.
     #[arg(
         long = "token-path",
-        env = "PACTO_NODE_AGENT_TOKEN_PATH",
         value_name = "PATH",
         default_value = "/var/run/secrets/kubernetes.io/serviceaccount/token"
     )]
     pub token_path: Option<PathBuf>,
     /// Connections published per pod (the most frequent, then the most recent); more set
     /// `truncated`.
-    #[arg(
-        long = "top-connections",
-        env = "PACTO_NODE_AGENT_TOP_CONNECTIONS",
-        value_name = "N",
-        default_value_t = 50
-    )]
+    #[arg(long = "top-connections", value_name = "N", default_value_t = 50)]
     pub top_connections: usize,
     /// After collection starts, pods that were already running read Partial "started after
     /// pod" for this long (connections they made before the agent started are unknown).
     #[arg(
         long = "warm-up",
-        env = "PACTO_NODE_AGENT_WARM_UP",
         value_name = "DURATION",
         default_value = "5m",
         value_parser = parse_duration

@@ -15,11 +15,11 @@ pub mod report;
 mod wiring;
 
 pub use agent::{AgentConfig, Outputs, SourceFactory, run_agent};
-pub use args::{Args, cgroup2_mount};
+pub use args::{Args, ObserverReports, cgroup2_mount};
 
 use pacto_runtime::admin::{AdminServer, MetricsEndpoint, Readiness};
 use pacto_runtime::balance::BalanceConfig;
-use pacto_runtime::grpc::{self, ChannelSpec};
+use pacto_runtime::grpc;
 use pacto_runtime::{CancellationToken, RuntimeError};
 use tokio::sync::watch;
 
@@ -91,8 +91,7 @@ pub async fn run(args: Args) -> Result<(), AgentError> {
     // Every observer replica gets its own stream: the address's name (the headless `-peers`
     // Service) resolves to one address per replica, each checked against the Service's
     // certificate name (docs/design/node-agent.md#reports).
-    let mut spec = ChannelSpec::new(&args.observer_addr, &args.client);
-    spec.server_name.clone_from(&args.observer_server_name);
+    let spec = args.observer.spec(&args.client);
     let observer =
         grpc::balanced_channel(&spec, &process.transport, BalanceConfig::new("observer"))
             .map_err(RuntimeError::from)?;

@@ -57,7 +57,7 @@ use pacto_proto::observer::observer_server::ObserverServer;
 pub use pacto_runtime::service::ServeConfig;
 use pacto_runtime::{
     Authorizer, CancellationToken, RuntimeError,
-    args::{RuntimeArgs, ServerArgs, server_env},
+    args::{RuntimeArgs, ScopeArgs, ServerArgs, service_env},
     service::ServiceNames,
 };
 
@@ -81,7 +81,7 @@ pub const SERVICE_NAME: &str = "pacto.observer.v1.Observer";
     name = "pacto-observer",
     version,
     about = "Serves the Pacto Observer gRPC API over mTLS: Kubernetes evidence for contracts.",
-    mut_args(server_env("PACTO_OBSERVER_LISTEN_ADDR", "PACTO_OBSERVER_ALLOWED_IDENTITIES"))
+    mut_args(service_env("OBSERVER"))
 )]
 pub struct Args {
     /// gRPC port and the identities allowed to call Observe and WatchTargets.
@@ -90,56 +90,28 @@ pub struct Args {
     /// How long an absence must persist before it is reported as a violation (Go duration).
     #[arg(
         long = "stabilization-window",
-        env = "PACTO_OBSERVER_STABILIZATION_WINDOW",
         value_name = "DURATION",
         default_value = "2m",
         value_parser = pacto_runtime::parse_duration
     )]
     pub stabilization_window: Duration,
     /// Probe the health capability over HTTP (otherwise only the passive fallback runs).
-    #[arg(long = "enable-probing", env = "PACTO_OBSERVER_ENABLE_PROBING")]
+    #[arg(long = "enable-probing")]
     pub enable_probing: bool,
     /// Observe the metrics capability (discovery and one scrape); off means Unsupported.
-    #[arg(
-        long = "enable-metrics-observation",
-        env = "PACTO_OBSERVER_ENABLE_METRICS_OBSERVATION"
-    )]
+    #[arg(long = "enable-metrics-observation")]
     pub enable_metrics_observation: bool,
     /// Without an interfaceBinding, count a Service port named like the interface.
-    #[arg(
-        long = "interface-name-match-discovery",
-        env = "PACTO_OBSERVER_INTERFACE_NAME_MATCH_DISCOVERY"
-    )]
+    #[arg(long = "interface-name-match-discovery")]
     pub interface_name_match_discovery: bool,
     /// Read the metadata of Secrets bound in configBindings and watch Secrets (the chart sets it
     /// with rbac.secretMetadata, which grants that access); off, Secret bindings read
     /// OBSERVATION_UNSUPPORTED and no Secret is ever requested.
-    #[arg(long = "observe-secrets", env = "PACTO_OBSERVER_OBSERVE_SECRETS")]
+    #[arg(long = "observe-secrets")]
     pub observe_secrets: bool,
-    /// Watch and list only this namespace (sibling Pactos included); empty = cluster-wide.
-    #[arg(
-        long = "watch-namespace",
-        env = "PACTO_OBSERVER_WATCH_NAMESPACE",
-        value_name = "NS"
-    )]
-    pub watch_namespace: Option<String>,
-    /// Observe only targets of namespaces whose labels match this Kubernetes label selector
-    /// (default: every namespace); Observe for another namespace is refused and its target
-    /// changes are not streamed. Needs list/watch on Namespaces.
-    #[arg(
-        long = "namespace-selector",
-        env = "PACTO_OBSERVER_NAMESPACE_SELECTOR",
-        value_name = "SELECTOR"
-    )]
-    pub namespace_selector: Option<String>,
-    /// Never observe targets of these namespaces (comma-separated), selector or not.
-    #[arg(
-        long = "exclude-namespaces",
-        env = "PACTO_OBSERVER_EXCLUDE_NAMESPACES",
-        value_name = "NAMESPACES",
-        value_delimiter = ','
-    )]
-    pub exclude_namespaces: Vec<String>,
+    /// `--watch-namespace`, `--namespace-selector`, `--exclude-namespaces`.
+    #[command(flatten)]
+    pub scope: ScopeArgs,
     /// Who may stream node-agent reports.
     #[command(flatten)]
     pub node_agents: NodeAgentArgs,
@@ -156,7 +128,6 @@ pub struct NodeAgentArgs {
     /// agent's SPIFFE ID (docs/design/identity.md).
     #[arg(
         long = "node-agent-identities",
-        env = "PACTO_OBSERVER_NODE_AGENT_IDENTITIES",
         value_name = "NAMES",
         value_delimiter = ',',
         default_value = pacto_runtime::DEFAULT_NODE_AGENT_IDENTITY
@@ -166,7 +137,6 @@ pub struct NodeAgentArgs {
     /// checks it).
     #[arg(
         long = "node-agent-token-audience",
-        env = "PACTO_OBSERVER_NODE_AGENT_TOKEN_AUDIENCE",
         value_name = "AUDIENCE",
         default_value = "pacto-observer"
     )]
@@ -174,7 +144,6 @@ pub struct NodeAgentArgs {
     /// Namespace of the node agents' ServiceAccount.
     #[arg(
         long = "node-agent-namespace",
-        env = "PACTO_OBSERVER_NODE_AGENT_NAMESPACE",
         value_name = "NS",
         default_value = "pacto-node-agent"
     )]
@@ -182,7 +151,6 @@ pub struct NodeAgentArgs {
     /// The node agents' ServiceAccount.
     #[arg(
         long = "node-agent-service-account",
-        env = "PACTO_OBSERVER_NODE_AGENT_SERVICE_ACCOUNT",
         value_name = "NAME",
         default_value = "pacto-node-agent"
     )]
@@ -192,7 +160,6 @@ pub struct NodeAgentArgs {
     /// design keeps the Kubernetes verdict. Absent or unreadable, every node should report.
     #[arg(
         long = "node-agent-daemonset",
-        env = "PACTO_OBSERVER_NODE_AGENT_DAEMONSET",
         value_name = "NAME",
         default_value = "pacto-node-agent"
     )]
@@ -200,13 +167,12 @@ pub struct NodeAgentArgs {
     /// Use node-agent evidence: watch the NodeRuntimeObservations, Leases and the node agent
     /// DaemonSet in --node-agent-namespace and the Nodes, and combine them (and the streamed reports) with Kubernetes
     /// evidence. Off, no finding ever carries the collector k8s-observer+ebpf.
-    #[arg(long = "node-evidence", env = "PACTO_OBSERVER_NODE_EVIDENCE")]
+    #[arg(long = "node-evidence")]
     pub node_evidence: bool,
     /// How long a node's evidence stays fresh after the newer of its Lease renewTime and its
     /// observation's lastPublished (Go duration); older, it reads EVIDENCE_STALE.
     #[arg(
         long = "node-evidence-stale-after",
-        env = "PACTO_OBSERVER_NODE_EVIDENCE_STALE_AFTER",
         value_name = "DURATION",
         default_value = "90s",
         value_parser = pacto_runtime::parse_duration
@@ -332,11 +298,8 @@ pub async fn run(args: Args) -> Result<(), ObserverError> {
     let client = kube::Client::try_default()
         .await
         .map_err(ObserverError::Kube)?;
-    let namespace = args.watch_namespace.clone().filter(|n| !n.is_empty());
-    let scope = pacto_runtime::scope::NamespaceScope::new(
-        args.namespace_selector.as_deref(),
-        args.exclude_namespaces.clone(),
-    )?;
+    let namespace = args.scope.watch_namespace.clone().filter(|n| !n.is_empty());
+    let scope = args.scope.namespace_scope()?;
     scope.check(&client).await?;
     tokio::spawn(scope.clone().run(client.clone(), shutdown.clone()));
     let hub = watch::TargetHub::new();
@@ -438,7 +401,7 @@ mod tests {
         assert_eq!(options.stabilization_window, Duration::from_secs(90));
         assert!(options.enable_probing && options.enable_metrics && options.name_match_discovery);
         assert!(options.observe_secrets);
-        assert_eq!(args.watch_namespace.as_deref(), Some("team"));
+        assert_eq!(args.scope.watch_namespace.as_deref(), Some("team"));
         assert!(Args::try_parse_from(["pacto-observer", "--stabilization-window=soon"]).is_err());
     }
 }

@@ -1,17 +1,22 @@
 //! clap argument groups shared by every service. Each group is a `#[derive(Args)]` struct meant to
 //! be `#[command(flatten)]`ed into a service's own `Parser`; defaults live here, in code.
 //!
-//! Environment variables follow one rule, checked for every binary by
-//! `testing::env_rule_violations`: the shared runtime flags ([`RuntimeArgs`], [`GrpcClientArgs`])
-//! read `PACTO_<FLAG>`, every other flag reads `PACTO_<SERVICE>_<FLAG>` (`<FLAG>` is the long flag
-//! in upper snake case). [`ServerArgs`] belongs to the second kind: the service names its two
-//! variables with [`server_env`].
+//! Environment variables are derived from the flag names, never written by hand: a service's
+//! `Parser` carries `#[command(mut_args(service_env("<SERVICE>")))]`, which gives the shared
+//! runtime flags ([`RuntimeArgs`], [`GrpcClientArgs`]) `PACTO_<FLAG>` and every other flag
+//! `PACTO_<SERVICE>_<FLAG>` (`<FLAG>` is the long flag in upper snake case). A flag Kubernetes
+//! fills from the pod (`POD_NAME`, …) names that variable itself and keeps it.
+//! [`env_rule_violations`], called from every service's flags test, checks the outcome.
+//!
+//! Groups a service takes more than once or that several services share are declared once here:
+//! [`EndpointArgs`] (the address and certificate name of a gRPC service called, its flags named
+//! after the [`Peer`]) and [`ScopeArgs`] (the namespace scope).
 
-use std::{net::SocketAddr, path::PathBuf, time::Duration};
+use std::{marker::PhantomData, net::SocketAddr, path::PathBuf, time::Duration};
 
 use clap::{Args, ValueEnum};
 
-use crate::{duration::parse_duration, tls::TlsFiles};
+use crate::{duration::parse_duration, grpc::ChannelSpec, tls::TlsFiles};
 
 /// A combination of flags that cannot be used together or is incomplete.
 #[derive(Debug, thiserror::Error)]
@@ -47,10 +52,8 @@ pub struct RuntimeArgs {
     pub log: LogArgs,
 }
 
-/// The gRPC port of a serving service and who may call it.
-///
-/// Both flags are service flags, so their variables carry the service's prefix, which a derived
-/// group cannot know; the service names them with [`server_env`] on its `Parser`.
+/// The gRPC port of a serving service and who may call it (service flags: their variables carry
+/// the service's prefix, given by [`service_env`]).
 #[derive(Debug, Clone, Args)]
 pub struct ServerArgs {
     /// gRPC listen address.
@@ -72,17 +75,187 @@ pub struct ServerArgs {
     pub allowed_identities: Vec<String>,
 }
 
-/// Names the environment variables of the [`ServerArgs`] flags, for the service's `Parser`:
-/// `#[command(mut_args(server_env("PACTO_EVALUATOR_LISTEN_ADDR", "PACTO_EVALUATOR_ALLOWED_IDENTITIES")))]`.
-/// (`mut_args` keeps the flags in place; `mut_arg` would move them to the end of `--help`.)
-pub fn server_env(
-    listen_addr: &'static str,
-    allowed_identities: &'static str,
-) -> impl FnMut(clap::Arg) -> clap::Arg {
-    move |arg| match arg.get_id().as_str() {
-        "listen_addr" => arg.env(listen_addr),
-        "allowed_identities" => arg.env(allowed_identities),
-        _ => arg,
+/// The long flags of the shared runtime groups ([`RuntimeArgs`], [`GrpcClientArgs`]), whose
+/// variables carry no service part.
+fn shared_flags() -> Vec<String> {
+    [
+        RuntimeArgs::augment_args(clap::Command::new("runtime")),
+        GrpcClientArgs::augment_args(clap::Command::new("client")),
+    ]
+    .iter()
+    .flat_map(clap::Command::get_arguments)
+    .filter_map(clap::Arg::get_long)
+    .map(str::to_owned)
+    .collect()
+}
+
+/// `--tls-reload-interval` → `TLS_RELOAD_INTERVAL`.
+fn upper_snake(long: &str) -> String {
+    long.to_uppercase().replace('-', "_")
+}
+
+/// Names the environment variable of every flag of a service's `Parser` after the flag:
+/// `#[command(mut_args(service_env("STATUS_WRITER")))]` gives the shared runtime flags
+/// `PACTO_<FLAG>` and the rest `PACTO_STATUS_WRITER_<FLAG>`. A flag that already names a
+/// variable (one Kubernetes fills from the pod, e.g. `POD_NAME`) keeps it. (`mut_args` keeps the
+/// flags in place; `mut_arg` would move them to the end of `--help`.)
+pub fn service_env(service: &'static str) -> impl FnMut(clap::Arg) -> clap::Arg {
+    let shared = shared_flags();
+    move |arg| {
+        let Some(long) = arg.get_long() else {
+            return arg;
+        };
+        if arg.get_env().is_some() || matches!(long, "help" | "version") {
+            return arg;
+        }
+        let flag = upper_snake(long);
+        let env = if shared.iter().any(|s| s == long) {
+            format!("PACTO_{flag}")
+        } else {
+            format!("PACTO_{service}_{flag}")
+        };
+        arg.env(env)
+    }
+}
+
+/// A gRPC service another service calls, as its callers' flags name it: [`EndpointArgs<P>`]
+/// reads `--<ADDR_FLAG>` and `--<SERVER_NAME_FLAG>`. Implement it with [`peer!`](crate::peer).
+pub trait Peer: std::fmt::Debug + Clone + Send + Sync + 'static {
+    /// The address flag, e.g. `resolver-addr` (also the argument's clap id).
+    const ADDR_FLAG: &'static str;
+    /// The certificate-name flag, e.g. `resolver-server-name` (also the argument's clap id).
+    const SERVER_NAME_FLAG: &'static str;
+    /// Default of the address flag.
+    const DEFAULT_ADDR: &'static str;
+    /// Help of the address flag.
+    const ADDR_HELP: &'static str;
+    /// Help of the certificate-name flag.
+    const SERVER_NAME_HELP: &'static str;
+}
+
+/// Declares a [`Peer`]: a unit type whose flags are `--<flag>-addr` and `--<flag>-server-name`,
+/// the second's help naming the service `<service>`.
+///
+/// ```
+/// pacto_runtime::peer!(
+///     /// The contract-resolver.
+///     pub Resolver: "resolver" is "contract-resolver",
+///     default "contract-resolver.pacto.svc:8443",
+///     help "Address of the contract-resolver gRPC service (`host:port`)"
+/// );
+/// ```
+#[macro_export]
+macro_rules! peer {
+    (
+        $(#[$meta:meta])*
+        $vis:vis $name:ident: $flag:literal is $service:literal,
+        default $default:expr,
+        help $help:expr
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy)]
+        $vis struct $name;
+
+        impl $crate::args::Peer for $name {
+            const ADDR_FLAG: &'static str = concat!($flag, "-addr");
+            const SERVER_NAME_FLAG: &'static str = concat!($flag, "-server-name");
+            const DEFAULT_ADDR: &'static str = $default;
+            const ADDR_HELP: &'static str = $help;
+            const SERVER_NAME_HELP: &'static str = concat!(
+                "Name the ",
+                $service,
+                "'s certificate must carry (default: the address's host)"
+            );
+        }
+    };
+}
+
+peer!(
+    /// The contract-resolver, as the status-writer and the Evidence Server call it.
+    pub Resolver: "resolver" is "contract-resolver",
+    default "contract-resolver.pacto.svc:8443",
+    help "Address of the contract-resolver gRPC service (`host:port`)"
+);
+peer!(
+    /// The observer, as the status-writer calls it.
+    pub Observer: "observer" is "observer",
+    default "observer.pacto.svc:8443",
+    help "Address of the observer gRPC service"
+);
+peer!(
+    /// The evaluator, as the status-writer calls it.
+    pub Evaluator: "evaluator" is "evaluator",
+    default "evaluator.pacto.svc:8443",
+    help "Address of the evaluator gRPC service"
+);
+
+/// Where a called gRPC service is: `--<peer>-addr` and `--<peer>-server-name`, named by `P`.
+/// (No clap group: a service flattens several of these.)
+#[derive(Debug, Clone, Args)]
+#[group(skip)]
+pub struct EndpointArgs<P: Peer> {
+    /// The service's address (`host:port`, or a URI).
+    #[arg(
+        id = P::ADDR_FLAG,
+        long = P::ADDR_FLAG,
+        value_name = "ADDR",
+        default_value = P::DEFAULT_ADDR,
+        help = P::ADDR_HELP
+    )]
+    pub addr: String,
+    /// The name the service's certificate must carry (default: the address's host).
+    #[arg(
+        id = P::SERVER_NAME_FLAG,
+        long = P::SERVER_NAME_FLAG,
+        value_name = "NAME",
+        help = P::SERVER_NAME_HELP
+    )]
+    pub server_name: Option<String>,
+    #[arg(skip)]
+    peer: PhantomData<P>,
+}
+
+impl<P: Peer> EndpointArgs<P> {
+    /// The channel these flags describe, with the timeouts of `client`.
+    pub fn spec(&self, client: &GrpcClientArgs) -> ChannelSpec {
+        let mut spec = ChannelSpec::new(&self.addr, client);
+        spec.server_name.clone_from(&self.server_name);
+        spec
+    }
+}
+
+/// The namespaces a service works on (the observer's and the status-writer's;
+/// docs/design/architecture.md#namespace-scope).
+#[derive(Debug, Clone, Args)]
+pub struct ScopeArgs {
+    /// Watch and list only this namespace (default: every namespace).
+    #[arg(long = "watch-namespace", value_name = "NAMESPACE")]
+    pub watch_namespace: Option<String>,
+    /// Work only on namespaces whose labels match this Kubernetes label selector (e.g.
+    /// `pacto.trianalab.io/audit=enabled`; default: every namespace): the status-writer
+    /// reconciles no Pacto elsewhere; the observer refuses Observe for another namespace and
+    /// streams no target change from it. Needs list/watch on Namespaces.
+    #[arg(long = "namespace-selector", value_name = "SELECTOR")]
+    pub namespace_selector: Option<String>,
+    /// Never work on these namespaces (comma-separated), selector or not.
+    #[arg(
+        long = "exclude-namespaces",
+        value_name = "NAMESPACES",
+        value_delimiter = ','
+    )]
+    pub exclude_namespaces: Vec<String>,
+}
+
+#[cfg(feature = "watch")]
+impl ScopeArgs {
+    /// The scope `--namespace-selector` and `--exclude-namespaces` describe.
+    pub fn namespace_scope(
+        &self,
+    ) -> Result<crate::scope::NamespaceScope, crate::scope::ScopeError> {
+        crate::scope::NamespaceScope::new(
+            self.namespace_selector.as_deref(),
+            self.exclude_namespaces.clone(),
+        )
     }
 }
 
@@ -91,27 +264,26 @@ pub fn server_env(
 pub struct TlsArgs {
     /// PEM bundle of the certificate authorities that sign peer certificates (clients of this
     /// service and the servers it calls).
-    #[arg(long = "tls-ca", env = "PACTO_TLS_CA", value_name = "PATH")]
+    #[arg(long = "tls-ca", value_name = "PATH")]
     pub ca: Option<PathBuf>,
     /// PEM certificate chain of this service (leaf first). Used both as the server certificate and
     /// as the client certificate when calling other services.
-    #[arg(long = "tls-cert", env = "PACTO_TLS_CERT", value_name = "PATH")]
+    #[arg(long = "tls-cert", value_name = "PATH")]
     pub cert: Option<PathBuf>,
     /// PEM private key (PKCS#8, PKCS#1 or SEC1) of `--tls-cert`.
-    #[arg(long = "tls-key", env = "PACTO_TLS_KEY", value_name = "PATH")]
+    #[arg(long = "tls-key", value_name = "PATH")]
     pub key: Option<PathBuf>,
     /// How often the three files are checked for changes; a changed, valid set replaces the
     /// current one for new connections without a restart. Go duration syntax.
     #[arg(
         long = "tls-reload-interval",
-        env = "PACTO_TLS_RELOAD_INTERVAL",
         value_name = "DURATION",
         default_value = "10s",
         value_parser = parse_duration
     )]
     pub reload_interval: Duration,
     /// Development only: serve and call gRPC in plaintext, without client authentication.
-    #[arg(long = "insecure", env = "PACTO_INSECURE", default_value_t = false)]
+    #[arg(long = "insecure", default_value_t = false)]
     pub insecure: bool,
 }
 
@@ -143,7 +315,6 @@ pub struct AdminArgs {
     /// Listen address of the admin HTTP server.
     #[arg(
         long = "admin-addr",
-        env = "PACTO_ADMIN_ADDR",
         value_name = "ADDR",
         default_value = "0.0.0.0:9090"
     )]
@@ -163,17 +334,11 @@ pub enum LogFormat {
 #[derive(Debug, Clone, Args)]
 pub struct LogArgs {
     /// Log filter in `tracing` `EnvFilter` syntax, e.g. `info` or `info,pacto_runtime=debug`.
-    #[arg(
-        long = "log-level",
-        env = "PACTO_LOG_LEVEL",
-        value_name = "FILTER",
-        default_value = "info"
-    )]
+    #[arg(long = "log-level", value_name = "FILTER", default_value = "info")]
     pub level: String,
     /// Log output format.
     #[arg(
         long = "log-format",
-        env = "PACTO_LOG_FORMAT",
         value_enum,
         default_value_t = LogFormat::Json
     )]
@@ -186,7 +351,6 @@ pub struct GrpcClientArgs {
     /// Timeout for establishing a connection (TCP + TLS handshake).
     #[arg(
         long = "grpc-connect-timeout",
-        env = "PACTO_GRPC_CONNECT_TIMEOUT",
         value_name = "DURATION",
         default_value = "5s",
         value_parser = parse_duration
@@ -195,7 +359,6 @@ pub struct GrpcClientArgs {
     /// Deadline of a single RPC attempt.
     #[arg(
         long = "grpc-request-timeout",
-        env = "PACTO_GRPC_REQUEST_TIMEOUT",
         value_name = "DURATION",
         default_value = "30s",
         value_parser = parse_duration
@@ -203,12 +366,7 @@ pub struct GrpcClientArgs {
     pub request_timeout: Duration,
     /// Retries of a call that failed with a transient status (Unavailable, ResourceExhausted,
     /// Aborted); 0 disables retries.
-    #[arg(
-        long = "grpc-max-retries",
-        env = "PACTO_GRPC_MAX_RETRIES",
-        value_name = "N",
-        default_value_t = 3
-    )]
+    #[arg(long = "grpc-max-retries", value_name = "N", default_value_t = 3)]
     pub max_retries: usize,
 }
 
@@ -224,16 +382,8 @@ const POD_ENV: &[&str] = &["POD_NAME", "POD_NAMESPACE", "NODE_NAME"];
 /// upper snake case and `service` the upper-snake service part, e.g. `STATUS_WRITER`.
 #[cfg(any(test, feature = "test-support"))]
 pub fn env_rule_violations(cmd: &clap::Command, service: &str) -> Vec<String> {
-    let shared: Vec<clap::Command> = vec![
-        RuntimeArgs::augment_args(clap::Command::new("runtime")),
-        GrpcClientArgs::augment_args(clap::Command::new("client")),
-    ];
-    let is_shared = |long: &str| {
-        shared
-            .iter()
-            .flat_map(clap::Command::get_arguments)
-            .any(|arg| arg.get_long() == Some(long))
-    };
+    let shared_flags = shared_flags();
+    let is_shared = |long: &str| shared_flags.iter().any(|s| s == long);
     let mut violations = Vec::new();
     for arg in cmd.get_arguments() {
         let Some(long) = arg.get_long() else {
@@ -243,7 +393,7 @@ pub fn env_rule_violations(cmd: &clap::Command, service: &str) -> Vec<String> {
         if matches!(long, "help" | "version") {
             continue;
         }
-        let flag = long.to_uppercase().replace('-', "_");
+        let flag = upper_snake(long);
         let shared = is_shared(long);
         let expected = if shared {
             format!("PACTO_{flag}")
@@ -307,35 +457,95 @@ mod tests {
         use clap::CommandFactory;
         TestArgs::command().debug_assert();
         DemoArgs::command().debug_assert();
+        MisnamedArgs::command().debug_assert();
+        UnnamedArgs::command().debug_assert();
     }
 
     /// A service `DEMO` laid out like the real ones.
     #[derive(Debug, Parser)]
-    #[command(mut_args(server_env("PACTO_DEMO_LISTEN_ADDR", "PACTO_DEMO_ALLOWED_IDENTITIES")))]
+    #[command(mut_args(service_env("DEMO")))]
     struct DemoArgs {
-        #[arg(long = "watch-namespace", env = "PACTO_DEMO_WATCH_NAMESPACE")]
-        watch_namespace: Option<String>,
+        #[command(flatten)]
+        scope: ScopeArgs,
         #[arg(long = "pod-name", env = "POD_NAME")]
         pod_name: Option<String>,
         #[command(flatten)]
         server: ServerArgs,
+        #[command(flatten)]
+        resolver: EndpointArgs<Resolver>,
+        #[command(flatten)]
+        observer: EndpointArgs<Observer>,
         #[command(flatten)]
         client: GrpcClientArgs,
         #[command(flatten)]
         runtime: RuntimeArgs,
     }
 
-    /// `DEMO` breaking the rule in each possible way.
+    /// `DEMO` with a variable written by hand, wrongly.
     #[derive(Debug, Parser)]
-    struct UnprefixedArgs {
+    #[command(mut_args(service_env("DEMO")))]
+    struct MisnamedArgs {
         #[arg(long = "watch-namespace", env = "PACTO_WATCH_NAMESPACE")]
         watch_namespace: Option<String>,
-        #[arg(long = "no-env")]
-        no_env: bool,
+        #[command(flatten)]
+        runtime: RuntimeArgs,
+    }
+
+    /// `DEMO` without `service_env`: no flag has a variable.
+    #[derive(Debug, Parser)]
+    struct UnnamedArgs {
         #[command(flatten)]
         server: ServerArgs,
         #[command(flatten)]
-        runtime: RuntimeArgs,
+        admin: AdminArgs,
+    }
+
+    fn env_of(cmd: &clap::Command, long: &str) -> Option<String> {
+        let arg = cmd.get_arguments().find(|a| a.get_long() == Some(long))?;
+        Some(arg.get_env()?.to_str()?.to_owned())
+    }
+
+    #[test]
+    fn variables_are_named_after_the_flags() {
+        use clap::CommandFactory;
+        let cmd = DemoArgs::command();
+        for (long, env) in [
+            ("watch-namespace", "PACTO_DEMO_WATCH_NAMESPACE"),
+            ("exclude-namespaces", "PACTO_DEMO_EXCLUDE_NAMESPACES"),
+            ("pod-name", "POD_NAME"),
+            ("listen-addr", "PACTO_DEMO_LISTEN_ADDR"),
+            ("resolver-addr", "PACTO_DEMO_RESOLVER_ADDR"),
+            ("resolver-server-name", "PACTO_DEMO_RESOLVER_SERVER_NAME"),
+            ("observer-server-name", "PACTO_DEMO_OBSERVER_SERVER_NAME"),
+            ("grpc-max-retries", "PACTO_GRPC_MAX_RETRIES"),
+            ("tls-reload-interval", "PACTO_TLS_RELOAD_INTERVAL"),
+            ("log-format", "PACTO_LOG_FORMAT"),
+        ] {
+            assert_eq!(env_of(&cmd, long).as_deref(), Some(env), "--{long}");
+        }
+        assert_eq!(env_of(&cmd, "help"), None);
+    }
+
+    #[test]
+    fn endpoint_groups_are_told_apart() {
+        let args = DemoArgs::try_parse_from([
+            "x",
+            "--observer-addr=o:1",
+            "--resolver-server-name=r.local",
+        ])
+        .unwrap();
+        assert_eq!(args.resolver.addr, "contract-resolver.pacto.svc:8443");
+        assert_eq!(args.resolver.server_name.as_deref(), Some("r.local"));
+        assert_eq!(args.observer.addr, "o:1");
+        assert_eq!(args.observer.server_name, None);
+        let spec = args.resolver.spec(&args.client);
+        assert_eq!(spec.address, "contract-resolver.pacto.svc:8443");
+        assert_eq!(spec.server_name.as_deref(), Some("r.local"));
+        assert_eq!(spec.request_timeout, Duration::from_secs(30));
+
+        let args = DemoArgs::try_parse_from(["x", "--exclude-namespaces=a,b"]).unwrap();
+        assert_eq!(args.scope.exclude_namespaces, ["a", "b"]);
+        assert_eq!(args.scope.watch_namespace, None);
     }
 
     #[test]
@@ -350,18 +560,26 @@ mod tests {
             other,
             [
                 "--watch-namespace reads PACTO_DEMO_WATCH_NAMESPACE, expected PACTO_OTHER_WATCH_NAMESPACE",
+                "--namespace-selector reads PACTO_DEMO_NAMESPACE_SELECTOR, expected PACTO_OTHER_NAMESPACE_SELECTOR",
+                "--exclude-namespaces reads PACTO_DEMO_EXCLUDE_NAMESPACES, expected PACTO_OTHER_EXCLUDE_NAMESPACES",
                 "--listen-addr reads PACTO_DEMO_LISTEN_ADDR, expected PACTO_OTHER_LISTEN_ADDR",
                 "--allowed-identities reads PACTO_DEMO_ALLOWED_IDENTITIES, expected PACTO_OTHER_ALLOWED_IDENTITIES",
+                "--resolver-addr reads PACTO_DEMO_RESOLVER_ADDR, expected PACTO_OTHER_RESOLVER_ADDR",
+                "--resolver-server-name reads PACTO_DEMO_RESOLVER_SERVER_NAME, expected PACTO_OTHER_RESOLVER_SERVER_NAME",
+                "--observer-addr reads PACTO_DEMO_OBSERVER_ADDR, expected PACTO_OTHER_OBSERVER_ADDR",
+                "--observer-server-name reads PACTO_DEMO_OBSERVER_SERVER_NAME, expected PACTO_OTHER_OBSERVER_SERVER_NAME",
             ]
         );
-        let broken = env_rule_violations(&UnprefixedArgs::command(), "DEMO");
         assert_eq!(
-            broken,
+            env_rule_violations(&MisnamedArgs::command(), "DEMO"),
+            ["--watch-namespace reads PACTO_WATCH_NAMESPACE, expected PACTO_DEMO_WATCH_NAMESPACE",]
+        );
+        assert_eq!(
+            env_rule_violations(&UnnamedArgs::command(), "DEMO"),
             [
-                "--watch-namespace reads PACTO_WATCH_NAMESPACE, expected PACTO_DEMO_WATCH_NAMESPACE",
-                "--no-env has no environment variable (PACTO_DEMO_NO_ENV)",
                 "--listen-addr has no environment variable (PACTO_DEMO_LISTEN_ADDR)",
                 "--allowed-identities has no environment variable (PACTO_DEMO_ALLOWED_IDENTITIES)",
+                "--admin-addr has no environment variable (PACTO_ADMIN_ADDR)",
             ]
         );
     }
