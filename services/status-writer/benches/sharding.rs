@@ -1,5 +1,5 @@
 //! Simulation of sharded status-writer leaders (docs/design/scaling.md#simulation): the
-//! assignment logic of `pacto_status_writer::shard` run over N Pactos (default 100,000) through
+//! assignment logic of `shard` (`sharding/shard.rs`) run over N Pactos (default 100,000) through
 //! the shard counts 1 -> 2 -> 3 -> 4 -> 8 -> 7 -> 8 and the loss of one shard's leader. For each
 //! step it prints the Pactos that change shard (count, % and the ideal %), the largest and mean
 //! load per shard, the rebalance time (the assignment under both counts and the moves) and the
@@ -11,8 +11,15 @@
 
 use std::time::{Duration, Instant};
 
-use pacto_status_writer::shard::{
-    HandoffPlan, HandoffStep, LeaseView, Ownership, PactoKey, ShardCount, handoff_plan,
+#[allow(
+    dead_code,
+    reason = "the module's tests run as the `sharding` test target"
+)]
+#[path = "sharding/shard.rs"]
+mod shard;
+
+use shard::{
+    HandoffPlan, HandoffStep, LeaseView, Ownership, ShardCount, ShardKey, handoff_plan,
     ideal_moved_fraction, loads, owner, shard_of, takeover_plan,
 };
 
@@ -27,7 +34,7 @@ fn ms(d: Duration) -> f64 {
 /// Pactos held back at the worst moment of a handoff: the shards Pactos move to have recorded
 /// the new count, the shards they leave have not yet (growing: the added shards are new, the
 /// kept ones old; shrinking: the kept shards are new, the retired ones old).
-fn held_back_at_worst(keys: &[PactoKey], plan: &HandoffPlan) -> usize {
+fn held_back_at_worst(keys: &[ShardKey], plan: &HandoffPlan) -> usize {
     let (from, to) = (plan.from, plan.to);
     let growing = to > from;
     let view: Vec<LeaseView> = (0..from.get().max(to.get()))
@@ -57,9 +64,9 @@ fn main() {
         .unwrap_or(100_000);
 
     let started = Instant::now();
-    let keys: Vec<PactoKey> = (0..n)
+    let keys: Vec<ShardKey> = (0..n)
         .map(|i| {
-            PactoKey::new(&format!("team-{}", i % 500), &format!("svc-{i}")).expect("a valid key")
+            ShardKey::new(&format!("team-{}", i % 500), &format!("svc-{i}")).expect("a valid key")
         })
         .collect();
     let hashing = started.elapsed();

@@ -19,19 +19,19 @@
 //! instant), and at least every check interval (at most a third of stale-after).
 //!
 //! [`NodeAgentLog`] is the pure state machine (objects in, lines out); [`follow`] feeds it from
-//! the watches (`pacto_runtime::watch` backoff) and a timer.
+//! the watches (`pacto_runtime::index` indexes) and a timer.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::jiff::Timestamp;
-use kube::runtime::watcher::{self, Event};
+use kube::runtime::watcher;
 use kube::{Api, ResourceExt};
 use pacto_api::NodeRuntimeObservation;
 use pacto_runtime::CancellationToken;
-use pacto_runtime::watch::WatchRetryExt;
+use pacto_runtime::index::{Index, run_index};
+use pacto_runtime::watch::watch;
 
 /// Default of `--node-evidence-stale-after` (the observer's default, so both read a node alike).
 pub const DEFAULT_STALE_AFTER: Duration = Duration::from_secs(90);
@@ -340,27 +340,6 @@ impl NodeAgentLog {
     }
 }
 
-/// One watch's list in progress (between `Init` and `InitDone`).
-#[derive(Debug)]
-struct Listing<T> {
-    pending: Option<BTreeMap<String, T>>,
-    listed: bool,
-}
-
-impl<T> Default for Listing<T> {
-    fn default() -> Self {
-        Self {
-            pending: None,
-            listed: false,
-        }
-    }
-}
-
-enum Update {
-    Observation(Result<Event<NodeRuntimeObservation>, watcher::Error>),
-    Lease(Result<Event<Lease>, watcher::Error>),
-}
-
 fn renewed(lease: &Lease) -> Option<Timestamp> {
     lease
         .spec
@@ -369,85 +348,158 @@ fn renewed(lease: &Lease) -> Option<Timestamp> {
         .map(|t| t.0)
 }
 
+/// What [`follow`]'s two indexes and its timer share: the log, whether each watch has listed
+/// once, and where the lines go.
+struct Shared<E> {
+    log: NodeAgentLog,
+    observations_listed: bool,
+    leases_listed: bool,
+    emit: E,
+}
+
+impl<E: FnMut(String)> Shared<E> {
+    /// Judges the nodes now, once both watches have listed their objects.
+    fn check(&mut self) {
+        if self.observations_listed && self.leases_listed {
+            for line in self.log.check(Timestamp::now()) {
+                (self.emit)(line);
+            }
+        }
+    }
+}
+
+/// One of [`follow`]'s indexes: `Observations` or `Leases` over the shared log.
+struct Fed<'a, E, What> {
+    shared: &'a std::sync::Mutex<Shared<E>>,
+    /// Wakes the timer, so that it waits for the new next stale instant.
+    changed: &'a tokio::sync::Notify,
+    what: std::marker::PhantomData<What>,
+}
+
+impl<E: FnMut(String), What> Fed<'_, E, What> {
+    fn update(&self, f: impl FnOnce(&mut Shared<E>)) {
+        let mut shared = self
+            .shared
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        f(&mut shared);
+        shared.check();
+        self.changed.notify_one();
+    }
+}
+
+impl<E: FnMut(String)> Index<NodeRuntimeObservation> for Fed<'_, E, NodeRuntimeObservation> {
+    fn apply(&mut self, o: NodeRuntimeObservation) {
+        self.update(|s| {
+            s.log
+                .set_observation(&o.name_any(), ObservationFacts::of(&o));
+        });
+    }
+
+    fn delete(&mut self, o: NodeRuntimeObservation) {
+        self.update(|s| s.log.remove_observation(&o.name_any()));
+    }
+
+    fn reset(&mut self, listing: Vec<NodeRuntimeObservation>) {
+        self.update(|s| {
+            s.log.replace_observations(
+                listing
+                    .iter()
+                    .map(|o| (o.name_any(), ObservationFacts::of(o)))
+                    .collect(),
+            );
+            s.observations_listed = true;
+        });
+    }
+}
+
+impl<E: FnMut(String)> Index<Lease> for Fed<'_, E, Lease> {
+    fn apply(&mut self, l: Lease) {
+        self.update(|s| s.log.set_lease(&l.name_any(), renewed(&l)));
+    }
+
+    fn delete(&mut self, l: Lease) {
+        self.update(|s| s.log.remove_lease(&l.name_any()));
+    }
+
+    fn reset(&mut self, listing: Vec<Lease>) {
+        self.update(|s| {
+            s.log
+                .replace_leases(listing.iter().map(|l| (l.name_any(), renewed(l))).collect());
+            s.leases_listed = true;
+        });
+    }
+}
+
 /// Follows the node agents of `namespace` until `token`, handing every line to `emit` (see
-/// the module documentation). Lines start once both watches listed their objects.
+/// the module documentation): the NodeRuntimeObservations and the Leases, each watched into an
+/// index over one [`NodeAgentLog`], and a timer that judges the nodes again when one turns
+/// stale or the check interval passed. Lines start once both watches listed their objects.
 pub async fn follow(
     client: kube::Client,
     namespace: String,
     stale_after: Duration,
     token: CancellationToken,
-    mut emit: impl FnMut(String) + Send,
+    emit: impl FnMut(String) + Send,
 ) {
-    let observations = watcher::watcher(
-        Api::<NodeRuntimeObservation>::namespaced(client.clone(), &namespace),
-        watcher::Config::default(),
-    )
-    .with_backoff("NodeRuntimeObservation")
-    .map(Update::Observation);
-    let leases = watcher::watcher(
-        Api::<Lease>::namespaced(client, &namespace),
-        watcher::Config::default(),
-    )
-    .with_backoff("Lease")
-    .map(Update::Lease);
-    let mut updates = futures::stream::select(observations, leases);
-    let mut log = NodeAgentLog::new(stale_after);
-    let mut observation_list = Listing::<ObservationFacts>::default();
-    let mut lease_list = Listing::<Option<Timestamp>>::default();
+    let shared = std::sync::Mutex::new(Shared {
+        log: NodeAgentLog::new(stale_after),
+        observations_listed: false,
+        leases_listed: false,
+        emit,
+    });
+    let changed = tokio::sync::Notify::new();
+    let observations = run_index(
+        watch(
+            Api::<NodeRuntimeObservation>::namespaced(client.clone(), &namespace),
+            watcher::Config::default(),
+        ),
+        Fed::<_, NodeRuntimeObservation> {
+            shared: &shared,
+            changed: &changed,
+            what: std::marker::PhantomData,
+        },
+        token.clone(),
+    );
+    let leases = run_index(
+        watch(
+            Api::<Lease>::namespaced(client, &namespace),
+            watcher::Config::default(),
+        ),
+        Fed::<_, Lease> {
+            shared: &shared,
+            changed: &changed,
+            what: std::marker::PhantomData,
+        },
+        token.clone(),
+    );
     let interval = check_interval(stale_after);
-    loop {
-        let now = Timestamp::now();
-        let wait = log
-            .next_stale(now)
-            .and_then(|at| u64::try_from(at.as_nanosecond() - now.as_nanosecond()).ok())
-            .map_or(interval, |nanos| Duration::from_nanos(nanos).min(interval));
-        let update = tokio::select! {
-            () = token.cancelled() => return,
-            () = tokio::time::sleep(wait) => None,
-            update = updates.next() => match update {
-                Some(update) => Some(update),
-                None => return,
-            },
-        };
-        match update {
-            None => {}
-            Some(Update::Observation(event)) => match event {
-                Ok(Event::Init) => observation_list.pending = Some(BTreeMap::new()),
-                Ok(Event::InitApply(o)) => {
-                    if let Some(pending) = observation_list.pending.as_mut() {
-                        pending.insert(o.name_any(), ObservationFacts::of(&o));
-                    }
-                }
-                Ok(Event::InitDone) => {
-                    log.replace_observations(observation_list.pending.take().unwrap_or_default());
-                    observation_list.listed = true;
-                }
-                Ok(Event::Apply(o)) => log.set_observation(&o.name_any(), ObservationFacts::of(&o)),
-                Ok(Event::Delete(o)) => log.remove_observation(&o.name_any()),
-                // Logged (and backed off) by the watch's retry policy.
-                Err(_) => {}
-            },
-            Some(Update::Lease(event)) => match event {
-                Ok(Event::Init) => lease_list.pending = Some(BTreeMap::new()),
-                Ok(Event::InitApply(l)) => {
-                    if let Some(pending) = lease_list.pending.as_mut() {
-                        pending.insert(l.name_any(), renewed(&l));
-                    }
-                }
-                Ok(Event::InitDone) => {
-                    log.replace_leases(lease_list.pending.take().unwrap_or_default());
-                    lease_list.listed = true;
-                }
-                Ok(Event::Apply(l)) => log.set_lease(&l.name_any(), renewed(&l)),
-                Ok(Event::Delete(l)) => log.remove_lease(&l.name_any()),
-                Err(_) => {}
-            },
-        }
-        if observation_list.listed && lease_list.listed {
-            for line in log.check(Timestamp::now()) {
-                emit(line);
+    let timer = async {
+        loop {
+            let now = Timestamp::now();
+            let wait = shared
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .log
+                .next_stale(now)
+                .and_then(|at| u64::try_from(at.as_nanosecond() - now.as_nanosecond()).ok())
+                .map_or(interval, |nanos| Duration::from_nanos(nanos).min(interval));
+            tokio::select! {
+                () = token.cancelled() => return,
+                // Something changed (and was judged): wait for the new next stale instant.
+                () = changed.notified() => continue,
+                () = tokio::time::sleep(wait) => {}
             }
+            shared
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .check();
         }
+    };
+    tokio::select! {
+        () = observations => {}
+        () = leases => {}
+        () = timer => {}
     }
 }
 

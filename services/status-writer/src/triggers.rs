@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use futures::{Stream, StreamExt, TryStreamExt};
+use futures::{Stream, TryStreamExt};
 use kube::ResourceExt;
 use kube::api::Api;
 use kube::core::PartialObjectMeta;
@@ -20,7 +20,8 @@ use pacto_proto::observer::observer_client::ObserverClient;
 use pacto_runtime::CancellationToken;
 use pacto_runtime::backoff::{self, Backoff};
 use pacto_runtime::grpc::GRPC_MAX_MESSAGE_BYTES;
-use pacto_runtime::watch::{WatchRetry, WatchRetryExt};
+use pacto_runtime::index::{Index, run_index};
+use pacto_runtime::watch::{WatchRetry, watch};
 
 use tonic::transport::Channel;
 use tracing::Instrument as _;
@@ -47,9 +48,10 @@ pub fn pactos(
     let (reader, writer) = kube::runtime::reflector::store();
     let stream = kube::runtime::reflector(
         writer,
-        watcher::watcher(api, watcher::Config::default()).modify(crate::cached::trim_pacto),
+        watch(api, watcher::Config::default())
+            .retry(WatchRetry::new("Pacto").max_delay(WATCH_RETRY_MAX))
+            .modify(crate::cached::trim_pacto),
     )
-    .with_retry(WatchRetry::new("Pacto").max_delay(WATCH_RETRY_MAX))
     .applied_objects()
     // Every stored object, our own status writes included, may let the memo drop a write
     // (docs/design/status.md#the-write-memo).
@@ -80,8 +82,8 @@ pub fn revisions(
     api: Api<PactoRevision>,
     ctx: Arc<Context>,
 ) -> impl Stream<Item = Result<PactoRevision, watcher::Error>> + Send {
-    watcher::watcher(api, watcher::Config::default())
-        .with_retry(WatchRetry::new("PactoRevision").max_delay(WATCH_RETRY_MAX))
+    watch(api, watcher::Config::default())
+        .retry(WatchRetry::new("PactoRevision").max_delay(WATCH_RETRY_MAX))
         .applied_objects()
         .inspect_ok(move |revision| {
             let Some(namespace) = revision.namespace() else {
@@ -332,57 +334,51 @@ fn spec_or_metadata(pacto: &Pacto) -> Option<u64> {
 }
 
 /// Removes the gauges (and the remembered last write and failure streak) of deleted Pactos: a
-/// metadata watch (the controller itself only sees applied objects); after each (re)list, what
-/// belongs to Pactos that no longer exist is dropped.
+/// metadata watch (the controller itself only sees applied objects) into [`Deletions`]; after
+/// each (re)list, what belongs to Pactos that no longer exist is dropped.
 pub async fn watch_deletions(
     api: Api<PartialObjectMeta<Pacto>>,
     ctx: Arc<Context>,
     shutdown: CancellationToken,
 ) {
-    use kube::runtime::watcher::Event as WatchEvent;
-    let gauges = &ctx.gauges;
-    let stream = watcher::watcher(api, watcher::Config::default())
-        .with_retry(WatchRetry::new("Pacto").max_delay(WATCH_RETRY_MAX));
-    futures::pin_mut!(stream);
-    let mut listing = BTreeSet::new();
-    loop {
-        let event = tokio::select! {
-            () = shutdown.cancelled() => return,
-            event = stream.next() => event,
-        };
-        let key = |meta: &PartialObjectMeta<Pacto>| {
-            (meta.namespace().unwrap_or_default(), meta.name_any())
-        };
-        match event {
-            None => return,
-            Some(Ok(WatchEvent::Delete(meta))) => {
-                let (ns, name) = key(&meta);
-                if gauges.remove(&ns, &name) {
-                    tracing::info!(namespace = %ns, pacto = %name, "Pacto deleted; removed its metric series");
-                }
-                let key = (ns, name);
-                ctx.triggers.retain(|k| *k != key);
-                ctx.written.forget(&key);
-                ctx.backoff.forget(&key);
-                if let Some(reports) = &ctx.policy_reports {
-                    reports.forget(&key);
-                }
-            }
-            Some(Ok(WatchEvent::Init)) => listing.clear(),
-            Some(Ok(WatchEvent::InitApply(meta))) => {
-                listing.insert(key(&meta));
-            }
-            Some(Ok(WatchEvent::InitDone)) => {
-                gauges.retain(&listing);
-                ctx.written.retain(|key| listing.contains(key));
-                ctx.triggers.retain(|key| listing.contains(key));
-                ctx.backoff.retain(|key| listing.contains(key));
-                if let Some(reports) = &ctx.policy_reports {
-                    reports.retain(|key| listing.contains(key));
-                }
-            }
-            Some(Ok(WatchEvent::Apply(_))) => {}
-            Some(Err(error)) => tracing::debug!(%error, "Pacto metadata watch error"),
+    let stream = watch(api, watcher::Config::default())
+        .retry(WatchRetry::new("Pacto").max_delay(WATCH_RETRY_MAX));
+    run_index(stream, Deletions(ctx), shutdown).await;
+}
+
+/// What the status-writer remembers per Pacto (gauges, triggers, last write, failure streak),
+/// as an index of the Pactos that exist: a deletion, or a relist without the Pacto, forgets it.
+struct Deletions(Arc<Context>);
+
+fn key_of(meta: &PartialObjectMeta<Pacto>) -> (String, String) {
+    (meta.namespace().unwrap_or_default(), meta.name_any())
+}
+
+impl Index<PartialObjectMeta<Pacto>> for Deletions {
+    fn apply(&mut self, _: PartialObjectMeta<Pacto>) {}
+
+    fn delete(&mut self, meta: PartialObjectMeta<Pacto>) {
+        let ctx = &self.0;
+        let (ns, name) = key_of(&meta);
+        if ctx.gauges.remove(&ns, &name) {
+            tracing::info!(namespace = %ns, pacto = %name, "Pacto deleted; removed its metric series");
         }
+        let key = (ns, name);
+        ctx.triggers.retain(|k| *k != key);
+        ctx.written.forget(&key);
+        ctx.backoff.forget(&key);
+    }
+
+    fn reset(&mut self, listing: Vec<PartialObjectMeta<Pacto>>) {
+        let ctx = &self.0;
+        let listing: BTreeSet<(String, String)> = listing.iter().map(key_of).collect();
+        ctx.gauges.retain(&listing);
+        ctx.written.retain(|key| listing.contains(key));
+        ctx.triggers.retain(|key| listing.contains(key));
+        ctx.backoff.retain(|key| listing.contains(key));
+    }
+
+    fn failed(&mut self, error: &watcher::Error) {
+        tracing::debug!(%error, "Pacto metadata watch error");
     }
 }

@@ -14,8 +14,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use pacto_api::{Pacto, PactoStatus};
 
-/// A Pacto's (namespace, name).
-pub type PactoKey = (String, String);
+pub use pacto_api::PactoKey;
 
 /// A status this controller wrote, and the objects around the write.
 #[derive(Debug)]

@@ -1,10 +1,11 @@
 //! Sharding Pactos across several status-writer leaders: the pure assignment logic of the
-//! design in docs/design/scaling.md#sharding-status-writer-leaders. Nothing here is wired into
-//! the service yet: today one leader reconciles every Pacto (docs/design/status.md#leader-election),
+//! design in docs/design/scaling.md#sharding-status-writer-leaders. It lives beside the
+//! `sharding` bench that simulates it (its tests run as the `sharding` test target), not in the
+//! service, because nothing of it is wired in yet: today one leader reconciles every Pacto (docs/design/status.md#leader-election),
 //! and the design is built only when one leader cannot hold the load
 //! (docs/design/scaling.md#per-pacto-costs-and-the-ceiling-of-one-leader).
 //!
-//! - [`PactoKey`]: what a Pacto is assigned by, its namespace and name, hashed once (SHA-256,
+//! - [`ShardKey`]: what a Pacto is assigned by, its namespace and name, hashed once (SHA-256,
 //!   the first eight bytes) so the assignment is the same on every replica, platform and release;
 //! - [`shard_of`]: the key's shard among `S` by jump consistent hashing (integer arithmetic only);
 //! - [`lease_name`]: the Lease of one shard, `<leader-election-id>-shard-<i>`;
@@ -101,9 +102,9 @@ impl ShardCount {
 /// shard, where the one holder sees the deletion and the creation in order
 /// (docs/design/scaling.md#the-assignment).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct PactoKey(u64);
+pub struct ShardKey(u64);
 
-impl PactoKey {
+impl ShardKey {
     /// The key of the Pacto `namespace`/`name`; both must be non-empty.
     pub fn new(namespace: &str, name: &str) -> Result<Self, ShardError> {
         if namespace.is_empty() {
@@ -130,7 +131,7 @@ impl PactoKey {
 }
 
 /// The shard of `key` among `count` shards.
-pub fn shard_of(key: PactoKey, count: ShardCount) -> u32 {
+pub fn shard_of(key: ShardKey, count: ShardCount) -> u32 {
     jump(key.0, count.0)
 }
 
@@ -192,7 +193,7 @@ pub struct Move {
 }
 
 /// The Pactos among `keys` whose shard differs between `from` and `to` shards, in key order.
-pub fn moves(keys: &[PactoKey], from: ShardCount, to: ShardCount) -> Vec<Move> {
+pub fn moves(keys: &[ShardKey], from: ShardCount, to: ShardCount) -> Vec<Move> {
     keys.iter()
         .enumerate()
         .filter_map(|(index, key)| {
@@ -215,7 +216,7 @@ pub fn ideal_moved_fraction(from: ShardCount, to: ShardCount) -> f64 {
 }
 
 /// The number of Pactos per shard (`count` entries).
-pub fn loads(keys: &[PactoKey], count: ShardCount) -> Vec<usize> {
+pub fn loads(keys: &[ShardKey], count: ShardCount) -> Vec<usize> {
     let mut loads = vec![0usize; count.0 as usize];
     for key in keys {
         loads[shard_of(*key, count) as usize] += 1;
@@ -282,7 +283,7 @@ pub struct HandoffPlan {
 }
 
 /// The plan of the change from `from` to `to` shards for `keys`.
-pub fn handoff_plan(keys: &[PactoKey], from: ShardCount, to: ShardCount) -> HandoffPlan {
+pub fn handoff_plan(keys: &[ShardKey], from: ShardCount, to: ShardCount) -> HandoffPlan {
     let moves = moves(keys, from, to);
     let mut leaving: BTreeMap<u32, usize> = BTreeMap::new();
     let mut pairs: BTreeMap<(u32, u32), usize> = BTreeMap::new();
@@ -316,7 +317,7 @@ pub fn handoff_plan(keys: &[PactoKey], from: ShardCount, to: ShardCount) -> Hand
 
 /// The plan when the leader of `lost` is gone and the count stays: one takeover, no moves.
 pub fn takeover_plan(
-    keys: &[PactoKey],
+    keys: &[ShardKey],
     count: ShardCount,
     lost: u32,
 ) -> Result<HandoffPlan, ShardError> {
@@ -352,7 +353,7 @@ pub struct LeaseView {
 impl LeaseView {
     /// Whether this Lease's holder claims `key`: the key is on this shard under the count the
     /// holder records.
-    pub fn claims(&self, key: PactoKey) -> bool {
+    pub fn claims(&self, key: ShardKey) -> bool {
         self.live && shard_of(key, self.count) == self.shard
     }
 }
@@ -370,7 +371,7 @@ pub enum Ownership {
 }
 
 /// The owner of `key` in `view`, a replica's latest read of every shard Lease.
-pub fn owner(key: PactoKey, view: &[LeaseView]) -> Ownership {
+pub fn owner(key: ShardKey, view: &[LeaseView]) -> Ownership {
     let mut claimants = view.iter().filter(|lease| lease.claims(key));
     match (claimants.next(), claimants.next()) {
         (None, _) => Ownership::Unowned,
@@ -387,9 +388,9 @@ mod tests {
         ShardCount::new(n).expect("valid count")
     }
 
-    fn keys(n: usize) -> Vec<PactoKey> {
+    fn keys(n: usize) -> Vec<ShardKey> {
         (0..n)
-            .map(|i| PactoKey::new(&format!("team-{}", i % 97), &format!("svc-{i}")).expect("key"))
+            .map(|i| ShardKey::new(&format!("team-{}", i % 97), &format!("svc-{i}")).expect("key"))
             .collect()
     }
 
@@ -402,11 +403,11 @@ mod tests {
             "shard count: must be at least 1, got 0"
         );
         assert_eq!(
-            PactoKey::new("", "orders"),
+            ShardKey::new("", "orders"),
             Err(ShardError::EmptyKeyField { field: "namespace" })
         );
         assert_eq!(
-            PactoKey::new("shop", ""),
+            ShardKey::new("shop", ""),
             Err(ShardError::EmptyKeyField { field: "name" })
         );
         assert_eq!(
@@ -450,7 +451,7 @@ mod tests {
     /// by a separate implementation (Python's hashlib and integers), not by this code.
     #[test]
     fn the_assignment_is_fixed() {
-        let key = PactoKey::new("shop", "orders").expect("key");
+        let key = ShardKey::new("shop", "orders").expect("key");
         assert_eq!(key.hash(), 0x644f_7b8c_f5ac_a6ae);
         let shards: Vec<u32> = [1, 2, 3, 4, 7, 8, 64]
             .into_iter()
@@ -480,11 +481,11 @@ mod tests {
             }
         }
         assert_eq!(
-            PactoKey::new("shop", "orders"),
-            PactoKey::new("shop", "orders")
+            ShardKey::new("shop", "orders"),
+            ShardKey::new("shop", "orders")
         );
         // The separator keeps "a/bc" and "ab/c" apart.
-        assert_ne!(PactoKey::new("a", "bc"), PactoKey::new("ab", "c"));
+        assert_ne!(ShardKey::new("a", "bc"), ShardKey::new("ab", "c"));
     }
 
     /// 100,000 keys: every shard's load within five standard deviations of the binomial
