@@ -63,7 +63,10 @@ use std::time::Duration;
 
 use clap::Parser;
 use pacto_runtime::admin::{AdminServer, MetricsEndpoint};
-use pacto_runtime::args::{GrpcClientArgs, RuntimeArgs};
+use pacto_runtime::args::{
+    EndpointArgs, Evaluator, GrpcClientArgs, Observer, Resolver, RuntimeArgs, ScopeArgs,
+    service_env,
+};
 use pacto_runtime::balance::BalanceConfig;
 use pacto_runtime::grpc::{self, ChannelSpec, GrpcError, RetryPolicy, Transport};
 use pacto_runtime::parse_duration;
@@ -75,57 +78,24 @@ use tokio::net::TcpListener;
 #[command(
     name = "pacto-status-writer",
     version,
-    about = "Reconciles Pactos: resolves, observes and evaluates them and writes their status."
+    about = "Reconciles Pactos: resolves, observes and evaluates them and writes their status.",
+    mut_args(service_env("STATUS_WRITER"))
 )]
 pub struct Args {
-    /// Address of the contract-resolver gRPC service (`host:port`).
-    #[arg(
-        long = "resolver-addr",
-        env = "PACTO_STATUS_WRITER_RESOLVER_ADDR",
-        value_name = "ADDR",
-        default_value = "contract-resolver.pacto.svc:8443"
-    )]
-    pub resolver_addr: String,
-    /// Name the contract-resolver's certificate must carry (default: the address's host).
-    #[arg(
-        long = "resolver-server-name",
-        env = "PACTO_STATUS_WRITER_RESOLVER_SERVER_NAME"
-    )]
-    pub resolver_server_name: Option<String>,
-    /// Address of the observer gRPC service.
-    #[arg(
-        long = "observer-addr",
-        env = "PACTO_STATUS_WRITER_OBSERVER_ADDR",
-        value_name = "ADDR",
-        default_value = "observer.pacto.svc:8443"
-    )]
-    pub observer_addr: String,
-    /// Name the observer's certificate must carry (default: the address's host).
-    #[arg(
-        long = "observer-server-name",
-        env = "PACTO_STATUS_WRITER_OBSERVER_SERVER_NAME"
-    )]
-    pub observer_server_name: Option<String>,
-    /// Address of the evaluator gRPC service.
-    #[arg(
-        long = "evaluator-addr",
-        env = "PACTO_STATUS_WRITER_EVALUATOR_ADDR",
-        value_name = "ADDR",
-        default_value = "evaluator.pacto.svc:8443"
-    )]
-    pub evaluator_addr: String,
-    /// Name the evaluator's certificate must carry (default: the address's host).
-    #[arg(
-        long = "evaluator-server-name",
-        env = "PACTO_STATUS_WRITER_EVALUATOR_SERVER_NAME"
-    )]
-    pub evaluator_server_name: Option<String>,
+    /// `--resolver-addr`, `--resolver-server-name`.
+    #[command(flatten)]
+    pub resolver: EndpointArgs<Resolver>,
+    /// `--observer-addr`, `--observer-server-name`.
+    #[command(flatten)]
+    pub observer: EndpointArgs<Observer>,
+    /// `--evaluator-addr`, `--evaluator-server-name`.
+    #[command(flatten)]
+    pub evaluator: EndpointArgs<Evaluator>,
     /// How often the backends' host names are resolved again: each address is one replica
     /// (a headless Service), and calls are spread over all of them. Also resolved at once after
     /// a connection failure. Go duration syntax.
     #[arg(
         long = "backend-resolve-interval",
-        env = "PACTO_STATUS_WRITER_BACKEND_RESOLVE_INTERVAL",
         value_name = "DURATION",
         default_value = "5s",
         value_parser = parse_duration
@@ -135,41 +105,18 @@ pub struct Args {
     /// other replicas at once). Go duration syntax.
     #[arg(
         long = "backend-ejection",
-        env = "PACTO_STATUS_WRITER_BACKEND_EJECTION",
         value_name = "DURATION",
         default_value = "5s",
         value_parser = parse_duration
     )]
     pub backend_ejection: Duration,
-    /// Reconcile only Pactos of this namespace (default: all namespaces).
-    #[arg(
-        long = "watch-namespace",
-        env = "PACTO_STATUS_WRITER_WATCH_NAMESPACE",
-        value_name = "NAMESPACE"
-    )]
-    pub watch_namespace: Option<String>,
-    /// Reconcile only Pactos of namespaces whose labels match this Kubernetes label selector
-    /// (e.g. `pacto.trianalab.io/audit=enabled`; default: every namespace). Needs list/watch
-    /// on Namespaces.
-    #[arg(
-        long = "namespace-selector",
-        env = "PACTO_STATUS_WRITER_NAMESPACE_SELECTOR",
-        value_name = "SELECTOR"
-    )]
-    pub namespace_selector: Option<String>,
-    /// Never reconcile Pactos of these namespaces (comma-separated), selector or not.
-    #[arg(
-        long = "exclude-namespaces",
-        env = "PACTO_STATUS_WRITER_EXCLUDE_NAMESPACES",
-        value_name = "NAMESPACES",
-        value_delimiter = ','
-    )]
-    pub exclude_namespaces: Vec<String>,
+    /// `--watch-namespace`, `--namespace-selector`, `--exclude-namespaces`.
+    #[command(flatten)]
+    pub scope: ScopeArgs,
     /// Stabilization window for absences, passed to Observe (default: the observer's own
     /// `--stabilization-window`). Go duration syntax.
     #[arg(
         long = "stabilization-window",
-        env = "PACTO_STATUS_WRITER_STABILIZATION_WINDOW",
         value_name = "DURATION",
         value_parser = parse_duration
     )]
@@ -178,7 +125,6 @@ pub struct Args {
     /// (TagOverwritten). Go duration syntax.
     #[arg(
         long = "revision-mirror-interval",
-        env = "PACTO_STATUS_WRITER_REVISION_MIRROR_INTERVAL",
         value_name = "DURATION",
         default_value = "5m",
         value_parser = parse_duration
@@ -189,7 +135,6 @@ pub struct Args {
     /// thousands of Pactos; more Pactos wait in the queue instead of timing out at a backend.
     #[arg(
         long = "max-concurrent-reconciles",
-        env = "PACTO_STATUS_WRITER_MAX_CONCURRENT_RECONCILES",
         value_name = "N",
         default_value_t = controller::DEFAULT_CONCURRENT_RECONCILES,
         value_parser = clap::value_parser!(u16).range(1..)
@@ -197,16 +142,11 @@ pub struct Args {
     pub max_concurrent_reconciles: u16,
     /// Reconcile only while holding the Lease `--leader-election-id` in
     /// `--leader-election-namespace` (run several replicas safely).
-    #[arg(
-        long = "leader-elect",
-        env = "PACTO_STATUS_WRITER_LEADER_ELECT",
-        default_value_t = false
-    )]
+    #[arg(long = "leader-elect", default_value_t = false)]
     pub leader_elect: bool,
     /// Name of the leader-election Lease.
     #[arg(
         long = "leader-election-id",
-        env = "PACTO_STATUS_WRITER_LEADER_ELECTION_ID",
         value_name = "NAME",
         default_value = "pacto-status-writer"
     )]
@@ -223,7 +163,6 @@ pub struct Args {
     /// renewTime is never compared with another clock).
     #[arg(
         long = "leader-election-lease-duration",
-        env = "PACTO_STATUS_WRITER_LEADER_ELECTION_LEASE_DURATION",
         value_name = "DURATION",
         default_value = "15s",
         value_parser = parse_duration
@@ -234,7 +173,6 @@ pub struct Args {
     /// the lease duration.
     #[arg(
         long = "leader-election-renew-deadline",
-        env = "PACTO_STATUS_WRITER_LEADER_ELECTION_RENEW_DEADLINE",
         value_name = "DURATION",
         default_value = "10s",
         value_parser = parse_duration
@@ -244,7 +182,6 @@ pub struct Args {
     /// of one Lease call. Must be shorter than the renew deadline.
     #[arg(
         long = "leader-election-retry-period",
-        env = "PACTO_STATUS_WRITER_LEADER_ELECTION_RETRY_PERIOD",
         value_name = "DURATION",
         default_value = "2s",
         value_parser = parse_duration
@@ -252,16 +189,11 @@ pub struct Args {
     pub retry_period: Duration,
     /// The node agent's namespace: its Pod Security labels are kept at privileged (set when the
     /// chart's nodeAgent.enabled is on; unset, no namespace is touched).
-    #[arg(
-        long = "node-agent-namespace",
-        env = "PACTO_STATUS_WRITER_NODE_AGENT_NAMESPACE",
-        value_name = "NS"
-    )]
+    #[arg(long = "node-agent-namespace", value_name = "NS")]
     pub node_agent_namespace: Option<String>,
     /// How often the node agent namespace's labels are checked (and restored).
     #[arg(
         long = "node-agent-resync-interval",
-        env = "PACTO_STATUS_WRITER_NODE_AGENT_RESYNC_INTERVAL",
         value_name = "DURATION",
         default_value = "1m",
         value_parser = parse_duration
@@ -272,7 +204,6 @@ pub struct Args {
     /// observer's flag of the same name: set both alike). Go duration syntax.
     #[arg(
         long = "node-evidence-stale-after",
-        env = "PACTO_STATUS_WRITER_NODE_EVIDENCE_STALE_AFTER",
         value_name = "DURATION",
         default_value = "90s",
         value_parser = parse_duration
@@ -281,31 +212,18 @@ pub struct Args {
     /// Base URL of the Evidence Server (e.g. `http://pacto-evidence.pacto.svc:8686`): post a
     /// signed record of each verdict change to `<url>/api/evidence/v1/envelopes` (producer
     /// mode; off when unset). Needs --evidence-key.
-    #[arg(
-        long = "evidence-url",
-        env = "PACTO_STATUS_WRITER_EVIDENCE_URL",
-        value_name = "URL"
-    )]
+    #[arg(long = "evidence-url", value_name = "URL")]
     pub evidence_url: Option<String>,
     /// The producer's Ed25519 private key file (`pacto evidence keygen`'s `<keyId>.key`, mounted
     /// from a Secret). Read once at start.
-    #[arg(
-        long = "evidence-key",
-        env = "PACTO_STATUS_WRITER_EVIDENCE_KEY",
-        value_name = "FILE"
-    )]
+    #[arg(long = "evidence-key", value_name = "FILE")]
     pub evidence_key: Option<std::path::PathBuf>,
     /// The key id records are signed with (default: the key file's name without `.key`).
-    #[arg(
-        long = "evidence-key-id",
-        env = "PACTO_STATUS_WRITER_EVIDENCE_KEY_ID",
-        value_name = "ID"
-    )]
+    #[arg(long = "evidence-key-id", value_name = "ID")]
     pub evidence_key_id: Option<String>,
     /// The producer id records are signed as (the trust store binds the key to it).
     #[arg(
         long = "evidence-producer",
-        env = "PACTO_STATUS_WRITER_EVIDENCE_PRODUCER",
         value_name = "ID",
         default_value = producer::DEFAULT_PRODUCER
     )]
@@ -314,7 +232,6 @@ pub struct Args {
     /// dropped (counted in pacto_status_writer_evidence_dropped_total).
     #[arg(
         long = "evidence-queue-size",
-        env = "PACTO_STATUS_WRITER_EVIDENCE_QUEUE_SIZE",
         value_name = "N",
         default_value_t = producer::DEFAULT_QUEUE_SIZE
     )]
@@ -322,11 +239,7 @@ pub struct Args {
     /// Write one wgpolicyk8s.io/v1alpha2 PolicyReport per Pacto, in its namespace, with one
     /// result per finding (docs/reports.md). Needs the PolicyReport CRD and the chart value
     /// policyReports.enabled (its RBAC).
-    #[arg(
-        long = "policy-reports",
-        env = "PACTO_STATUS_WRITER_POLICY_REPORTS",
-        default_value_t = false
-    )]
+    #[arg(long = "policy-reports", default_value_t = false)]
     pub policy_reports: bool,
     /// The reporting instance of events (the pod name).
     #[arg(long = "pod-name", env = "POD_NAME", value_name = "NAME")]
@@ -362,38 +275,20 @@ pub enum StatusWriterError {
     Scope(#[from] pacto_runtime::scope::ScopeError),
 }
 
-fn spec(address: &str, server_name: Option<&String>, args: &GrpcClientArgs) -> ChannelSpec {
-    let mut spec = ChannelSpec::new(address, args);
-    spec.server_name = server_name.cloned();
-    spec
-}
-
 /// The backend clients of `args` over `transport`: each balanced over every address its host
 /// resolves to (a headless Service: one per ready replica), re-resolved every
 /// `--backend-resolve-interval` (docs/design/scaling.md#replicas-and-client-side-balancing).
 pub fn backends(args: &Args, transport: &Transport) -> Result<controller::Backends, GrpcError> {
-    let balanced = |backend: &str, address: &str, server_name: Option<&String>| {
+    let balanced = |backend: &str, spec: ChannelSpec| {
         let mut config = BalanceConfig::new(backend);
         config.resolve_interval = args.backend_resolve_interval;
         config.ejection = args.backend_ejection;
-        grpc::balanced_channel(&spec(address, server_name, &args.client), transport, config)
+        grpc::balanced_channel(&spec, transport, config)
     };
     Ok(controller::Backends::new(
-        balanced(
-            "contract-resolver",
-            &args.resolver_addr,
-            args.resolver_server_name.as_ref(),
-        )?,
-        balanced(
-            "observer",
-            &args.observer_addr,
-            args.observer_server_name.as_ref(),
-        )?,
-        balanced(
-            "evaluator",
-            &args.evaluator_addr,
-            args.evaluator_server_name.as_ref(),
-        )?,
+        balanced("contract-resolver", args.resolver.spec(&args.client))?,
+        balanced("observer", args.observer.spec(&args.client))?,
+        balanced("evaluator", args.evaluator.spec(&args.client))?,
         RetryPolicy::from_args(&args.client),
     ))
 }
@@ -503,10 +398,7 @@ pub async fn run(args: Args) -> Result<(), StatusWriterError> {
     let client = kube::Client::try_default()
         .await
         .map_err(StatusWriterError::Kubernetes)?;
-    let scope = pacto_runtime::scope::NamespaceScope::new(
-        args.namespace_selector.as_deref(),
-        args.exclude_namespaces.clone(),
-    )?;
+    let scope = args.scope.namespace_scope()?;
     scope.check(&client).await?;
     let producer = producer::config_from_flags(
         args.evidence_url.as_deref(),
@@ -576,7 +468,7 @@ pub async fn run(args: Args) -> Result<(), StatusWriterError> {
     }
     serve_elected(
         ctx,
-        args.watch_namespace.clone(),
+        args.scope.watch_namespace.clone(),
         lease,
         args.revision_mirror_interval,
         admin_listener,
@@ -601,7 +493,7 @@ mod tests {
         let args = Args::try_parse_from(["x", "--insecure", "--stabilization-window=30s"])
             .expect("parses");
         assert_eq!(args.stabilization_window, Some(Duration::from_secs(30)));
-        assert_eq!(args.evaluator_addr, "evaluator.pacto.svc:8443");
+        assert_eq!(args.evaluator.addr, "evaluator.pacto.svc:8443");
         assert_eq!(
             args.node_evidence_stale_after,
             agent_log::DEFAULT_STALE_AFTER
