@@ -191,16 +191,16 @@ pub enum ServerError {
     #[error("--trust: the trust configuration could not be loaded")]
     Trust(#[source] pacto_evidence::TrustError),
     /// A `--subject` value is not a digest-pinned `oci://` reference.
-    #[error("--subject: {0}")]
+    #[error("--subject")]
     Subjects(#[source] pacto_evidence::store::SubjectsError),
     /// The registry credentials (`DOCKER_CONFIG`) could not be read.
-    #[error("registry credentials (DOCKER_CONFIG): {0}")]
+    #[error("registry credentials (DOCKER_CONFIG)")]
     Credentials(#[source] pacto_oci::CredentialsError),
     /// The store (its registry clients) could not be built.
     #[error(transparent)]
     Store(#[from] pacto_evidence::StoreError),
     /// The API port could not be bound or accepting failed.
-    #[error("ingestion API on {addr}: {source}")]
+    #[error("ingestion API on {addr}")]
     Listen {
         /// The address.
         addr: SocketAddr,
