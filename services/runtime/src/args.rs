@@ -16,7 +16,7 @@ use std::{marker::PhantomData, net::SocketAddr, path::PathBuf, time::Duration};
 
 use clap::{Args, ValueEnum};
 
-use crate::{duration::parse_duration, grpc::ChannelSpec, tls::TlsFiles};
+use crate::{duration::parse_duration, tls::TlsFiles};
 
 /// A combination of flags that cannot be used together or is incomplete.
 #[derive(Debug, thiserror::Error)]
@@ -213,15 +213,6 @@ pub struct EndpointArgs<P: Peer> {
     pub server_name: Option<String>,
     #[arg(skip)]
     peer: PhantomData<P>,
-}
-
-impl<P: Peer> EndpointArgs<P> {
-    /// The channel these flags describe, with the timeouts of `client`.
-    pub fn spec(&self, client: &GrpcClientArgs) -> ChannelSpec {
-        let mut spec = ChannelSpec::new(&self.addr, client);
-        spec.server_name.clone_from(&self.server_name);
-        spec
-    }
 }
 
 /// The namespaces a service works on (the observer's and the status-writer's;

@@ -38,7 +38,7 @@ use tonic::{
 };
 
 use crate::{
-    args::{GrpcClientArgs, TransportMode},
+    args::{EndpointArgs, GrpcClientArgs, Peer, TransportMode},
     backoff::Backoff,
     identity::{PeerIdentity, PeerInfo},
     metrics::TLS_HANDSHAKE_FAILURES_TOTAL,
@@ -342,6 +342,17 @@ impl ChannelSpec {
             connect_timeout: args.connect_timeout,
             request_timeout: args.request_timeout,
         }
+    }
+}
+
+// Here rather than in `args`, so that `args` (flags) does not import `grpc` (channels), which
+// imports it (docs/design/crates.md, dependency rule 5).
+impl<P: Peer> EndpointArgs<P> {
+    /// The channel these flags describe, with the timeouts of `client`.
+    pub fn spec(&self, client: &GrpcClientArgs) -> ChannelSpec {
+        let mut spec = ChannelSpec::new(&self.addr, client);
+        spec.server_name.clone_from(&self.server_name);
+        spec
     }
 }
 

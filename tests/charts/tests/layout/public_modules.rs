@@ -208,7 +208,6 @@ const PUBLIC_MODULES: &[(&str, &[(&str, &str)])] = &[
             ),
             ("policy_report", "tests/policy_report.rs"),
             ("producer", "tests/producer.rs"),
-            ("shard", "benches/sharding.rs"),
         ],
     ),
 ];

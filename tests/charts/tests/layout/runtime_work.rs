@@ -36,9 +36,7 @@ impl fmt::Display for Work {
 const NOT_YET_ON_THE_RUNTIME: &[(&str, Work)] = &[
     ("services/evidence-server/src/lib.rs", Work::AdminServer),
     ("services/node-agent/src/lib.rs", Work::AdminServer),
-    ("services/status-writer/src/agent_log.rs", Work::WatchLoop),
     ("services/status-writer/src/lib.rs", Work::AdminServer),
-    ("services/status-writer/src/triggers.rs", Work::WatchLoop),
 ];
 
 fn ident_char(c: char) -> bool {
