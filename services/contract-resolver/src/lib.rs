@@ -25,7 +25,7 @@ use pacto_oci::ClientOptions;
 use pacto_proto::resolver::contract_resolver_server::ContractResolverServer;
 pub use pacto_runtime::service::ServeConfig;
 use pacto_runtime::{
-    CancellationToken, RuntimeError,
+    CancellationToken, Runtime, RuntimeError,
     args::{RuntimeArgs, ServerArgs, service_env},
     parse_duration,
     service::ServiceNames,
@@ -251,38 +251,50 @@ pub enum ResolverError {
     Kubernetes(#[source] kube::Error),
 }
 
+/// How the resolver names itself in its logs, and its metrics.
+fn names() -> ServiceNames {
+    ServiceNames {
+        grpc: "ContractResolver",
+        process: "contract resolver",
+        describe_metrics: metrics::describe,
+        build: pacto_runtime::build_info!(),
+    }
+}
+
 /// Serves gRPC and the admin endpoints until `shutdown` is cancelled, then drains in-flight calls.
 pub async fn serve(
     config: ServeConfig,
     service: ResolverService,
     shutdown: CancellationToken,
 ) -> Result<(), ResolverError> {
+    let mut rt = Runtime::serving(config, names(), shutdown)?;
+    serve_grpc(&mut rt, service)?;
+    Ok(rt.run().await?)
+}
+
+/// Adds the ContractResolver service to `rt`'s gRPC port; ready at once.
+fn serve_grpc(rt: &mut Runtime, service: ResolverService) -> Result<(), ResolverError> {
     let router = tonic::transport::Server::builder().add_service(
         tonic::service::interceptor::InterceptedService::new(
             ContractResolverServer::new(service)
                 .max_decoding_message_size(pacto_runtime::grpc::GRPC_MAX_MESSAGE_BYTES)
                 .max_encoding_message_size(pacto_runtime::grpc::GRPC_MAX_MESSAGE_BYTES),
-            config.authorizer(SERVICE_NAME),
+            rt.authorizer(SERVICE_NAME),
         ),
     );
-    let names = ServiceNames {
-        grpc: "ContractResolver",
-        process: "contract resolver",
-        describe_metrics: metrics::describe,
-        build: pacto_runtime::build_info!(),
-    };
-    pacto_runtime::service::serve(config, router, std::future::ready(true), names, shutdown)
-        .await?;
+    rt.serve_grpc(router)?;
+    rt.ready_when(std::future::ready(true));
     Ok(())
 }
 
-/// Runs the service as the binary does: process start, Kubernetes client, listeners, serve.
+/// Runs the service as the binary does: runtime, Kubernetes client, resolver, gRPC server, run
+/// until drained.
 pub async fn run(args: Args) -> Result<(), ResolverError> {
     let plan = args.memory_plan();
     if !plan.fits() {
         return Err(ResolverError::Memory(plan));
     }
-    let process = pacto_runtime::process::start(&args.runtime)?;
+    let mut rt = Runtime::start(&args.runtime, names()).await?;
     tracing::info!(%plan, "memory plan");
     let secrets: Option<Arc<dyn secrets::SecretSource>> = if args.no_kubernetes {
         tracing::warn!("--no-kubernetes: pull secrets cannot be read");
@@ -294,13 +306,9 @@ pub async fn run(args: Args) -> Result<(), ResolverError> {
         Some(Arc::new(secrets::KubeSecrets::new(client)))
     };
     let resolver = Resolver::new(args.resolver_config(), secrets)?;
-    let config = process.bind(&args.server).await?;
-    serve(
-        config,
-        ResolverService::new(Arc::new(resolver)),
-        process.shutdown,
-    )
-    .await
+    rt.bind_grpc(&args.server).await?;
+    serve_grpc(&mut rt, ResolverService::new(Arc::new(resolver)))?;
+    Ok(rt.run().await?)
 }
 
 #[cfg(test)]

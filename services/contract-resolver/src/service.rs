@@ -190,6 +190,10 @@ impl ResolverService {
 
 #[tonic::async_trait]
 impl ContractResolver for ResolverService {
+    #[tracing::instrument(name = "Resolve", skip_all, fields(
+        namespace = %request.get_ref().namespace,
+        pacto = %request.get_ref().pacto_name,
+    ))]
     async fn resolve(
         &self,
         request: Request<ResolveRequest>,
@@ -205,6 +209,10 @@ impl ContractResolver for ResolverService {
         timer.finish(result).map(Response::new)
     }
 
+    #[tracing::instrument(name = "ListRevisions", skip_all, fields(
+        namespace = %request.get_ref().namespace,
+        pacto = %request.get_ref().pacto_name,
+    ))]
     async fn list_revisions(
         &self,
         request: Request<ListRevisionsRequest>,

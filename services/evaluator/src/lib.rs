@@ -21,7 +21,7 @@ use pacto_proto::{
 };
 pub use pacto_runtime::service::ServeConfig;
 use pacto_runtime::{
-    CancellationToken, RuntimeError,
+    CancellationToken, Runtime, RuntimeError,
     args::{RuntimeArgs, ServerArgs, service_env},
     metrics::RpcTimer,
     service::ServiceNames,
@@ -204,6 +204,9 @@ impl EvaluatorService {
 
 #[tonic::async_trait]
 impl Evaluator for EvaluatorService {
+    /// In an `Evaluate` span with the evidence's subject (`<namespace>/<service>`; the request
+    /// does not carry the Pacto's name).
+    #[tracing::instrument(name = "Evaluate", skip_all, fields(subject = subject(request.get_ref())))]
     async fn evaluate(
         &self,
         request: Request<EvaluateRequest>,
@@ -285,35 +288,55 @@ pub fn typical_request() -> EvaluateRequest {
     }
 }
 
+/// The subject of an Evaluate request, for its span.
+fn subject(request: &EvaluateRequest) -> Option<&str> {
+    let subject = request.evidence.as_ref()?.subject.as_ref()?;
+    Some(subject.name.as_str())
+}
+
+/// How the evaluator names itself in its logs, and its metrics.
+fn names() -> ServiceNames {
+    ServiceNames {
+        grpc: "Evaluator",
+        process: "evaluator",
+        describe_metrics,
+        build: pacto_runtime::build_info!(),
+    }
+}
+
 /// Serves gRPC and the admin endpoints until `shutdown` is cancelled, then drains in-flight calls.
 pub async fn serve(
     config: ServeConfig,
     service: EvaluatorService,
     shutdown: CancellationToken,
 ) -> Result<(), EvaluatorError> {
+    let mut rt = Runtime::serving(config, names(), shutdown)?;
+    serve_grpc(&mut rt, service)?;
+    rt.run().await
+}
+
+/// Adds the Evaluator service to `rt`'s gRPC port; ready at once.
+fn serve_grpc(rt: &mut Runtime, service: EvaluatorService) -> Result<(), EvaluatorError> {
     let router = tonic::transport::Server::builder().add_service(
         tonic::service::interceptor::InterceptedService::new(
             EvaluatorServer::new(service)
                 .max_decoding_message_size(pacto_runtime::grpc::GRPC_MAX_MESSAGE_BYTES)
                 .max_encoding_message_size(pacto_runtime::grpc::GRPC_MAX_MESSAGE_BYTES),
-            config.authorizer(SERVICE_NAME),
+            rt.authorizer(SERVICE_NAME),
         ),
     );
-    let names = ServiceNames {
-        grpc: "Evaluator",
-        process: "evaluator",
-        describe_metrics,
-        build: pacto_runtime::build_info!(),
-    };
-    pacto_runtime::service::serve(config, router, std::future::ready(true), names, shutdown).await
+    rt.serve_grpc(router)?;
+    rt.ready_when(std::future::ready(true));
+    Ok(())
 }
 
-/// Runs the service as the binary does: process start, listeners, serve.
+/// Runs the service as the binary does: runtime, service state, gRPC server, run until drained.
 pub async fn run(args: Args) -> Result<(), EvaluatorError> {
-    let process = pacto_runtime::process::start(&args.runtime)?;
-    let config = process.bind(&args.server).await?;
+    let mut rt = Runtime::start(&args.runtime, names()).await?;
     let service = EvaluatorService::new(Arc::new(Utc::now), args.contract_cache_entries);
-    serve(config, service, process.shutdown).await
+    rt.bind_grpc(&args.server).await?;
+    serve_grpc(&mut rt, service)?;
+    rt.run().await
 }
 
 #[cfg(test)]

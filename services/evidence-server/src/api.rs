@@ -13,16 +13,14 @@ use hyper::body::{Bytes, Incoming};
 use pacto_engine::{Timestamp, derive_status, evaluate};
 use pacto_evidence::store::{CommitError, Readiness, Record, ReferrersMode};
 use pacto_evidence::{Admitted, ErrorCode, MAX_ENVELOPE_BYTES, TrustStore, admit};
-use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
-use tokio_util::sync::CancellationToken;
 
 use crate::body;
 use crate::metrics;
 use crate::resolve::ContractResolver;
 use crate::snapshot::Snapshots;
 use crate::storage::{NotReady, Storage};
-use pacto_runtime::http::{self as conn, Limits, Reply};
+use pacto_runtime::http::Reply;
 
 /// The API prefix.
 pub const PREFIX: &str = "/api/evidence/v1";
@@ -414,23 +412,6 @@ fn method_not_allowed(allow: &'static str) -> Reply {
         .headers_mut()
         .insert(header::ALLOW, HeaderValue::from_static(allow));
     reply
-}
-
-/// Serves the API on `listener` within `limits` until `shutdown`; in-flight requests finish
-/// first (the accept loop, the connection cap and the deadlines: `conn`).
-pub async fn serve<S: Storage>(
-    listener: TcpListener,
-    api: Arc<Api<S>>,
-    limits: Limits,
-    shutdown: CancellationToken,
-) -> std::io::Result<()> {
-    conn::serve(
-        listener,
-        limits,
-        move |request| Arc::clone(&api).handle(request),
-        shutdown,
-    )
-    .await
 }
 
 #[cfg(test)]

@@ -34,10 +34,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use pacto_runtime::admin::{AdminServer, MetricsEndpoint};
 use pacto_runtime::args::{EndpointArgs, GrpcClientArgs, Resolver, RuntimeArgs, service_env};
 use pacto_runtime::grpc::{self, RetryPolicy, Transport};
-use pacto_runtime::{CancellationToken, RuntimeError, parse_duration};
+use pacto_runtime::service::ServiceNames;
+use pacto_runtime::{CancellationToken, Runtime, RuntimeError, parse_duration};
 use tokio::net::TcpListener;
 
 pub use api::{Api, MODE_HEADER, PREFIX, Verifier};
@@ -245,7 +245,7 @@ pub fn resolver(args: &Args, transport: &Transport) -> Result<ContractResolver, 
 /// trust configuration, builds the store (no network I/O) and the resolver client, binds both
 /// ports and serves until SIGTERM/SIGINT.
 pub async fn run(args: Args) -> Result<(), ServerError> {
-    let process = pacto_runtime::process::start(&args.runtime)?;
+    let mut rt = Runtime::start(&args.runtime, names()).await?;
     let trust = pacto_evidence::TrustStore::load(&args.trust).map_err(ServerError::Trust)?;
     let subjects =
         pacto_evidence::store::Subjects::parse(&args.subjects).map_err(ServerError::Subjects)?;
@@ -264,7 +264,7 @@ pub async fn run(args: Args) -> Result<(), ServerError> {
         verifier: Verifier::new(trust),
         producers: args.producers.clone(),
         storage,
-        resolver: resolver(&args, &process.transport)?,
+        resolver: resolver(&args, rt.transport()?)?,
         ready_timeout: args.ready_timeout,
         body_timeout: args.read_body_timeout,
         snapshots: Snapshots::new(args.targets_max_age),
@@ -275,8 +275,18 @@ pub async fn run(args: Args) -> Result<(), ServerError> {
             addr: args.listen_address,
             source,
         })?;
-    let admin = process.bind_admin().await?;
-    serve(api, listener, admin, args.limits(), process.shutdown).await
+    serve_api(&mut rt, api, listener, args.limits());
+    run_runtime(rt).await
+}
+
+/// How the Evidence Server names itself in its logs, and its metrics.
+fn names() -> ServiceNames {
+    ServiceNames {
+        grpc: "",
+        process: "evidence-server",
+        describe_metrics: metrics::describe,
+        build: pacto_runtime::build_info!(),
+    }
 }
 
 /// Serves `api` on `listener` within `limits` and the admin endpoints on `admin` until
@@ -288,28 +298,31 @@ pub async fn serve<S: Storage>(
     limits: Limits,
     shutdown: CancellationToken,
 ) -> Result<(), ServerError> {
-    let recorder = pacto_runtime::metrics::install_recorder().map_err(RuntimeError::from)?;
-    metrics::describe();
+    let mut rt = Runtime::new(names(), admin, shutdown)?;
+    serve_api(&mut rt, api, listener, limits);
+    run_runtime(rt).await
+}
+
+/// Adds the ingestion API on `listener` to `rt`; ready at once.
+fn serve_api<S: Storage>(rt: &mut Runtime, api: Api<S>, listener: TcpListener, limits: Limits) {
     let api_addr = listener.local_addr().ok();
-    let admin_addr = admin.local_addr().ok();
-    let admin = AdminServer::spawn(
-        admin,
-        MetricsEndpoint::new(recorder),
-        pacto_runtime::build_info!(),
-        &shutdown,
-    );
-    tracing::info!(?api_addr, ?admin_addr, "serving the evidence API");
-    admin.readiness().set(true);
-    let served = api::serve(listener, Arc::new(api), limits, shutdown.clone()).await;
-    shutdown.cancel();
-    let stopped = admin.stop().await;
-    served.map_err(|source| ServerError::Listen {
-        addr: api_addr.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0))),
-        source,
-    })?;
-    stopped.map_err(RuntimeError::from)?;
-    tracing::info!("evidence-server stopped");
-    Ok(())
+    tracing::info!(?api_addr, admin_addr = ?rt.admin_addr(), "serving the evidence API");
+    rt.readiness().set(true);
+    let api = Arc::new(api);
+    rt.serve_http(listener, limits, move |request| {
+        Arc::clone(&api).handle(request)
+    });
+}
+
+/// Runs `rt` until drained; a failed API listener is reported as [`ServerError::Listen`].
+async fn run_runtime(rt: Runtime) -> Result<(), ServerError> {
+    rt.run().await.map_err(|error| match error {
+        RuntimeError::Http { addr, source } => ServerError::Listen {
+            addr: addr.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0))),
+            source,
+        },
+        error => ServerError::Runtime(error),
+    })
 }
 
 #[cfg(test)]

@@ -17,11 +17,13 @@ mod wiring;
 pub use agent::{AgentConfig, Outputs, SourceFactory, run_agent};
 pub use args::{Args, ObserverReports, cgroup2_mount};
 
-use pacto_runtime::admin::{AdminServer, MetricsEndpoint, Readiness};
+use pacto_runtime::admin::Readiness;
 use pacto_runtime::balance::BalanceConfig;
 use pacto_runtime::grpc;
-use pacto_runtime::{CancellationToken, RuntimeError};
+use pacto_runtime::service::ServiceNames;
+use pacto_runtime::{CancellationToken, Runtime, RuntimeError};
 use tokio::sync::watch;
+use tracing::Instrument as _;
 
 /// The agent failed to start (it never fails once running).
 #[derive(Debug, thiserror::Error)]
@@ -50,24 +52,25 @@ pub async fn serve(
     let (published_tx, mut published_rx) = watch::channel(0_u64);
     let streams = publish::StreamStates::default();
     let reporter = observer.map(|target| {
-        tokio::spawn(report::stream_reports_recording(
-            target,
-            reports_rx,
-            streams.clone(),
-            shutdown.clone(),
-        ))
+        tokio::spawn(
+            report::stream_reports_recording(target, reports_rx, streams.clone(), shutdown.clone())
+                .instrument(tracing::info_span!("task", task = "reports")),
+        )
     });
     let ready = {
         let shutdown = shutdown.clone();
-        tokio::spawn(async move {
-            tokio::select! {
-                () = shutdown.cancelled() => {}
-                seen = published_rx.wait_for(|n| *n > 0) => if seen.is_ok() {
-                    readiness.set(true);
-                    tracing::info!("node-agent ready");
-                },
+        tokio::spawn(
+            async move {
+                tokio::select! {
+                    () = shutdown.cancelled() => {}
+                    seen = published_rx.wait_for(|n| *n > 0) => if seen.is_ok() {
+                        readiness.set(true);
+                        tracing::info!("node-agent ready");
+                    },
+                }
             }
-        })
+            .instrument(tracing::info_span!("task", task = "readiness")),
+        )
     };
     let outputs = Outputs {
         reports: reports_tx,
@@ -82,31 +85,31 @@ pub async fn serve(
     let _ = ready.await;
 }
 
-/// The binary: flags → clients → agent.
+/// How the agent names itself in its logs, and its metrics.
+fn names() -> ServiceNames {
+    ServiceNames {
+        grpc: "",
+        process: "node-agent",
+        describe_metrics: metrics::describe,
+        build: pacto_runtime::build_info!(),
+    }
+}
+
+/// The binary: runtime, clients, the agent (whose end begins the drain), run until drained.
 pub async fn run(args: Args) -> Result<(), AgentError> {
-    let process = pacto_runtime::process::start(&args.runtime)?;
-    let client = kube::Client::try_default()
-        .await
-        .map_err(AgentError::Kubernetes)?;
+    let mut rt = Runtime::start(&args.runtime, names()).await?;
+    let client = rt.kube_client().await.map_err(AgentError::Kubernetes)?;
     // Every observer replica gets its own stream: the address's name (the headless `-peers`
     // Service) resolves to one address per replica, each checked against the Service's
     // certificate name (docs/design/node-agent.md#reports).
     let spec = args.observer.spec(&args.client);
-    let observer =
-        grpc::balanced_channel(&spec, &process.transport, BalanceConfig::new("observer"))
-            .map_err(RuntimeError::from)?;
-    let recorder = pacto_runtime::metrics::install_recorder().map_err(RuntimeError::from)?;
-    let admin = AdminServer::spawn(
-        process.bind_admin().await?,
-        MetricsEndpoint::new(recorder),
-        pacto_runtime::build_info!(),
-        &process.shutdown,
-    );
+    let observer = grpc::balanced_channel(&spec, rt.transport()?, BalanceConfig::new("observer"))
+        .map_err(RuntimeError::from)?;
     let config = args.config();
     tracing::info!(node = %config.node_name, namespace = %config.namespace, "node-agent starting");
     let btf = args.btf_path.clone();
     let cgroup_root = args.cgroup_root();
-    serve(
+    let agent = serve(
         client,
         config,
         Box::new(move || wiring::kernel_source(&btf)),
@@ -115,11 +118,9 @@ pub async fn run(args: Args) -> Result<(), AgentError> {
             observer,
             token_path: args.token_path.clone(),
         }),
-        admin.readiness().clone(),
-        process.shutdown.clone(),
-    )
-    .await;
-    admin.stop().await.map_err(RuntimeError::from)?;
-    tracing::info!("node-agent stopped");
-    Ok(())
+        rt.readiness(),
+        rt.shutdown(),
+    );
+    rt.spawn_critical("agent", agent);
+    Ok(rt.run().await?)
 }

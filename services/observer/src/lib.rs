@@ -56,7 +56,7 @@ use pacto_proto::observer::node_agent_reports_server::NodeAgentReportsServer;
 use pacto_proto::observer::observer_server::ObserverServer;
 pub use pacto_runtime::service::ServeConfig;
 use pacto_runtime::{
-    Authorizer, CancellationToken, RuntimeError,
+    Authorizer, CancellationToken, Runtime, RuntimeError,
     args::{RuntimeArgs, ScopeArgs, ServerArgs, service_env},
     service::ServiceNames,
 };
@@ -243,6 +243,16 @@ pub enum ObserverError {
     Scope(#[from] pacto_runtime::scope::ScopeError),
 }
 
+/// How the observer names itself in its logs, and its metrics.
+fn names() -> ServiceNames {
+    ServiceNames {
+        grpc: "Observer",
+        process: "observer",
+        describe_metrics: metrics::describe,
+        build: pacto_runtime::build_info!(),
+    }
+}
+
 /// Serves gRPC and the admin endpoints until `shutdown` is cancelled, then drains in-flight
 /// calls (WatchTargets streams end with OK). `/readyz` turns true once the observer's caches
 /// completed their initial lists or were refused by RBAC (see [`cache`]).
@@ -251,6 +261,14 @@ pub async fn serve(
     service: ObserverService,
     shutdown: CancellationToken,
 ) -> Result<(), ObserverError> {
+    let mut rt = Runtime::serving(config, names(), shutdown)?;
+    serve_grpc(&mut rt, service)?;
+    Ok(rt.run().await?)
+}
+
+/// Adds the Observer service (and the node agents' report service, when enabled) to `rt`'s
+/// gRPC port; ready once the caches synced.
+fn serve_grpc(rt: &mut Runtime, service: ObserverService) -> Result<(), ObserverError> {
     let ready = {
         let service = service.clone();
         async move { service.wait_ready().await }
@@ -261,12 +279,13 @@ pub async fn serve(
             ObserverServer::new(service)
                 .max_decoding_message_size(pacto_runtime::grpc::GRPC_MAX_MESSAGE_BYTES)
                 .max_encoding_message_size(pacto_runtime::grpc::GRPC_MAX_MESSAGE_BYTES),
-            config.authorizer(SERVICE_NAME),
+            rt.authorizer(SERVICE_NAME),
         ),
     );
     // Node agents: their own allow-list (plaintext --insecure admits everyone, as for Observe).
+    let mtls = rt.is_mtls();
     let router = router.add_optional_service(node_agents.map(|endpoint| {
-        let authorizer = if config.transport.is_mtls() {
+        let authorizer = if mtls {
             Authorizer::new(node_reports::NODE_REPORTS_SERVICE, endpoint.allowed)
                 .clients("node-agent")
         } else {
@@ -279,29 +298,22 @@ pub async fn serve(
             authorizer,
         )
     }));
-    let names = ServiceNames {
-        grpc: "Observer",
-        process: "observer",
-        describe_metrics: metrics::describe,
-        build: pacto_runtime::build_info!(),
-    };
-    pacto_runtime::service::serve(config, router, ready, names, shutdown).await?;
+    rt.serve_grpc(router)?;
+    rt.ready_when(ready);
     Ok(())
 }
 
-/// Runs the service as the binary does: process start (which installs the metrics recorder
-/// before the caches record their first sizes), the in-cluster (or kubeconfig) client, watches,
-/// listeners, serve.
+/// Runs the service as the binary does: runtime (which installs the metrics recorder before the
+/// caches record their first sizes), the in-cluster (or kubeconfig) client and the namespace
+/// scope, watches, gRPC server, run until drained. Watches and caches stop after the gRPC
+/// server drained; WatchTargets streams end when the drain begins.
 pub async fn run(args: Args) -> Result<(), ObserverError> {
-    let process = pacto_runtime::process::start(&args.runtime)?;
-    let shutdown = process.shutdown.clone();
-    let client = kube::Client::try_default()
-        .await
-        .map_err(ObserverError::Kube)?;
+    let mut rt = Runtime::start(&args.runtime, names()).await?;
+    let client = rt.kube_client().await.map_err(ObserverError::Kube)?;
     let namespace = args.scope.watch_namespace.clone().filter(|n| !n.is_empty());
     let scope = args.scope.namespace_scope()?;
-    scope.check(&client).await?;
-    tokio::spawn(scope.clone().run(client.clone(), shutdown.clone()));
+    rt.scope(&client, &scope).await?;
+    let shutdown = rt.shutdown();
     let hub = watch::TargetHub::new();
     let kinds = watch::Kinds {
         secrets: args.observe_secrets,
@@ -324,15 +336,12 @@ pub async fn run(args: Args) -> Result<(), ObserverError> {
             &shutdown,
         ));
     }
-    let config = process.bind(&args.server).await?;
-    serve(
-        config,
-        ObserverService::new(observer, hub, shutdown.clone())
-            .with_node_agents(node_agents)
-            .with_scope(scope),
-        shutdown,
-    )
-    .await
+    rt.bind_grpc(&args.server).await?;
+    let service = ObserverService::new(observer, hub, rt.stopping())
+        .with_node_agents(node_agents)
+        .with_scope(scope);
+    serve_grpc(&mut rt, service)?;
+    Ok(rt.run().await?)
 }
 
 #[cfg(test)]

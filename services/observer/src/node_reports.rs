@@ -666,6 +666,8 @@ type AckStream = Pin<Box<dyn Stream<Item = Result<ReportAck, Status>> + Send + '
 impl node_agent_reports_server::NodeAgentReports for NodeReportsService {
     type ReportStream = AckStream;
 
+    /// In a `ReportNode` span whose `node` is the caller's once its token was reviewed.
+    #[tracing::instrument(name = "ReportNode", skip_all, fields(node = tracing::field::Empty))]
     async fn report(
         &self,
         request: Request<Streaming<NodeReport>>,
@@ -681,6 +683,7 @@ impl node_agent_reports_server::NodeAgentReports for NodeReportsService {
                 "node-agent report stream refused"
             );
         })?;
+        tracing::Span::current().record("node", node.as_str());
         tracing::info!(node = %node, "node-agent report stream opened");
         let service = self.clone();
         let guard = (Connected::new(), self.registry.stream_opened(&node));

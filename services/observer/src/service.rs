@@ -108,6 +108,10 @@ type ChangeStream = Pin<Box<dyn Stream<Item = Result<TargetChange, Status>> + Se
 
 #[tonic::async_trait]
 impl observer_server::Observer for ObserverService {
+    #[tracing::instrument(name = "Observe", skip_all, fields(
+        namespace = request.get_ref().target.as_ref().map(|t| t.namespace.as_str()),
+        pacto = request.get_ref().target.as_ref().map(|t| t.pacto_name.as_str()),
+    ))]
     async fn observe(
         &self,
         request: Request<ObserveRequest>,
@@ -144,6 +148,9 @@ impl observer_server::Observer for ObserverService {
 
     type WatchTargetsStream = ChangeStream;
 
+    #[tracing::instrument(name = "WatchTargets", skip_all, fields(
+        namespace = %request.get_ref().namespace,
+    ))]
     async fn watch_targets(
         &self,
         request: Request<WatchTargetsRequest>,

@@ -26,6 +26,8 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::{net::TcpListener, task::JoinHandle};
 use tokio_util::sync::CancellationToken;
 
+use tracing::Instrument as _;
+
 use crate::build_info::BuildInfo;
 
 /// Content type of the Prometheus text exposition format.
@@ -134,14 +136,28 @@ impl AdminServer {
         build: BuildInfo,
         shutdown: &CancellationToken,
     ) -> Self {
-        let readiness = Readiness::new();
-        let task = tokio::spawn(serve(
-            listener,
-            metrics,
-            build,
-            readiness.clone(),
-            shutdown.clone(),
-        ));
+        Self::spawn_with(listener, metrics, build, &Readiness::new(), shutdown)
+    }
+
+    /// [`AdminServer::spawn`] with `/readyz` following `readiness`.
+    pub fn spawn_with(
+        listener: TcpListener,
+        metrics: MetricsEndpoint,
+        build: BuildInfo,
+        readiness: &Readiness,
+        shutdown: &CancellationToken,
+    ) -> Self {
+        let readiness = readiness.clone();
+        let task = tokio::spawn(
+            serve(
+                listener,
+                metrics,
+                build,
+                readiness.clone(),
+                shutdown.clone(),
+            )
+            .instrument(tracing::info_span!("task", task = "admin")),
+        );
         Self {
             readiness,
             shutdown: shutdown.clone(),

@@ -28,4 +28,28 @@ pub enum RuntimeError {
     /// The gRPC server or a client channel failed (including TLS loading).
     #[error(transparent)]
     Grpc(#[from] GrpcError),
+    /// An HTTP server's listener failed (accepting stopped).
+    #[error("the HTTP server on {} stopped accepting", addr.map_or_else(|| "?".to_owned(), |a| a.to_string()))]
+    Http {
+        /// The listener's address, if it had one.
+        addr: Option<std::net::SocketAddr>,
+        /// The accept error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A server task panicked or was cancelled.
+    #[error("the {name} server task failed")]
+    Task {
+        /// `grpc` or `http`.
+        name: &'static str,
+        /// The join error.
+        #[source]
+        source: tokio::task::JoinError,
+    },
+    /// The process has no transport (a runtime built without one cannot bind a gRPC port).
+    #[error("the runtime has no transport to serve gRPC with")]
+    NoTransport,
+    /// `serve_grpc` without a bound gRPC port (or called twice).
+    #[error("the runtime has no gRPC port to serve on")]
+    NoGrpcPort,
 }

@@ -1,8 +1,8 @@
 //! Shared runtime of the Pacto services.
 //!
 //! Everything a Pacto service binary needs besides its own business logic. The modules that stay
-//! public are namespaces whose item names read well only qualified (`process::start`,
-//! `admin::bind`, `service::serve`, `grpc::channel`, `testing::TestCa`); the rest is re-exported
+//! public are namespaces whose item names read well only qualified (`admin::bind`,
+//! `service::ServeConfig`, `grpc::channel`, `testing::TestCa`); the rest is re-exported
 //! flat.
 //!
 //! - [`args`]: clap argument groups (flattened into each service's `Args`) with an env var per flag;
@@ -15,8 +15,11 @@
 //!   allow-lists ([`AllowList`], [`Authorizer`]);
 //! - [`grpc`]: serving a tonic router over mTLS (or plaintext behind `--insecure`) and building
 //!   client channels with timeouts and retries for transient errors;
-//! - [`process`]: starting a service process (crypto provider, logging, signals, transport);
-//! - [`service`]: one service process: gRPC and admin servers with readiness and drain;
+//! - [`Runtime`]: one service process from start to stop: crypto provider, logging, signals,
+//!   transport, the admin server, optional gRPC and HTTP servers, the service's tasks (each in a
+//!   span), and one drain (docs/design/architecture.md#runtime);
+//! - [`service`]: what a gRPC service's `serve` is given ([`service::ServeConfig`]) and how it
+//!   names itself ([`service::ServiceNames`]);
 //! - `watch` and `index` (feature `watch`): Kubernetes watches with the shared retry policy,
 //!   fed into the indexes a service keeps of each kind, and the namespace scope;
 //! - [`RuntimeError`], wrapped by each service's own error;
@@ -36,7 +39,7 @@ mod identity;
 #[cfg(feature = "watch")]
 pub mod index;
 pub mod metrics;
-pub mod process;
+mod runtime;
 #[cfg(feature = "watch")]
 pub mod scope;
 pub mod service;
@@ -52,6 +55,7 @@ pub use identity::{
     AllowList, Authorizer, DEFAULT_NODE_AGENT_IDENTITY, DEFAULT_STATUS_WRITER_IDENTITY,
     DEFAULT_TRUST_DOMAIN, IdentityError, PeerIdentity, PeerInfo, spiffe_id,
 };
+pub use runtime::{Runtime, TASK_STOP_TIMEOUT};
 pub use shutdown::ShutdownError;
 pub use telemetry::TelemetryError;
 pub use tokio_util::sync::CancellationToken;

@@ -12,6 +12,7 @@ use kube::runtime::controller::{Action, Controller};
 use metrics::counter;
 use pacto_api::{Pacto, PactoRevision};
 use pacto_runtime::CancellationToken;
+use tracing::Instrument as _;
 
 pub use crate::context::{Context, DEFAULT_CONCURRENT_RECONCILES};
 use crate::metrics::{RECONCILE_ERRORS_TOTAL, RECONCILES_TOTAL};
@@ -28,6 +29,7 @@ use crate::triggers;
 )]
 pub fn error_policy(pacto: Arc<Pacto>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
     let key = (pacto.namespace().unwrap_or_default(), pacto.name_any());
+    let _span = tracing::info_span!("reconcile", namespace = %key.0, pacto = %key.1).entered();
     let delay = ctx.backoff.pass_failed(&pacto, key);
     tracing::warn!(
         error = %pacto_runtime::tls::error_chain(error),
@@ -79,7 +81,7 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>, shutdown: Cancell
         .owns_stream(triggers::revisions(revisions, Arc::clone(&ctx)))
         .reconcile_on(target_stream)
         .graceful_shutdown_on(async move { stop.cancelled().await })
-        .run(reconcile, error_policy, ctx)
+        .run(reconcile_in_span, error_policy, ctx)
         .for_each(|result| {
             match result {
                 Ok((object, _)) => tracing::debug!(pacto = %object.name, "reconciled"),
@@ -88,6 +90,19 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>, shutdown: Cancell
             futures::future::ready(())
         })
         .await;
+}
+
+/// One pass in a `reconcile` span with the Pacto's namespace and name.
+fn reconcile_in_span(
+    pacto: Arc<Pacto>,
+    ctx: Arc<Context>,
+) -> impl std::future::Future<Output = Result<Action, ReconcileError>> {
+    let span = tracing::info_span!(
+        "reconcile",
+        namespace = %pacto.namespace().unwrap_or_default(),
+        pacto = %pacto.name_any(),
+    );
+    reconcile(pacto, ctx).instrument(span)
 }
 
 #[cfg(test)]

@@ -62,7 +62,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use pacto_runtime::admin::{AdminServer, MetricsEndpoint};
 use pacto_runtime::args::{
     EndpointArgs, Evaluator, GrpcClientArgs, Observer, Resolver, RuntimeArgs, ScopeArgs,
     service_env,
@@ -70,8 +69,10 @@ use pacto_runtime::args::{
 use pacto_runtime::balance::BalanceConfig;
 use pacto_runtime::grpc::{self, ChannelSpec, GrpcError, RetryPolicy, Transport};
 use pacto_runtime::parse_duration;
+use pacto_runtime::service::ServiceNames;
 use pacto_runtime::{CancellationToken, RuntimeError};
 use tokio::net::TcpListener;
+use tracing::Instrument as _;
 
 /// Command line of `pacto-status-writer`.
 #[derive(Debug, Clone, Parser)]
@@ -322,12 +323,15 @@ pub async fn work(
     if let Some(producer) = &ctx.producer {
         producer.post_during(&token);
     }
-    let mirror = tokio::spawn(mirror::run(
-        Arc::clone(&ctx),
-        namespace.clone(),
-        mirror_interval,
-        token.clone(),
-    ));
+    let mirror = tokio::spawn(
+        mirror::run(
+            Arc::clone(&ctx),
+            namespace.clone(),
+            mirror_interval,
+            token.clone(),
+        )
+        .instrument(tracing::info_span!("task", task = "revision-mirror")),
+    );
     // On cancellation the controller is dropped, not drained: reconciles in flight stop at
     // their next step, so none writes after a lost Lease (docs/design/status.md#leader-election).
     tokio::select! {
@@ -348,6 +352,16 @@ pub async fn work(
     }
 }
 
+/// How the status-writer names itself in its logs, and its metrics.
+fn names() -> ServiceNames {
+    ServiceNames {
+        grpc: "",
+        process: "status-writer",
+        describe_metrics: crate::metrics::describe,
+        build: pacto_runtime::build_info!(),
+    }
+}
+
 /// [`serve`], reconciling only while holding `lease` (when given), with the revision mirror
 /// every `mirror_interval`.
 pub async fn serve_elected(
@@ -358,48 +372,55 @@ pub async fn serve_elected(
     admin_listener: TcpListener,
     shutdown: CancellationToken,
 ) -> Result<(), StatusWriterError> {
-    let metrics = pacto_runtime::metrics::install_recorder().map_err(RuntimeError::from)?;
-    crate::metrics::describe();
-    let gauges = ctx.gauges.clone();
-    let metrics = MetricsEndpoint::new(metrics).with_extra(move || gauges.render());
-    let admin = AdminServer::spawn(
-        admin_listener,
-        metrics,
-        pacto_runtime::build_info!(),
-        &shutdown,
-    );
-    admin.readiness().set(true);
+    let mut rt = pacto_runtime::Runtime::new(names(), admin_listener, shutdown)?;
     // Every replica follows the scope, leader or not, so a new leader starts with it.
-    tokio::spawn(ctx.scope.clone().run(ctx.client.clone(), shutdown.clone()));
+    rt.follow_scope(&ctx.client, &ctx.scope);
+    spawn_controller(&mut rt, ctx, namespace, lease, mirror_interval);
+    Ok(rt.run().await?)
+}
+
+/// Adds the controller to `rt`: the leader's [`work`] (under `lease` when given) until the
+/// drain, the per-Pacto gauges on `/metrics`, ready at once.
+fn spawn_controller(
+    rt: &mut pacto_runtime::Runtime,
+    ctx: Arc<controller::Context>,
+    namespace: Option<String>,
+    lease: Option<leader::LeaseConfig>,
+    mirror_interval: Duration,
+) {
+    let gauges = ctx.gauges.clone();
+    rt.metrics_extra(move || gauges.render());
+    rt.readiness().set(true);
     tracing::info!(namespace = ?namespace, scope = %ctx.scope.describe(), "status-writer reconciling Pactos");
-    match lease {
-        None => work(ctx, namespace, mirror_interval, shutdown.clone()).await,
-        Some(lease) => {
-            // Between terms the producer posts nothing: a record queued by a term that ended
-            // waits for the next one (docs/design/status.md#evidence-producer).
-            if let Some(producer) = &ctx.producer {
-                producer.pause();
+    let shutdown = rt.shutdown();
+    rt.spawn_critical("controller", async move {
+        match lease {
+            None => work(ctx, namespace, mirror_interval, shutdown).await,
+            Some(lease) => {
+                // Between terms the producer posts nothing: a record queued by a term that ended
+                // waits for the next one (docs/design/status.md#evidence-producer).
+                if let Some(producer) = &ctx.producer {
+                    producer.pause();
+                }
+                let client = ctx.client.clone();
+                leader::run_elected(client, lease, shutdown, move |token| {
+                    work(Arc::clone(&ctx), namespace.clone(), mirror_interval, token)
+                })
+                .await;
             }
-            let client = ctx.client.clone();
-            leader::run_elected(client, lease, shutdown.clone(), move |token| {
-                work(Arc::clone(&ctx), namespace.clone(), mirror_interval, token)
-            })
-            .await;
         }
-    }
-    admin.stop().await.map_err(RuntimeError::from)?;
-    tracing::info!("status-writer stopped");
-    Ok(())
+    });
 }
 
 /// The binary: flags → clients → controller.
 pub async fn run(args: Args) -> Result<(), StatusWriterError> {
-    let process = pacto_runtime::process::start(&args.runtime)?;
-    let client = kube::Client::try_default()
+    let mut rt = pacto_runtime::Runtime::start(&args.runtime, names()).await?;
+    let client = rt
+        .kube_client()
         .await
         .map_err(StatusWriterError::Kubernetes)?;
     let scope = args.scope.namespace_scope()?;
-    scope.check(&client).await?;
+    rt.scope(&client, &scope).await?;
     let producer = producer::config_from_flags(
         args.evidence_url.as_deref(),
         args.evidence_key.as_ref(),
@@ -409,12 +430,12 @@ pub async fn run(args: Args) -> Result<(), StatusWriterError> {
     )?
     .map(|config| {
         tracing::info!(url = %config.shown_url(), producer = %config.producer_id, key_id = %config.key_id, "producer mode: posting a signed record of each verdict change");
-        producer::Producer::start(config, process.shutdown.clone())
+        producer::Producer::start(config, rt.shutdown())
     })
     .transpose()?;
     let mut ctx = controller::Context::new(
         client,
-        backends(&args, &process.transport).map_err(RuntimeError::from)?,
+        backends(&args, rt.transport()?).map_err(RuntimeError::from)?,
         gauges::Gauges::new(),
         args.stabilization_window,
         args.pod_name.clone(),
@@ -448,33 +469,38 @@ pub async fn run(args: Args) -> Result<(), StatusWriterError> {
     } else {
         None
     };
-    let admin_listener = process.bind_admin().await?;
     // Every replica keeps the labels (an idempotent patch), leader or not, and logs the node
     // agents' state, so that whichever pod `kubectl logs deploy/pacto-operator` reads tells it
     // (docs/design/node-agent.md#operator-log).
     if let Some(namespace) = args.node_agent_namespace.clone().filter(|n| !n.is_empty()) {
-        tokio::spawn(node_agent::keep_privileged(
-            ctx.client.clone(),
-            namespace.clone(),
-            args.node_agent_resync_interval,
-            process.shutdown.clone(),
-        ));
-        tokio::spawn(agent_log::log_node_agents(
-            ctx.client.clone(),
-            namespace,
-            args.node_evidence_stale_after,
-            process.shutdown.clone(),
-        ));
+        let shutdown = rt.shutdown();
+        rt.spawn(
+            "node-agent-labels",
+            node_agent::keep_privileged(
+                ctx.client.clone(),
+                namespace.clone(),
+                args.node_agent_resync_interval,
+                shutdown.clone(),
+            ),
+        );
+        rt.spawn(
+            "node-agent-log",
+            agent_log::log_node_agents(
+                ctx.client.clone(),
+                namespace,
+                args.node_evidence_stale_after,
+                shutdown,
+            ),
+        );
     }
-    serve_elected(
+    spawn_controller(
+        &mut rt,
         ctx,
         args.scope.watch_namespace.clone(),
         lease,
         args.revision_mirror_interval,
-        admin_listener,
-        process.shutdown,
-    )
-    .await
+    );
+    Ok(rt.run().await?)
 }
 
 #[cfg(test)]

@@ -181,12 +181,14 @@ const PUBLIC_MODULES: &[(&str, &[(&str, &str)])] = &[
                 "the indexes of the observer, the status-writer and the node agent",
             ),
             ("metrics", "every service's metric recorder and RPC metrics"),
-            ("process", "every service's start"),
             (
                 "scope",
                 "the observer's and the status-writer's namespace scope",
             ),
-            ("service", "the gRPC services' serve and drain"),
+            (
+                "service",
+                "ServeConfig and ServiceNames of the services' serve (and their tests)",
+            ),
             (
                 "testing",
                 "certificates, admin helpers, JsonLog, eventually (feature test-support)",
