@@ -18,7 +18,7 @@
 //! - this module: flags, `run` and `serve` (the public HTTP port next to the shared admin
 //!   server).
 
-pub mod api;
+mod api;
 mod body;
 mod metrics;
 mod oci;

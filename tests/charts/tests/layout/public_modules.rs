@@ -102,14 +102,10 @@ const PUBLIC_MODULES: &[(&str, &[(&str, &str)])] = &[
     ),
     (
         "services/evidence-server",
-        &[
-            // issue 33's remainder: private once the Runtime serves the API (api::serve unused).
-            ("api", "Api and its serve loop"),
-            (
-                "testing",
-                "the server in process for the CLI's and the producer's tests (feature testing)",
-            ),
-        ],
+        &[(
+            "testing",
+            "the server in process for the CLI's and the producer's tests (feature testing)",
+        )],
     ),
     (
         "services/node-agent",
