@@ -26,9 +26,9 @@ pub use pacto::{
     ContractStatus, DEFAULT_CHECK_INTERVAL_SECONDS, DependencyInfo, EvaluationCoverage,
     EvidenceRefStatus, FindingStatus, InterfaceBinding, InterfaceInfo, InterfaceType,
     MIN_CHECK_INTERVAL_SECONDS, ObservationWindow, ObservationWindowKind, ObservedRuntime,
-    OwnerContact, OwnerInfo, Pacto, PactoKey, PactoSpec, PactoStatus, PolicyInfo, ReadinessRevision,
-    ReadinessStatus, ResolutionPolicy, ResourceStatus, ResourcesStatus, SchemaProperty, Severity,
-    Summary, TargetRef, UndeclaredPeer, UndeclaredPeerKind, ValidationIssue, ValidationResult,
-    WorkloadKind, WorkloadRef, sort_observation_windows,
+    OwnerContact, OwnerInfo, Pacto, PactoKey, PactoSpec, PactoStatus, PolicyInfo,
+    ReadinessRevision, ReadinessStatus, ResolutionPolicy, ResourceStatus, ResourcesStatus,
+    SchemaProperty, Severity, Summary, TargetRef, UndeclaredPeer, UndeclaredPeerKind,
+    ValidationIssue, ValidationResult, WorkloadKind, WorkloadRef, sort_observation_windows,
 };
 pub use revision::{PactoRevision, PactoRevisionSpec, PactoRevisionStatus, RevisionSource};
