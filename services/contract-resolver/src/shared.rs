@@ -39,6 +39,14 @@ pub struct Freshness {
     pub failure: Duration,
 }
 
+/// Whether a stored answer of age `age` is young enough for a request accepting `accept`.
+fn accepts<V>(answer: &Answer<V>, age: Duration, accept: Freshness) -> bool {
+    match answer {
+        Ok(_) => age < accept.ok,
+        Err(_) => age < accept.failure,
+    }
+}
+
 type Cell<V> = Arc<OnceCell<Answer<V>>>;
 type Flights<K, V> = Mutex<HashMap<K, Cell<V>>>;
 
@@ -113,6 +121,14 @@ impl<K: Hash + Eq + Clone, V: Clone> Shared<K, V> {
             .get_or_init(|| {
                 led = true;
                 async {
+                    // A flight that finished between this request's lookup above and its join
+                    // stored its answer before it ended: take that rather than ask again
+                    // (docs/design/resolution.md#shared-resolves, joining late).
+                    if let Some((answer, age)) = self.answers.get_aged(key, Instant::now())
+                        && accepts(&answer, age, accept)
+                    {
+                        return answer;
+                    }
                     let answer = fetch().await.map_err(Arc::new);
                     if (self.keep)(&answer) {
                         self.answers
