@@ -87,6 +87,41 @@ fn cosign_verify(cosign: &Path, args: &[&str]) -> Result<Output> {
         .output()?)
 }
 
+/// `cosign verify --key KEY REFERENCE`, which must succeed; `what` (empty or ` (…)`) names the
+/// reference in the failure.
+fn verify_signed(cosign: &Path, key: &str, reference: &str, what: &str) -> Result<()> {
+    let out = cosign_verify(cosign, &["verify", "--key", key, reference])?;
+    ensure!(out.status.success(), "cosign verify{what}: {}", text(&out));
+    Ok(())
+}
+
+/// The in-toto statements of `cosign verify-attestation --type KIND`, which must succeed.
+fn attested(
+    cosign: &Path,
+    key: &str,
+    kind: &str,
+    reference: &str,
+    what: &str,
+) -> Result<Vec<Value>> {
+    let out = cosign_verify(
+        cosign,
+        &[
+            "verify-attestation",
+            "--key",
+            key,
+            "--type",
+            kind,
+            reference,
+        ],
+    )?;
+    ensure!(
+        out.status.success(),
+        "verify-attestation {kind}{what}: {}",
+        text(&out)
+    );
+    statements(&out)
+}
+
 /// The DIGESTS file: (pushed reference, digest) per line.
 fn digests(out: &Path) -> Result<Vec<(String, String)>> {
     let text = std::fs::read_to_string(out.join("DIGESTS"))?;
@@ -206,30 +241,9 @@ fn a_chart_pushed_from_its_build_is_signed_and_attested_by_digest() -> Result<()
     );
     let public_s = public.to_str().context("utf-8 path")?;
 
-    let verified = cosign_verify(&cosign, &["verify", "--key", public_s, &by_digest])?;
-    ensure!(
-        verified.status.success(),
-        "cosign verify: {}",
-        text(&verified)
-    );
+    verify_signed(&cosign, public_s, &by_digest, "")?;
 
-    let attested = cosign_verify(
-        &cosign,
-        &[
-            "verify-attestation",
-            "--key",
-            public_s,
-            "--type",
-            "slsaprovenance1",
-            &by_digest,
-        ],
-    )?;
-    ensure!(
-        attested.status.success(),
-        "verify-attestation: {}",
-        text(&attested)
-    );
-    let statements = statements(&attested)?;
+    let statements = attested(&cosign, public_s, "slsaprovenance1", &by_digest, "")?;
     let provenance = statements
         .iter()
         .find(|s| s["predicateType"] == "https://slsa.dev/provenance/v1")
@@ -402,29 +416,8 @@ fn an_image_is_pushed_from_its_archive_byte_for_byte_with_its_sbom_attested() ->
 
     let by_digest = format!("{host}/trianalab/pacto-operator-rs/evaluator@{manifest_digest}");
     let public_s = public.to_str().context("utf-8")?;
-    let verified = cosign_verify(&cosign, &["verify", "--key", public_s, &by_digest])?;
-    ensure!(
-        verified.status.success(),
-        "cosign verify: {}",
-        text(&verified)
-    );
-    let attested = cosign_verify(
-        &cosign,
-        &[
-            "verify-attestation",
-            "--key",
-            public_s,
-            "--type",
-            "cyclonedx",
-            &by_digest,
-        ],
-    )?;
-    ensure!(
-        attested.status.success(),
-        "verify-attestation cyclonedx: {}",
-        text(&attested)
-    );
-    let statements = statements(&attested)?;
+    verify_signed(&cosign, public_s, &by_digest, "")?;
+    let statements = attested(&cosign, public_s, "cyclonedx", &by_digest, "")?;
     ensure!(
         statements
             .iter()
@@ -602,54 +595,15 @@ fn a_multi_arch_image_is_pushed_as_its_index_with_each_platform_signed_and_attes
     let public_s = public.to_str().context("utf-8")?;
     let repo = format!("{host}/trianalab/pacto-operator-rs/evaluator");
     let by_index = format!("{repo}@{index_digest}");
-    let verified = cosign_verify(&cosign, &["verify", "--key", public_s, &by_index])?;
-    ensure!(
-        verified.status.success(),
-        "cosign verify (index): {}",
-        text(&verified)
-    );
-    let provenance = cosign_verify(
-        &cosign,
-        &[
-            "verify-attestation",
-            "--key",
-            public_s,
-            "--type",
-            "slsaprovenance1",
-            &by_index,
-        ],
-    )?;
-    ensure!(
-        provenance.status.success(),
-        "verify-attestation slsaprovenance1 (index): {}",
-        text(&provenance)
-    );
+    verify_signed(&cosign, public_s, &by_index, " (index)")?;
+    attested(&cosign, public_s, "slsaprovenance1", &by_index, " (index)")?;
     for (platform, digest) in &platforms {
         let arch = platform.trim_start_matches("linux/");
         let by_digest = format!("{repo}@{digest}");
-        let verified = cosign_verify(&cosign, &["verify", "--key", public_s, &by_digest])?;
-        ensure!(
-            verified.status.success(),
-            "cosign verify ({platform}, signed with the index): {}",
-            text(&verified)
-        );
-        let attested = cosign_verify(
-            &cosign,
-            &[
-                "verify-attestation",
-                "--key",
-                public_s,
-                "--type",
-                "cyclonedx",
-                &by_digest,
-            ],
-        )?;
-        ensure!(
-            attested.status.success(),
-            "verify-attestation cyclonedx ({platform}): {}",
-            text(&attested)
-        );
-        let statements = statements(&attested)?;
+        let what = format!(" ({platform}, signed with the index)");
+        verify_signed(&cosign, public_s, &by_digest, &what)?;
+        let what = format!(" ({platform})");
+        let statements = attested(&cosign, public_s, "cyclonedx", &by_digest, &what)?;
         ensure!(
             !statements.is_empty()
                 && statements.iter().all(|s| s["predicate"]["components"][0]["name"]
