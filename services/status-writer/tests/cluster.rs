@@ -687,24 +687,7 @@ async fn targeted_pacto_unknown_until_its_target_exists_then_compliant() {
 #[tokio::test]
 async fn workload_mismatch_is_non_compliant_at_once_with_counts() {
     let h = start_with_observer().await;
-    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
-        Api::namespaced(h.client.clone(), &h.namespace);
-    let deployment: k8s_openapi::api::apps::v1::Deployment =
-        serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "batch"},
-            "spec": {
-                "selector": {"matchLabels": {"app": "batch"}},
-                "template": {
-                    "metadata": {"labels": {"app": "batch"}},
-                    "spec": {"containers": [{"name": "app", "image": "registry.local/batch:1"}]}
-                }
-            }
-        }))
-        .unwrap();
-    deployments
-        .create(&PostParams::default(), &deployment)
-        .await
-        .unwrap();
+    create_batch_deployment(&h.client, &h.namespace).await;
     let api: Api<Pacto> = Api::namespaced(h.client.clone(), &h.namespace);
     let contract =
         "pactoVersion: \"2.0\"\nservice:\n  name: batch\n  version: 2.0.0\nworkload: job\n";

@@ -146,22 +146,7 @@ async fn a_report_follows_the_findings_writes_nothing_when_steady_and_goes_with_
     let h = start_reporting().await;
     let ns = h.namespace.clone();
     // A Deployment the contract says must be a Job: WORKLOAD_MISMATCH, an error finding.
-    let deployment: k8s_openapi::api::apps::v1::Deployment =
-        serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "batch"},
-            "spec": {
-                "selector": {"matchLabels": {"app": "batch"}},
-                "template": {
-                    "metadata": {"labels": {"app": "batch"}},
-                    "spec": {"containers": [{"name": "app", "image": "registry.local/batch:1"}]}
-                }
-            }
-        }))
-        .unwrap();
-    Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(h.client.clone(), &ns)
-        .create(&PostParams::default(), &deployment)
-        .await
-        .unwrap();
+    create_batch_deployment(&h.client, &ns).await;
     let pactos: Api<Pacto> = Api::namespaced(h.client.clone(), &ns);
     let mut p = pacto("batch", &contract("job"), None);
     p.spec.check_interval_seconds = Some(30);

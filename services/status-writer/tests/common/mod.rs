@@ -381,6 +381,27 @@ async fn start_harness(
     }
 }
 
+/// Creates the Deployment `batch` (label `app: batch`) in `ns`: a workload a contract that says
+/// `workload: job` does not match (WORKLOAD_MISMATCH).
+pub async fn create_batch_deployment(client: &Client, ns: &str) {
+    let deployment: k8s_openapi::api::apps::v1::Deployment =
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "batch"},
+            "spec": {
+                "selector": {"matchLabels": {"app": "batch"}},
+                "template": {
+                    "metadata": {"labels": {"app": "batch"}},
+                    "spec": {"containers": [{"name": "app", "image": "registry.local/batch:1"}]}
+                }
+            }
+        }))
+        .unwrap();
+    Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &deployment)
+        .await
+        .unwrap();
+}
+
 pub fn pacto(name: &str, inline: &str, service: Option<&str>) -> Pacto {
     let builder = PactoBuilder::inline(name, inline).check_interval(30);
     match service {
