@@ -265,6 +265,41 @@ pub fn documents(yaml: &str) -> Result<Vec<serde_json::Value>, ToolError> {
     Ok(docs)
 }
 
+/// `helm template` of `charts/<chart>` in the default operator namespace with each of `sets` as a
+/// `--set`, as its documents.
+pub fn template_in_operator_namespace(
+    tools: &Tools,
+    chart: &str,
+    sets: &[&str],
+) -> Result<Vec<serde_json::Value>, ToolError> {
+    let mut args = vec![
+        "template".to_owned(),
+        chart.to_owned(),
+        format!("charts/{chart}"),
+        "--namespace".to_owned(),
+        "pacto-operator-system".to_owned(),
+    ];
+    for set in sets {
+        args.push("--set".to_owned());
+        args.push((*set).to_owned());
+    }
+    documents(&tools.run("helm", &args)?)
+}
+
+/// The first container's args of the rendered Deployment; `None` without a Deployment.
+pub fn deployment_args(docs: &[serde_json::Value]) -> Option<Vec<String>> {
+    let deployment = docs.iter().find(|d| d["kind"] == "Deployment")?;
+    Some(
+        deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(serde_json::Value::as_str)
+            .map(str::to_owned)
+            .collect(),
+    )
+}
+
 /// `kind/name` of a rendered object (for messages and lookups).
 pub fn object_key(doc: &serde_json::Value) -> String {
     format!(

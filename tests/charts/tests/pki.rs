@@ -241,28 +241,11 @@ async fn the_generated_ca_issues_certificates_the_resolver_admits_by_default() -
 
 /// The value of `--<flag>=` in the container args of `chart`'s Deployment rendered with `sets`.
 fn rendered_flag(tools: &Tools, chart: &str, sets: &[&str], flag: &str) -> Result<String> {
-    let mut args = vec![
-        "template".to_owned(),
-        chart.to_owned(),
-        format!("charts/{chart}"),
-        "--namespace".to_owned(),
-        "pacto-operator-system".to_owned(),
-    ];
-    for set in sets {
-        args.push("--set".to_owned());
-        args.push((*set).to_owned());
-    }
-    let docs = documents(&tools.run("helm", &args)?)?;
-    let deployment = docs
-        .iter()
-        .find(|d| d["kind"] == "Deployment")
+    let docs = pacto_chart_tests::template_in_operator_namespace(tools, chart, sets)?;
+    let args = pacto_chart_tests::deployment_args(&docs)
         .with_context(|| format!("{chart} renders no Deployment"))?;
     let prefix = format!("--{flag}=");
-    deployment["spec"]["template"]["spec"]["containers"][0]["args"]
-        .as_array()
-        .context("args")?
-        .iter()
-        .filter_map(serde_json::Value::as_str)
+    args.iter()
         .find_map(|a| a.strip_prefix(&prefix).map(str::to_owned))
         .with_context(|| format!("{chart} renders no {prefix}"))
 }

@@ -4,24 +4,13 @@
 //! environment key reaches the release.
 
 use anyhow::{Context, Result, ensure};
-use pacto_chart_tests::{Tools, documents};
+use pacto_chart_tests::{Tools, deployment_args, documents, template_in_operator_namespace};
 use serde_json::Value;
 
 const CHART: &str = "pacto-status-writer";
 
 fn render(tools: &Tools, sets: &[&str]) -> Result<Vec<Value>> {
-    let mut args = vec![
-        "template".to_owned(),
-        CHART.to_owned(),
-        format!("charts/{CHART}"),
-        "--namespace".to_owned(),
-        "pacto-operator-system".to_owned(),
-    ];
-    for set in sets {
-        args.push("--set".to_owned());
-        args.push((*set).to_owned());
-    }
-    Ok(documents(&tools.run("helm", &args)?)?)
+    Ok(template_in_operator_namespace(tools, CHART, sets)?)
 }
 
 /// `(role kind, role namespace, verbs)` of every rule naming `wgpolicyk8s.io`.
@@ -64,19 +53,7 @@ fn ensure_resources(rule: &Value) {
 }
 
 fn flags(docs: &[Value]) -> Result<Vec<String>> {
-    let deployment = docs
-        .iter()
-        .find(|d| d["kind"] == "Deployment")
-        .context("no Deployment")?;
-    Ok(
-        deployment["spec"]["template"]["spec"]["containers"][0]["args"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .map(str::to_owned)
-            .collect(),
-    )
+    deployment_args(docs).context("no Deployment")
 }
 
 #[test]
