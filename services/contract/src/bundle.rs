@@ -80,7 +80,7 @@ impl Limits {
 #[derive(Debug, thiserror::Error)]
 pub enum BundleError {
     /// The bundle directory could not be read.
-    #[error("reading bundle directory {path}: {source}")]
+    #[error("reading bundle directory {path}")]
     ReadDir {
         /// The path being read.
         path: PathBuf,
@@ -89,7 +89,7 @@ pub enum BundleError {
         source: io::Error,
     },
     /// A file of the bundle directory could not be read.
-    #[error("reading bundle file {path}: {source}")]
+    #[error("reading bundle file {path}")]
     ReadFile {
         /// The path being read.
         path: PathBuf,
@@ -123,7 +123,7 @@ pub enum BundleError {
     #[error("not a valid Pacto bundle: pacto.yaml not found at the bundle root")]
     MissingContract,
     /// The archive is not valid gzip/tar.
-    #[error("corrupt bundle archive: {source}")]
+    #[error("corrupt bundle archive")]
     Corrupt {
         /// The decoding error.
         #[source]
@@ -198,7 +198,7 @@ pub enum BundleError {
         path: String,
     },
     /// The archive could not be written.
-    #[error("writing bundle archive: {source}")]
+    #[error("writing bundle archive")]
     Pack {
         /// The I/O error.
         #[source]
@@ -211,7 +211,7 @@ pub enum BundleError {
         path: String,
     },
     /// Writing the bundle to a directory failed.
-    #[error("writing bundle file {path}: {source}")]
+    #[error("writing bundle file {path}")]
     WriteFile {
         /// The destination path.
         path: PathBuf,

@@ -26,6 +26,26 @@ mod validate;
 pub mod version;
 
 pub use finding::{DetailedFinding, Finding, Layer};
+/// An error and its causes on one line, `outer: inner: …`: each error's own message says what
+/// failed, never why, so the causes are printed here, each once
+/// (docs/design/architecture.md#failure-handling). The crates below `pacto-runtime` (the CLI
+/// included) print with this; the services use `pacto_runtime::tls::error_chain`, the same text.
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        // A foreign error that prints its own source (oci-client's `Digest error: {0}`) would
+        // repeat it: a cause already in the text is not added again.
+        let line = cause.to_string();
+        if !text.contains(&line) {
+            text.push_str(": ");
+            text.push_str(&line);
+        }
+        source = cause.source();
+    }
+    text
+}
+
 pub use overrides::{
     CliOverrides, ConfigurationOverride, OverrideError, ValuesFile, apply_cli_overrides,
 };

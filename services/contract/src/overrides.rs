@@ -19,7 +19,7 @@ use crate::parse::{self, ParseError};
 #[derive(Debug, thiserror::Error)]
 pub enum OverrideError {
     /// The base document is not YAML.
-    #[error("base contract: {source}")]
+    #[error("base contract")]
     BaseParse {
         #[source]
         source: ParseError,
@@ -28,7 +28,7 @@ pub enum OverrideError {
     #[error("base contract is not a mapping")]
     BaseNotMapping,
     /// A values file is not YAML.
-    #[error("values file {file}: {source}")]
+    #[error("values file {file}")]
     ValuesParse {
         file: String,
         #[source]
@@ -58,7 +58,7 @@ pub enum OverrideError {
     #[error("--set {arg:?}: cannot traverse into {segment:?}: not a mapping")]
     SetNotMapping { arg: String, segment: String },
     /// Re-serialising the merged document failed.
-    #[error("re-serialising the overridden contract: {source}")]
+    #[error("re-serialising the overridden contract")]
     Serialize {
         #[source]
         source: serde_norway::Error,

@@ -38,7 +38,7 @@ pub enum ParseError {
         source: serde_norway::Error,
     },
     /// Merge keys (`<<`) could not be applied.
-    #[error("invalid merge key: {source}")]
+    #[error("invalid merge key")]
     Merge {
         #[source]
         source: serde_norway::Error,
@@ -81,7 +81,7 @@ pub enum ParseError {
         limit: usize,
     },
     /// The generic value does not fit the typed model.
-    #[error("contract does not match the typed model: {source}")]
+    #[error("contract does not match the typed model")]
     Model {
         #[source]
         source: serde_json::Error,

@@ -39,7 +39,7 @@ pub enum PolicyResolveError {
     #[error("policy reference {reference:?} cannot be resolved here: {reason}")]
     Unavailable { reference: String, reason: String },
     /// Fetching failed.
-    #[error("fetching policy reference {reference:?} failed: {source}")]
+    #[error("fetching policy reference {reference:?} failed")]
     Fetch {
         reference: String,
         #[source]
@@ -214,7 +214,7 @@ fn resolve_ref(
             out.push(finding(
                 codes::POLICY_REF_UNRESOLVED,
                 "",
-                format!("policy {origin}: {e}"),
+                format!("policy {origin}: {}", crate::error_chain(&e)),
             ));
             return;
         }

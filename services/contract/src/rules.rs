@@ -198,7 +198,11 @@ pub(crate) fn cross_field_within(
             out.push(finding(
                 codes::INVALID_COMPATIBILITY,
                 format!("dependencies[{i}].compatibility"),
-                format!("invalid compatibility {:?}: {e}", dep.compatibility),
+                format!(
+                    "invalid compatibility {:?}: {}",
+                    dep.compatibility,
+                    crate::error_chain(&e)
+                ),
             ));
         }
     }
@@ -377,7 +381,7 @@ fn parse_interface_spec(name: &str, bytes: &[u8]) -> Result<(), String> {
         // Only whether it parses matters: the YAML value, not its JSON copy.
         crate::parse::first_document_with(bytes, &crate::parse::YamlLimits::DOCUMENT)
             .map(drop)
-            .map_err(|e| e.to_string())
+            .map_err(|e| crate::error_chain(&e))
     } else {
         serde_json::from_slice::<serde::de::IgnoredAny>(bytes)
             .map(drop)

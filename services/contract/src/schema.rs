@@ -29,7 +29,7 @@ const SCHEMA_V2_0: &str = include_str!("../schema/pacto-v2.0.schema.json");
 #[derive(Debug, thiserror::Error)]
 pub enum SchemaError {
     /// The embedded schema text is not JSON (a build defect).
-    #[error("embedded schema is not JSON: {source}")]
+    #[error("embedded schema is not JSON")]
     EmbeddedJson {
         #[source]
         source: serde_json::Error,
@@ -157,7 +157,7 @@ pub fn validate_structure(doc: &Value) -> Vec<Finding> {
         Err(e) => vec![Finding::new(
             codes::SCHEMA_ERROR,
             "",
-            e.to_string(),
+            crate::error_chain(&e),
             Layer::Structural,
         )],
     }

@@ -179,7 +179,7 @@ fn parse_raw(bytes: &[u8]) -> Result<Value, Box<ValidationOutcome>> {
         report.push(Finding::new(
             codes::YAML_PARSE_ERROR,
             "",
-            e.to_string(),
+            crate::error_chain(&e),
             Layer::Structural,
         ));
         Box::new(ValidationOutcome {
@@ -230,7 +230,7 @@ pub fn validate_raw(
             report.push(Finding::new(
                 codes::PARSE_ERROR,
                 "",
-                e.to_string(),
+                crate::error_chain(&e),
                 Layer::Load,
             ));
             return ValidationOutcome {

@@ -140,7 +140,7 @@ pub enum ConstraintError {
         what: &'static str,
     },
     /// A comparator's version is malformed.
-    #[error("constraint {input:?}: comparator {comparator:?}: {source}")]
+    #[error("constraint {input:?}: comparator {comparator:?}")]
     Version {
         /// The whole input.
         input: String,

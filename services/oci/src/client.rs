@@ -798,7 +798,10 @@ impl RegistryClient {
         {
             Ok(bytes) => BundleConfig::labels_from_json(&bytes),
             Err(e) => {
-                tracing::debug!(error = %e, "config blob unreadable; no labels");
+                tracing::debug!(
+                    error = %pacto_contract::error_chain(&e),
+                    "config blob unreadable; no labels"
+                );
                 std::collections::BTreeMap::new()
             }
         }

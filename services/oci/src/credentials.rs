@@ -61,7 +61,7 @@ impl Credentials {
 #[derive(Debug, thiserror::Error)]
 pub enum CredentialsError {
     /// The docker config file exists but could not be read.
-    #[error("reading docker config {path}: {source}")]
+    #[error("reading docker config {path}")]
     Read {
         /// The file.
         path: PathBuf,

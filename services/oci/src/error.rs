@@ -74,14 +74,14 @@ pub enum OciError {
     #[error(transparent)]
     Reference(#[from] ReferenceError),
     /// The HTTP client could not be built.
-    #[error("building the registry client: {source}")]
+    #[error("building the registry client")]
     ClientBuild {
         /// The underlying error.
         #[source]
         source: OciDistributionError,
     },
     /// The HTTP client for reads could not be built.
-    #[error("building the registry HTTP client: {source}")]
+    #[error("building the registry HTTP client")]
     ReaderBuild {
         /// The underlying error.
         #[source]
@@ -91,7 +91,7 @@ pub enum OciError {
     #[error(transparent)]
     Credentials(#[from] CredentialsError),
     /// A registry request failed; `class` says how.
-    #[error("{operation} {reference}: {class_text}: {source}", class_text = class.label().replace('_', " "))]
+    #[error("{operation} {reference}: {class_text}", class_text = class.label().replace('_', " "))]
     Registry {
         /// What was being done (`pull manifest`, `push blob`, `list tags`, ...).
         operation: &'static str,
@@ -104,7 +104,7 @@ pub enum OciError {
         source: OciDistributionError,
     },
     /// A registry request could not be sent or its answer not read (no response text).
-    #[error("{operation} {reference}: registry unreachable: {source}")]
+    #[error("{operation} {reference}: registry unreachable")]
     Transport {
         /// What was being done.
         operation: &'static str,
@@ -196,7 +196,7 @@ pub enum OciError {
         reason: String,
     },
     /// The layer stream broke while downloading.
-    #[error("{operation} {reference}: download interrupted: {source}")]
+    #[error("{operation} {reference}: download interrupted")]
     Download {
         /// What was being done.
         operation: &'static str,
@@ -249,7 +249,7 @@ pub enum OciError {
         actual: String,
     },
     /// The layer is not a valid Pacto bundle.
-    #[error("{reference}: not a valid Pacto bundle: {source}")]
+    #[error("{reference}: not a valid Pacto bundle")]
     Bundle {
         /// The reference involved.
         reference: String,
@@ -258,7 +258,7 @@ pub enum OciError {
         source: BundleError,
     },
     /// Packing a bundle for push failed.
-    #[error("packing bundle: {source}")]
+    #[error("packing bundle")]
     Pack {
         /// Why.
         #[source]
