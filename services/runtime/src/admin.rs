@@ -6,6 +6,10 @@
 //! that must disappear with the object they describe (the global recorder cannot forget a
 //! series) are kept by the service and rendered there.
 //!
+//! With `--metrics-secure` the same text is served over HTTPS on `--metrics-addr` instead, each
+//! scrape reviewed by the API server; the admin port then answers `/metrics` with 404 and a line
+//! saying where the metrics went (docs/design/architecture.md#secure-metrics).
+//!
 //! Connections go through the shared loop of [`crate::http`] with [`crate::http::ADMIN_LIMITS`]:
 //! 32 at once, 10 s to send the headers (and at most 10 s idle between requests), 10 s per
 //! stalled write, and a backoff instead of a busy loop when accept fails (`EMFILE`).
@@ -84,12 +88,15 @@ pub type ExtraMetrics = Arc<dyn Fn() -> String + Send + Sync>;
 pub struct MetricsEndpoint {
     recorder: PrometheusHandle,
     extra: Option<ExtraMetrics>,
+    /// Where the metrics are served over HTTPS instead (`--metrics-addr`), if they are.
+    secure_at: Option<SocketAddr>,
 }
 
 impl std::fmt::Debug for MetricsEndpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MetricsEndpoint")
             .field("extra", &self.extra.is_some())
+            .field("secure_at", &self.secure_at)
             .finish_non_exhaustive()
     }
 }
@@ -100,6 +107,7 @@ impl MetricsEndpoint {
         Self {
             recorder,
             extra: None,
+            secure_at: None,
         }
     }
 
@@ -110,7 +118,16 @@ impl MetricsEndpoint {
         self
     }
 
-    fn render(&self) -> String {
+    /// The admin port no longer serves the metrics: they are on HTTPS at `addr` (the secure
+    /// metrics server renders them with [`MetricsEndpoint::render`]).
+    #[must_use]
+    pub fn served_securely_at(mut self, addr: SocketAddr) -> Self {
+        self.secure_at = Some(addr);
+        self
+    }
+
+    /// The exposition text: the recorder's series, then the extra text.
+    pub(crate) fn render(&self) -> String {
         let mut body = self.recorder.render();
         if let Some(extra) = &self.extra {
             body.push_str(&extra());
@@ -236,6 +253,10 @@ fn route(
         return text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
     }
     match request.uri().path() {
+        "/metrics" if let Some(addr) = metrics.secure_at => text(
+            StatusCode::NOT_FOUND,
+            format!("metrics are served over HTTPS on {addr} (--metrics-secure, --metrics-addr)\n"),
+        ),
         "/metrics" => {
             let mut response = Response::new(Full::new(Bytes::from(metrics.render())));
             response.headers_mut().insert(
@@ -259,8 +280,8 @@ fn route(
     }
 }
 
-fn text(status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {
-    let mut response = Response::new(Full::new(Bytes::from_static(body.as_bytes())));
+fn text(status: StatusCode, body: impl Into<Bytes>) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(body.into()));
     *response.status_mut() = status;
     response.headers_mut().insert(
         header::CONTENT_TYPE,

@@ -27,6 +27,12 @@ pub enum ArgsError {
         /// The missing flag.
         flag: &'static str,
     },
+    /// Secure metrics are served with the service's own certificate, which `--insecure` does
+    /// without (docs/design/architecture.md#secure-metrics).
+    #[error(
+        "--metrics-secure serves /metrics over HTTPS with --tls-cert and --tls-key, which --insecure turns off; drop one of the two flags"
+    )]
+    SecureMetricsWithoutTls,
 }
 
 /// How the service's gRPC traffic is protected, derived from [`TlsArgs`].
@@ -38,7 +44,7 @@ pub enum TransportMode {
     Mtls(TlsFiles),
 }
 
-/// The flags every service process has: mTLS material, admin port and logging.
+/// The flags every service process has: mTLS material, admin port, secure metrics and logging.
 #[derive(Debug, Clone, Args)]
 pub struct RuntimeArgs {
     /// mTLS material (server port and clients).
@@ -47,6 +53,9 @@ pub struct RuntimeArgs {
     /// Admin port.
     #[command(flatten)]
     pub admin: AdminArgs,
+    /// `/metrics` over HTTPS with authenticated, authorised scrapes.
+    #[command(flatten)]
+    pub metrics: MetricsArgs,
     /// Logging.
     #[command(flatten)]
     pub log: LogArgs,
@@ -312,6 +321,40 @@ pub struct AdminArgs {
     pub addr: SocketAddr,
 }
 
+/// Secure metrics (docs/design/architecture.md#secure-metrics): `/metrics` over HTTPS, each
+/// scrape authenticated with a TokenReview and authorised with a SubjectAccessReview.
+#[derive(Debug, Clone, Args)]
+pub struct MetricsArgs {
+    /// Serve `/metrics` over HTTPS on `--metrics-addr` (with `--tls-cert`/`--tls-key`; no client
+    /// certificate asked for) instead of on the admin port, to scrapers whose bearer token the
+    /// API server authenticates and allows `get` on the non-resource URL `/metrics`. The probes
+    /// stay on the admin port. Needs create on TokenReviews and SubjectAccessReviews.
+    #[arg(
+        id = "metrics_secure",
+        long = "metrics-secure",
+        default_value_t = false
+    )]
+    pub secure: bool,
+    /// Listen address of the HTTPS metrics server (used only with `--metrics-secure`).
+    #[arg(
+        id = "metrics_addr",
+        long = "metrics-addr",
+        value_name = "ADDR",
+        default_value = "0.0.0.0:8443"
+    )]
+    pub addr: SocketAddr,
+}
+
+impl MetricsArgs {
+    /// Checks the flags against the TLS flags: secure metrics need the service's certificate.
+    pub fn check(&self, tls: &TlsArgs) -> Result<(), ArgsError> {
+        if self.secure && tls.insecure {
+            return Err(ArgsError::SecureMetricsWithoutTls);
+        }
+        Ok(())
+    }
+}
+
 /// Log output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
@@ -443,10 +486,51 @@ mod tests {
         assert!(matches!(args.tls.mode().unwrap(), TransportMode::Mtls(_)));
     }
 
+    /// A service's runtime flags as the binaries flatten them.
+    #[derive(Debug, Parser)]
+    struct RuntimeOnly {
+        #[command(flatten)]
+        runtime: RuntimeArgs,
+    }
+
+    #[test]
+    fn secure_metrics_default_off_on_8443_and_refuse_insecure() {
+        let args = RuntimeOnly::try_parse_from(["x", "--insecure"]).unwrap();
+        assert!(!args.runtime.metrics.secure);
+        assert_eq!(args.runtime.metrics.addr, "0.0.0.0:8443".parse().unwrap());
+        args.runtime.metrics.check(&args.runtime.tls).unwrap();
+
+        let args = RuntimeOnly::try_parse_from([
+            "x",
+            "--tls-ca=/a",
+            "--tls-cert=/b",
+            "--tls-key=/c",
+            "--metrics-secure",
+            "--metrics-addr=127.0.0.1:9443",
+        ])
+        .unwrap();
+        assert!(args.runtime.metrics.secure);
+        assert_eq!(args.runtime.metrics.addr, "127.0.0.1:9443".parse().unwrap());
+        args.runtime.metrics.check(&args.runtime.tls).unwrap();
+
+        let args = RuntimeOnly::try_parse_from(["x", "--insecure", "--metrics-secure"]).unwrap();
+        let error = args.runtime.metrics.check(&args.runtime.tls).unwrap_err();
+        assert!(
+            matches!(error, ArgsError::SecureMetricsWithoutTls),
+            "{error:?}"
+        );
+        let text = error.to_string();
+        assert!(
+            text.contains("--metrics-secure") && text.contains("--insecure"),
+            "{text}"
+        );
+    }
+
     #[test]
     fn command_is_consistent() {
         use clap::CommandFactory;
         TestArgs::command().debug_assert();
+        RuntimeOnly::command().debug_assert();
         DemoArgs::command().debug_assert();
         MisnamedArgs::command().debug_assert();
         UnnamedArgs::command().debug_assert();

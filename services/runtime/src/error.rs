@@ -4,7 +4,7 @@
 
 use crate::{
     admin::AdminError, args::ArgsError, grpc::GrpcError, metrics::MetricsError,
-    shutdown::ShutdownError, telemetry::TelemetryError,
+    secure_metrics::SecureMetricsError, shutdown::ShutdownError, telemetry::TelemetryError,
 };
 
 /// Starting or serving a service process failed in the shared runtime.
@@ -25,6 +25,9 @@ pub enum RuntimeError {
     /// The admin server failed.
     #[error(transparent)]
     Admin(#[from] AdminError),
+    /// The HTTPS metrics server could not be set up (`--metrics-secure`).
+    #[error(transparent)]
+    SecureMetrics(#[from] SecureMetricsError),
     /// The gRPC server or a client channel failed (including TLS loading).
     #[error(transparent)]
     Grpc(#[from] GrpcError),
@@ -40,7 +43,7 @@ pub enum RuntimeError {
     /// A server task panicked or was cancelled.
     #[error("the {name} server task failed")]
     Task {
-        /// `grpc` or `http`.
+        /// `grpc`, `http` or `secure-metrics`.
         name: &'static str,
         /// The join error.
         #[source]

@@ -9,6 +9,8 @@
 //! - `tracing` initialisation (JSON logs by default, [`TelemetryError`]);
 //! - [`metrics`]: the process-wide Prometheus recorder and the shared RPC metrics;
 //! - [`admin`]: the admin HTTP server (`/metrics`, `/healthz`, `/readyz`, `/version`);
+//! - `secure_metrics`: `/metrics` over HTTPS with each scrape reviewed by the API server
+//!   (`--metrics-secure`, [`SecureMetricsError`]);
 //! - [`build_info`]: a binary's version, commit and build time ([`build_info!`]);
 //! - [`tls`]: rustls mTLS server and client configuration from PEM files, reloaded on change;
 //! - the peer identity of a client certificate ([`PeerIdentity`], its SANs) and per-service
@@ -42,6 +44,7 @@ pub mod metrics;
 mod runtime;
 #[cfg(feature = "watch")]
 pub mod scope;
+mod secure_metrics;
 pub mod service;
 mod shutdown;
 mod telemetry;
@@ -56,6 +59,7 @@ pub use identity::{
     DEFAULT_TRUST_DOMAIN, IdentityError, PeerIdentity, PeerInfo, spiffe_id,
 };
 pub use runtime::{Runtime, TASK_STOP_TIMEOUT};
+pub use secure_metrics::SecureMetricsError;
 pub use shutdown::ShutdownError;
 pub use telemetry::TelemetryError;
 pub use tokio_util::sync::CancellationToken;

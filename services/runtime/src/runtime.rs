@@ -18,13 +18,18 @@
 //!    caches and the service's own tasks stop only after the calls that read them finished;
 //! 4. the spawned tasks are joined, at most [`TASK_STOP_TIMEOUT`]; a task still running then is
 //!    named in a warning and aborted;
-//! 5. the admin server stops (probes and scrapes are answered until here) and the log says
-//!    `<process> stopped`.
+//! 5. the admin server, and the HTTPS metrics server with `--metrics-secure`, stop (probes and
+//!    scrapes are answered until here) and the log says `<process> stopped`.
+//!
+//! With `--metrics-secure`, [`Runtime::start`] also binds `--metrics-addr` and creates the
+//! Kubernetes client the scrapes are reviewed with (the one [`Runtime::kube_client`] then hands
+//! out); `/metrics` moves from the admin port to HTTPS there
+//! (docs/design/architecture.md#secure-metrics).
 //!
 //! Every task the runtime runs is in a `task` span whose `task` field names it, so its log
 //! lines say which task wrote them.
 
-use std::{future::Future, net::SocketAddr, pin::Pin, time::Duration};
+use std::{future::Future, net::SocketAddr, pin::Pin, sync::Arc, time::Duration};
 
 use tokio::{net::TcpListener, task::JoinHandle};
 use tokio_util::sync::CancellationToken;
@@ -38,6 +43,7 @@ use crate::{
     grpc::{self, Transport},
     http::{Limits, Reply},
     identity::{AllowList, Authorizer},
+    secure_metrics::{SecureMetrics, SecureMetricsError},
     service::{ServeConfig, ServiceNames},
 };
 
@@ -78,6 +84,10 @@ pub struct Runtime {
     readiness: Readiness,
     ready: Option<BoxFuture<bool>>,
     grpc: Option<GrpcPort>,
+    /// The HTTPS metrics port (`--metrics-secure`), served from [`Runtime::run`].
+    secure_metrics: Option<SecureMetrics>,
+    /// The Kubernetes client created for secure metrics, shared with the service.
+    kube: Option<kube::Client>,
     servers: Vec<Server>,
     tasks: Vec<(&'static str, JoinHandle<()>)>,
 }
@@ -95,13 +105,15 @@ impl std::fmt::Debug for Runtime {
 impl Runtime {
     /// Starts the process from its runtime flags: rustls' `ring` provider (kept if one is
     /// installed already), logging, the metrics recorder (before anything records), the signal
-    /// handlers, the transport with its reloader, and the admin port. SIGTERM or SIGINT begins
-    /// the drain.
+    /// handlers, the transport with its reloader, the admin port and, with `--metrics-secure`,
+    /// the HTTPS metrics port and the Kubernetes client its reviews use. SIGTERM or SIGINT
+    /// begins the drain.
     pub async fn start(args: &RuntimeArgs, names: ServiceNames) -> Result<Self, RuntimeError> {
         // An error only says a provider is installed already, which is all this ensures.
         let _ = rustls::crypto::ring::default_provider().install_default();
         crate::telemetry::init_tracing(&args.log)?;
         let mode = args.tls.mode()?;
+        args.metrics.check(&args.tls)?;
         crate::metrics::install_recorder()?;
         let stop = crate::shutdown::on_signal()?;
         let admin = crate::admin::bind(args.admin.addr).await?;
@@ -109,6 +121,14 @@ impl Runtime {
         // The reloader runs until the tasks stop: clients of the spawned tasks keep using it.
         let transport = Transport::start(&mode, args.tls.reload_interval, &runtime.shutdown)?;
         runtime.transport = Some(transport);
+        if args.metrics.secure {
+            // the one place a service without a cluster client of its own gets one
+            let client = kube::Client::try_default()
+                .await
+                .map_err(SecureMetricsError::Client)?;
+            let listener = crate::secure_metrics::bind(args.metrics.addr).await?;
+            runtime.serve_metrics_securely(listener, client)?;
+        }
         Ok(runtime)
     }
 
@@ -133,6 +153,8 @@ impl Runtime {
             readiness: Readiness::new(),
             ready: None,
             grpc: None,
+            secure_metrics: None,
+            kube: None,
             servers: Vec::new(),
             tasks: Vec::new(),
         })
@@ -158,6 +180,13 @@ impl Runtime {
     /// Binds the gRPC port of `server` (served by [`Runtime::serve_grpc`]).
     pub async fn bind_grpc(&mut self, server: &ServerArgs) -> Result<(), RuntimeError> {
         let transport = self.transport.clone().ok_or(RuntimeError::NoTransport)?;
+        if self.secure_metrics_addr() == Some(server.listen_addr) && server.listen_addr.port() != 0
+        {
+            return Err(SecureMetricsError::SameAddress {
+                addr: server.listen_addr,
+            }
+            .into());
+        }
         self.grpc = Some(GrpcPort {
             listener: grpc::bind(server.listen_addr).await?,
             transport,
@@ -169,6 +198,36 @@ impl Runtime {
     /// Where the admin endpoints are served.
     pub fn admin_addr(&self) -> Option<SocketAddr> {
         self.admin.local_addr().ok()
+    }
+
+    /// Where `/metrics` is served over HTTPS, with `--metrics-secure`.
+    pub fn secure_metrics_addr(&self) -> Option<SocketAddr> {
+        self.secure_metrics
+            .as_ref()
+            .and_then(SecureMetrics::local_addr)
+    }
+
+    /// Serves `/metrics` over HTTPS on `listener` from [`Runtime::run`] instead of on the admin
+    /// port (which then answers it with 404), with the process's certificate; each scrape's
+    /// bearer token is reviewed with `client` (TokenReview, then SubjectAccessReview of `get` on
+    /// `/metrics`), which [`Runtime::kube_client`] hands out from then on
+    /// (docs/design/architecture.md#secure-metrics). [`Runtime::start`] calls it for
+    /// `--metrics-secure`. Fails without TLS material (`--insecure`).
+    pub fn serve_metrics_securely(
+        &mut self,
+        listener: TcpListener,
+        client: kube::Client,
+    ) -> Result<(), RuntimeError> {
+        let Some(Transport::Mtls(store)) = &self.transport else {
+            return Err(SecureMetricsError::NoTls.into());
+        };
+        let port = SecureMetrics::new(listener, Arc::clone(store), client.clone());
+        if let Some(addr) = port.local_addr() {
+            self.metrics = self.metrics.clone().served_securely_at(addr);
+        }
+        self.secure_metrics = Some(port);
+        self.kube = Some(client);
+        Ok(())
     }
 
     /// The transport of the process (mTLS with reloading material, or plaintext under
@@ -312,12 +371,31 @@ impl Runtime {
             metrics,
             readiness,
             ready,
+            secure_metrics,
             servers,
             tasks,
             ..
         } = self;
-        // The admin server has its own token: it answers until every task stopped.
+        // The admin server has its own token: it answers until every task stopped; so does the
+        // HTTPS metrics server, which stops with it.
         let admin_stop = CancellationToken::new();
+        let secure_metrics = secure_metrics.map(|port| {
+            let addr = port.local_addr();
+            tracing::info!(metrics_addr = ?addr, "serving /metrics over HTTPS (--metrics-secure)");
+            let (metrics, admin_stop, stop) = (metrics.clone(), admin_stop.clone(), stop.clone());
+            tokio::spawn(
+                async move {
+                    let result = port
+                        .serve(metrics, admin_stop)
+                        .await
+                        .map_err(|source| RuntimeError::Http { addr, source });
+                    // ending before the drain (the listener failed) begins it
+                    stop.cancel();
+                    result
+                }
+                .instrument(tracing::info_span!("task", task = "secure-metrics")),
+            )
+        });
         let admin = AdminServer::spawn_with(admin, metrics, names.build, &readiness, &admin_stop);
         if let Some(ready) = ready {
             let readiness = readiness.clone();
@@ -355,8 +433,20 @@ impl Runtime {
         shutdown.cancel();
         // 4. within the deadline
         join(tasks, TASK_STOP_TIMEOUT).await;
-        // 5. the admin server last
+        // 5. the admin server (and the HTTPS metrics server) last
         let admin_result = admin.stop().await;
+        if let Some(task) = secure_metrics {
+            let result = match task.await {
+                Ok(result) => result,
+                Err(source) => Err(RuntimeError::Task {
+                    name: "secure-metrics",
+                    source,
+                }),
+            };
+            if let Err(error) = result {
+                first_error.get_or_insert(error);
+            }
+        }
         if let Some(error) = first_error {
             return Err(error);
         }
@@ -366,13 +456,19 @@ impl Runtime {
     }
 }
 
+impl Runtime {
+    /// The in-cluster (or kubeconfig) Kubernetes client: the one secure metrics review with,
+    /// if the runtime has it, otherwise a new one.
+    pub async fn kube_client(&self) -> Result<kube::Client, kube::Error> {
+        match &self.kube {
+            Some(client) => Ok(client.clone()),
+            None => kube::Client::try_default().await,
+        }
+    }
+}
+
 #[cfg(feature = "watch")]
 impl Runtime {
-    /// The in-cluster (or kubeconfig) Kubernetes client.
-    pub async fn kube_client(&self) -> Result<kube::Client, kube::Error> {
-        kube::Client::try_default().await
-    }
-
     /// Checks that `client` may read what `scope` needs, then follows it in the
     /// `namespace-scope` task.
     pub async fn scope(

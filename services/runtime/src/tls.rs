@@ -2,9 +2,11 @@
 //!
 //! A [`TlsStore`] holds the current [`TlsMaterial`]: a server configuration that *requires* a client
 //! certificate signed by the CA bundle, and a client configuration that presents our certificate
-//! and trusts only that CA bundle. Every new connection (server accept or client connect) takes a
-//! snapshot of the current material, so a rotated certificate is used by the next connection
-//! without a restart while established connections keep the configuration they were made with.
+//! and trusts only that CA bundle (plus, for the HTTPS metrics server, a server configuration with
+//! the same certificate that asks for no client certificate). Every new connection (server accept
+//! or client connect) takes a snapshot of the current material, so a rotated certificate is used by
+//! the next connection without a restart while established connections keep the configuration
+//! they were made with.
 //! The reloader polls the three files every `--tls-reload-interval`; it compares their bytes
 //! (robust against Kubernetes' atomic symlink swaps of mounted Secrets, which inotify watches on
 //! the file itself miss). A change that does not load (e.g. a key written after its certificate)
@@ -31,6 +33,8 @@ use crate::metrics::TLS_RELOADS_TOTAL;
 
 /// ALPN protocol of gRPC.
 const ALPN_H2: &[u8] = b"h2";
+/// ALPN protocol of the HTTPS metrics server (HTTP/1.1 only, like the admin port).
+const ALPN_HTTP1: &[u8] = b"http/1.1";
 
 /// Paths of the three PEM files.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,6 +110,10 @@ pub enum TlsError {
 pub struct TlsMaterial {
     /// Server side: our certificate, client certificates required and verified against the CA.
     pub server: Arc<ServerConfig>,
+    /// Server side of HTTPS endpoints whose clients authenticate otherwise (secure metrics: a
+    /// bearer token): our certificate, no client certificate asked for, HTTP/1.1
+    /// (docs/design/architecture.md#secure-metrics).
+    pub https: Arc<ServerConfig>,
     /// Client side: our certificate presented, servers verified against the CA.
     pub client: Arc<ClientConfig>,
     /// DER of our leaf certificate (to tell versions apart in logs and tests).
@@ -314,6 +322,14 @@ fn build_material(
         .map_err(key_error)?;
     server.alpn_protocols = vec![ALPN_H2.to_vec()];
 
+    let mut https = ServerConfig::builder_with_provider(Arc::clone(provider))
+        .with_safe_default_protocol_versions()
+        .map_err(TlsError::Protocol)?
+        .with_no_client_auth()
+        .with_single_cert(chain.clone(), key.clone_key())
+        .map_err(key_error)?;
+    https.alpn_protocols = vec![ALPN_HTTP1.to_vec()];
+
     let server_verifier =
         WebPkiServerVerifier::builder_with_provider(Arc::clone(&roots), Arc::clone(provider))
             .build()
@@ -328,6 +344,7 @@ fn build_material(
 
     Ok(TlsMaterial {
         server: Arc::new(server),
+        https: Arc::new(https),
         client: Arc::new(client),
         leaf,
     })
