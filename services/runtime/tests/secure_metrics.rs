@@ -1,0 +1,400 @@
+//! Secure metrics against a real API server (docs/design/architecture.md#secure-metrics): a
+//! `Runtime` serving `/metrics` over HTTPS with a certificate of a test CA, each scrape's token
+//! reviewed by a real kube-apiserver (pacto-testenv: RBAC, TokenRequest API) with the client of
+//! a ServiceAccount that holds only the two review rights the charts grant. The scraper trusts
+//! that CA alone. Binaries: `scripts/k8s-binaries.sh`.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "tests: a failed setup step should fail the test"
+)]
+
+use std::{
+    net::SocketAddr,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
+use kube::api::{Api, ObjectMeta, PostParams};
+use pacto_runtime::{
+    CancellationToken, Runtime,
+    build_info::BuildInfo,
+    service::ServiceNames,
+    testing::{TestCa, TestEndpoint, admin_get, eventually},
+};
+use pacto_testenv::{ControlPlane, ControlPlaneOptions, controlplane::unique_name};
+use rustls::pki_types::{CertificateDer, ServerName, pem::PemObject};
+use tokio::{
+    io::{AsyncReadExt as _, AsyncWriteExt as _},
+    net::{TcpListener, TcpStream},
+};
+use tokio_rustls::TlsConnector;
+
+/// RBAC changes reach the API server's authorizer within a moment; this bounds the wait.
+const WAIT: Duration = Duration::from_mins(1);
+/// A series only this test's runtime appends (the service-specific extra text).
+const EXTRA: &str = "pacto_secure_metrics_test_extra 1\n";
+
+fn names() -> ServiceNames {
+    ServiceNames {
+        grpc: "",
+        process: "secure-metrics-test",
+        describe_metrics: || {},
+        build: BuildInfo {
+            name: "pacto-test",
+            version: "0.0.0",
+            commit: "0",
+            build_time: "2026-12-06T00:00:00Z",
+        },
+    }
+}
+
+async fn cluster() -> &'static ControlPlane {
+    pacto_testenv::controlplane::ensure_crypto_provider();
+    pacto_testenv::shared(ControlPlaneOptions::default)
+        .await
+        .expect("start etcd + kube-apiserver (scripts/k8s-binaries.sh)")
+}
+
+/// A ClusterRole with `rules`, bound to ServiceAccount `namespace/account`.
+async fn grant(cp: &ControlPlane, namespace: &str, account: &str, rules: Vec<PolicyRule>) {
+    let client = cp.client().unwrap();
+    let name = unique_name(account);
+    let meta = ObjectMeta {
+        name: Some(name.clone()),
+        ..ObjectMeta::default()
+    };
+    let role = ClusterRole {
+        metadata: meta.clone(),
+        rules: Some(rules),
+        ..ClusterRole::default()
+    };
+    Api::<ClusterRole>::all(client.clone())
+        .create(&PostParams::default(), &role)
+        .await
+        .unwrap();
+    let binding = ClusterRoleBinding {
+        metadata: meta,
+        role_ref: RoleRef {
+            api_group: Some("rbac.authorization.k8s.io".into()),
+            kind: "ClusterRole".into(),
+            name,
+        },
+        subjects: Some(vec![Subject {
+            kind: "ServiceAccount".into(),
+            name: account.into(),
+            namespace: Some(namespace.into()),
+            ..Subject::default()
+        }]),
+    };
+    Api::<ClusterRoleBinding>::all(client)
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
+}
+
+/// What the charts grant a service for secure metrics.
+fn review_rights() -> Vec<PolicyRule> {
+    vec![
+        PolicyRule {
+            api_groups: Some(vec!["authentication.k8s.io".into()]),
+            resources: Some(vec!["tokenreviews".into()]),
+            verbs: vec!["create".into()],
+            ..PolicyRule::default()
+        },
+        PolicyRule {
+            api_groups: Some(vec!["authorization.k8s.io".into()]),
+            resources: Some(vec!["subjectaccessreviews".into()]),
+            verbs: vec!["create".into()],
+            ..PolicyRule::default()
+        },
+    ]
+}
+
+/// What a scraper needs (the charts' metrics-reader ClusterRole).
+fn metrics_reader() -> Vec<PolicyRule> {
+    vec![PolicyRule {
+        non_resource_urls: Some(vec!["/metrics".into()]),
+        verbs: vec!["get".into()],
+        ..PolicyRule::default()
+    }]
+}
+
+/// One answer: status, header lines (lower case), body.
+#[derive(Debug)]
+struct Answer {
+    status: u16,
+    head: String,
+    body: String,
+}
+
+/// An HTTPS client that trusts only the given CA and presents no client certificate.
+struct Scraper {
+    connector: TlsConnector,
+}
+
+impl Scraper {
+    fn trusting(ca_pem: &str) -> Self {
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+            roots.add(cert.unwrap()).unwrap();
+        }
+        let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        Self {
+            connector: TlsConnector::from(Arc::new(config)),
+        }
+    }
+
+    /// One request (`Connection: close`) with an optional `Authorization` header value.
+    async fn request(
+        &self,
+        addr: SocketAddr,
+        method: &str,
+        path: &str,
+        authorization: Option<&str>,
+    ) -> std::io::Result<Answer> {
+        let tcp = TcpStream::connect(addr).await?;
+        let mut tls = self
+            .connector
+            .connect(ServerName::IpAddress(addr.ip().into()), tcp)
+            .await?;
+        let authorization = authorization
+            .map(|value| format!("Authorization: {value}\r\n"))
+            .unwrap_or_default();
+        let request = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n{authorization}\r\n"
+        );
+        tls.write_all(request.as_bytes()).await?;
+        let mut raw = Vec::new();
+        tls.read_to_end(&mut raw).await?;
+        let text = String::from_utf8_lossy(&raw).into_owned();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+        let status = head
+            .split_whitespace()
+            .nth(1)
+            .and_then(|code| code.parse().ok())
+            .unwrap_or(0);
+        Ok(Answer {
+            status,
+            head: head.to_lowercase(),
+            body: body.to_owned(),
+        })
+    }
+
+    async fn get(&self, addr: SocketAddr, token: Option<&str>) -> Answer {
+        let authorization = token.map(|token| format!("Bearer {token}"));
+        self.request(addr, "GET", "/metrics", authorization.as_deref())
+            .await
+            .expect("an HTTPS answer")
+    }
+}
+
+/// Every log line of the process, for the check that no token is ever logged.
+#[derive(Clone, Default)]
+struct Logs(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Logs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A runtime with secure metrics on a fresh loopback port (certificate `name`), its reviews sent
+/// with `client`,
+/// running until `stop`: (metrics address, admin address, the run's handle).
+async fn start(
+    ca: &TestCa,
+    dir: &std::path::Path,
+    name: &str,
+    client: kube::Client,
+    stop: &CancellationToken,
+) -> (
+    SocketAddr,
+    SocketAddr,
+    tokio::task::JoinHandle<Result<(), pacto_runtime::RuntimeError>>,
+) {
+    let (endpoint, config) = TestEndpoint::bind(ca, dir, name, &[]).await;
+    let mut rt = Runtime::serving(config, names(), stop.clone()).unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let metrics_addr = listener.local_addr().unwrap();
+    rt.serve_metrics_securely(listener, client).unwrap();
+    assert_eq!(rt.secure_metrics_addr(), Some(metrics_addr));
+    rt.metrics_extra(|| EXTRA.to_owned());
+    rt.ready_when(std::future::ready(true));
+    (metrics_addr, endpoint.admin, tokio::spawn(rt.run()))
+}
+
+/// The scenarios of docs/design/architecture.md#secure-metrics, in one process (the log check
+/// needs the one global subscriber).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scrapes_are_reviewed_by_the_api_server_and_the_admin_port_keeps_the_probes() {
+    let logs = Logs::default();
+    let writer = logs.clone();
+    tracing_subscriber::fmt()
+        .with_env_filter("pacto_runtime=trace,kube=debug,info")
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .init();
+
+    let cp = cluster().await;
+    let namespace = cp.create_namespace("metrics").await.unwrap();
+    grant(cp, &namespace, "pacto-service", review_rights()).await;
+    grant(cp, &namespace, "scraper", metrics_reader()).await;
+    let service = cp
+        .service_account_client(&namespace, "pacto-service")
+        .await
+        .unwrap();
+    let scraper_token = cp
+        .service_account_token(&namespace, "scraper", None, &[])
+        .await
+        .unwrap();
+    let stranger_token = cp
+        .service_account_token(&namespace, "stranger", None, &[])
+        .await
+        .unwrap();
+    let garbage = "not-a-token-0123456789";
+
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new("secure metrics test CA").unwrap();
+    let stop = CancellationToken::new();
+    let (metrics, admin, running) =
+        start(&ca, dir.path(), "metrics.pacto.svc", service, &stop).await;
+    let scraper = Scraper::trusting(&ca.pem());
+
+    // allowed: the scraper's binding, and the service's own rights, take effect within a moment
+    let allowed = eventually("the scraper's token to be allowed", WAIT, || async {
+        let answer = scraper.get(metrics, Some(&scraper_token)).await;
+        if answer.status == 200 {
+            Ok(answer)
+        } else {
+            Err(format!("{answer:?}"))
+        }
+    })
+    .await;
+    assert!(allowed.body.ends_with(EXTRA), "{}", allowed.body);
+    assert!(
+        allowed
+            .head
+            .contains("content-type: text/plain; version=0.0.4"),
+        "{}",
+        allowed.head
+    );
+
+    // no token, a garbage token, another scheme: 401 asking for a bearer token
+    for answer in [
+        scraper.get(metrics, None).await,
+        scraper.get(metrics, Some(garbage)).await,
+        scraper
+            .request(metrics, "GET", "/metrics", Some("Basic dXNlcjpwYXNz"))
+            .await
+            .unwrap(),
+    ] {
+        assert_eq!(answer.status, 401, "{answer:?}");
+        assert!(
+            answer.head.contains("www-authenticate: bearer"),
+            "{answer:?}"
+        );
+        assert!(!answer.body.contains("pacto_"), "{answer:?}");
+    }
+
+    // a valid token whose user may not get /metrics: 403 naming the user
+    let refused = scraper.get(metrics, Some(&stranger_token)).await;
+    assert_eq!(refused.status, 403, "{refused:?}");
+    assert!(
+        refused
+            .body
+            .contains(&format!("system:serviceaccount:{namespace}:stranger")),
+        "{refused:?}"
+    );
+
+    // only GET /metrics
+    let bearer = format!("Bearer {scraper_token}");
+    let other = scraper
+        .request(metrics, "GET", "/healthz", Some(&bearer))
+        .await
+        .unwrap();
+    assert_eq!(other.status, 404, "{other:?}");
+    let post = scraper
+        .request(metrics, "POST", "/metrics", Some(&bearer))
+        .await
+        .unwrap();
+    assert_eq!(post.status, 405, "{post:?}");
+
+    // the admin port keeps the probes; its /metrics says where the metrics went
+    assert_eq!(admin_get(admin, "/readyz").await.0, 200);
+    assert_eq!(admin_get(admin, "/healthz").await.0, 200);
+    let (status, body) = admin_get(admin, "/metrics").await;
+    assert_eq!(status, 404, "{body}");
+    assert!(
+        body.contains(&metrics.to_string()) && body.contains("--metrics-secure"),
+        "{body}"
+    );
+
+    // the certificate is verified: a client trusting another CA does not get through
+    let other_ca = TestCa::new("another CA").unwrap();
+    let refused_tls = Scraper::trusting(&other_ca.pem())
+        .request(metrics, "GET", "/metrics", Some(&bearer))
+        .await
+        .expect_err("a certificate of an untrusted CA was accepted");
+    assert!(
+        refused_tls.to_string().contains("UnknownIssuer")
+            || refused_tls.to_string().contains("unknown issuer"),
+        "{refused_tls}"
+    );
+
+    // a service whose reviews the API server refuses (no rights) answers 500, never 200
+    let powerless = cp
+        .service_account_client(&namespace, "powerless")
+        .await
+        .unwrap();
+    let stop_powerless = CancellationToken::new();
+    let (powerless_metrics, _, powerless_run) = start(
+        &ca,
+        dir.path(),
+        "powerless.pacto.svc",
+        powerless,
+        &stop_powerless,
+    )
+    .await;
+    let failed = scraper.get(powerless_metrics, Some(&scraper_token)).await;
+    assert_eq!(failed.status, 500, "{failed:?}");
+    assert!(!failed.body.contains("pacto_"), "{failed:?}");
+
+    // both drain; the metrics port closes with the admin port
+    stop.cancel();
+    stop_powerless.cancel();
+    tokio::time::timeout(WAIT, running)
+        .await
+        .expect("run returns")
+        .unwrap()
+        .unwrap();
+    tokio::time::timeout(WAIT, powerless_run)
+        .await
+        .expect("run returns")
+        .unwrap()
+        .unwrap();
+    assert!(TcpStream::connect(metrics).await.is_err());
+    assert!(TcpStream::connect(admin).await.is_err());
+
+    // no token was logged, the review failure was
+    let text = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    for token in [scraper_token.as_str(), stranger_token.as_str(), garbage] {
+        assert!(!text.contains(token), "a token was logged:\n{text}");
+    }
+    assert!(
+        text.contains("cannot review a metrics scrape"),
+        "the failed review was not logged:\n{text}"
+    );
+}
