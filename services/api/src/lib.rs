@@ -15,10 +15,10 @@ mod revision;
 pub mod testing;
 
 pub use node_observation::{
-    CollectionState, CollectionStatus, Connection, Direction, KernelInfo, Listener,
+    AgentFreshness, CollectionState, CollectionStatus, Connection, Direction, KernelInfo, Listener,
     NodeRuntimeObservation, NodeRuntimeObservationSpec, NodeRuntimeObservationStatus, PodCoverage,
     PodObservation, Protocol, REPORT_STREAM_MESSAGE_MAX, ReportStreamState, ReportStreamStatus,
-    bounded_message,
+    Staleness, agent_freshness, bounded_message, fresh_until,
 };
 pub use pacto::{
     CapabilityInfo, ClaimState, ClaimStatus, ConfigBinding, ConfigBindingKind, ConfigFormat,

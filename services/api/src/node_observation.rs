@@ -1,7 +1,10 @@
 //! The `NodeRuntimeObservation` custom resource (docs/design/observation.md#node-agent): the node agent's kernel
 //! view of the sockets of the pods on one node.
 
+use std::time::Duration;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -279,6 +282,82 @@ pub struct Connection {
     pub count: i64,
 }
 
+/// Why a node's agent evidence is stale ([`AgentFreshness::Stale`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Staleness {
+    /// The node has no `NodeRuntimeObservation`.
+    NoObservation,
+    /// The node has no Lease, or one never renewed.
+    NoLease,
+    /// Nothing heard for more than stale-after.
+    Old,
+}
+
+/// How a node's agent evidence reads at one instant: the stale rule of
+/// docs/design/observation.md#node-evidence, which the observer and the status-writer's
+/// node-agent log both apply through [`agent_freshness`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AgentFreshness {
+    /// Heard within stale-after, last at `heard` (the newer of the Lease's renewTime and the
+    /// observation's lastPublished).
+    Fresh {
+        /// When the node was last heard from.
+        heard: Timestamp,
+    },
+    /// Stale, and when the node was last heard from (`None`: never).
+    Stale {
+        /// Why.
+        why: Staleness,
+        /// When the node was last heard from: the Lease's renewTime without an observation,
+        /// the observation's lastPublished without a renewed Lease, else the newer of both.
+        heard: Option<Timestamp>,
+    },
+}
+
+/// The stale rule (docs/design/observation.md#node-evidence): a node whose agent has no
+/// observation (`last_published` is `None`; `Some(None)` is an observation never published) or
+/// no renewed Lease (`lease_renewed` is `None`) is stale; otherwise it is heard at the newer of
+/// both instants and stale when `now` is more than `stale_after` past it (exactly stale-after is
+/// still fresh). Whether a fresh node's collection failed is the caller's next question.
+pub fn agent_freshness(
+    last_published: Option<Option<Timestamp>>,
+    lease_renewed: Option<Timestamp>,
+    now: Timestamp,
+    stale_after: Duration,
+) -> AgentFreshness {
+    let Some(last_published) = last_published else {
+        return AgentFreshness::Stale {
+            why: Staleness::NoObservation,
+            heard: lease_renewed,
+        };
+    };
+    let Some(renewed) = lease_renewed else {
+        return AgentFreshness::Stale {
+            why: Staleness::NoLease,
+            heard: last_published,
+        };
+    };
+    let heard = last_published.map_or(renewed, |published| published.max(renewed));
+    let limit = i128::try_from(stale_after.as_nanos()).unwrap_or(i128::MAX);
+    if now.as_nanosecond() - heard.as_nanosecond() > limit {
+        AgentFreshness::Stale {
+            why: Staleness::Old,
+            heard: Some(heard),
+        }
+    } else {
+        AgentFreshness::Fresh { heard }
+    }
+}
+
+/// The last instant at which evidence heard at `heard` is still fresh (`heard + stale_after`;
+/// any later instant is stale); `None` beyond the representable range.
+pub fn fresh_until(heard: Timestamp, stale_after: Duration) -> Option<Timestamp> {
+    let nanos = heard
+        .as_nanosecond()
+        .checked_add(i128::try_from(stale_after.as_nanos()).ok()?)?;
+    Timestamp::from_nanosecond(nanos).ok()
+}
+
 /// Connection direction relative to the pod.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
 #[serde(rename_all = "lowercase")]
@@ -291,7 +370,66 @@ pub enum Direction {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+
     use super::*;
+
+    fn at(second: i64) -> Timestamp {
+        Timestamp::from_second(second).unwrap()
+    }
+
+    const STALE_AFTER: Duration = Duration::from_secs(90);
+
+    #[test]
+    fn a_node_without_an_observation_or_a_renewed_lease_is_stale() {
+        assert_eq!(
+            agent_freshness(None, Some(at(10)), at(20), STALE_AFTER),
+            AgentFreshness::Stale {
+                why: Staleness::NoObservation,
+                heard: Some(at(10)),
+            }
+        );
+        assert_eq!(
+            agent_freshness(Some(Some(at(15))), None, at(20), STALE_AFTER),
+            AgentFreshness::Stale {
+                why: Staleness::NoLease,
+                heard: Some(at(15)),
+            }
+        );
+        assert_eq!(
+            agent_freshness(Some(None), None, at(20), STALE_AFTER),
+            AgentFreshness::Stale {
+                why: Staleness::NoLease,
+                heard: None,
+            }
+        );
+    }
+
+    #[test]
+    fn the_newer_instant_is_heard_and_exactly_stale_after_is_still_fresh() {
+        // The Lease is newer than the publish, then the publish is newer than the Lease.
+        for (published, renewed) in [(Some(at(0)), at(10)), (Some(at(10)), at(0)), (None, at(10))] {
+            assert_eq!(
+                agent_freshness(Some(published), Some(renewed), at(100), STALE_AFTER),
+                AgentFreshness::Fresh { heard: at(10) },
+                "{published:?} {renewed:?}"
+            );
+        }
+        let just_past = Timestamp::from_nanosecond(at(100).as_nanosecond() + 1).unwrap();
+        assert_eq!(
+            agent_freshness(Some(Some(at(10))), Some(at(0)), just_past, STALE_AFTER),
+            AgentFreshness::Stale {
+                why: Staleness::Old,
+                heard: Some(at(10)),
+            }
+        );
+        assert_eq!(fresh_until(at(10), STALE_AFTER), Some(at(100)));
+        // A heard instant in the future (clock skew) reads fresh.
+        assert_eq!(
+            agent_freshness(Some(Some(at(50))), Some(at(0)), at(20), STALE_AFTER),
+            AgentFreshness::Fresh { heard: at(50) }
+        );
+    }
 
     #[test]
     fn report_stream_messages_are_bounded_on_a_character_boundary() {

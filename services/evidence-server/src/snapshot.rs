@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use hyper::body::Bytes;
+use tracing::Instrument as _;
 
 use pacto_evidence::store::Readiness;
 
@@ -88,17 +89,22 @@ where
         }
         let slot = Arc::clone(&self.slot);
         let future = refresh();
-        let task = tokio::spawn(async move {
-            let started = Instant::now();
-            let value = future.await;
-            {
-                let mut slot = slot.lock().unwrap_or_else(PoisonError::into_inner);
-                slot.value = Some((started, value.clone()));
-                slot.generation += 1;
+        let task = tokio::spawn(
+            async move {
+                let started = Instant::now();
+                let value = future.await;
+                {
+                    let mut slot = slot.lock().unwrap_or_else(PoisonError::into_inner);
+                    slot.value = Some((started, value.clone()));
+                    slot.generation += 1;
+                }
+                drop(guard);
+                value
             }
-            drop(guard);
-            value
-        });
+            // Per refresh, awaited by the request that started it (which it outlives only if
+            // that request is dropped): not a runtime task (docs/design/architecture.md#runtime).
+            .instrument(tracing::info_span!("task", task = "snapshot-refresh")),
+        );
         task.await
             .unwrap_or_else(|error| Err(RefreshFailed(error.to_string()).into()))
     }

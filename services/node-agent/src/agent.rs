@@ -16,7 +16,7 @@ use tokio::sync::watch;
 
 use crate::aggregate::{Aggregator, Limits};
 use crate::facts::{CollectionError, EventSource, HostScanner, HostView, SocketEvent};
-use crate::pods::{self, PodIndex};
+use crate::pods::PodIndex;
 use crate::publish::{self, LeaseSettings, Observations, RETRY_MIN};
 use crate::report;
 
@@ -67,6 +67,19 @@ pub struct Outputs {
     /// What the observer replicas answered the report streams: written into each status as
     /// `reportStream` (docs/design/node-agent.md#operator-log).
     pub streams: publish::StreamStates,
+}
+
+impl AgentConfig {
+    /// The Lease heartbeat's settings.
+    pub(crate) fn lease_settings(&self) -> LeaseSettings {
+        LeaseSettings {
+            namespace: self.namespace.clone(),
+            node: self.node_name.clone(),
+            holder: self.holder.clone(),
+            duration_seconds: self.lease_duration_seconds,
+            renew_every: self.lease_renew,
+        }
+    }
 }
 
 fn kernel_info(btf_path: &std::path::Path) -> KernelInfo {
@@ -122,38 +135,22 @@ async fn scan(scanner: &SharedScanner, with_sockets: bool) -> Option<HostView> {
     }
 }
 
-/// Runs the agent until `shutdown`: the Lease heartbeat, the pod watch, collection and the
-/// periodic publish. Nothing here ends the process: API and scan failures are logged and
-/// retried; a collection failure is published as `collection.state: Failed`.
-pub async fn run_agent(
+/// Runs the agent until `shutdown`: collection and the periodic publish, attributing events to
+/// the node's pods as `pods_rx` tells them (the pod watch and the Lease heartbeat are runtime
+/// tasks of their own, started first: [`crate::spawn_agent`]). Nothing here ends the process:
+/// API and scan failures are logged and retried; a collection failure is published as
+/// `collection.state: Failed`.
+pub(crate) async fn run_agent(
     client: Client,
     config: AgentConfig,
     source: SourceFactory,
     scanner: Box<dyn HostScanner>,
+    mut pods_rx: watch::Receiver<Option<PodIndex>>,
     outputs: Outputs,
     shutdown: CancellationToken,
 ) {
     crate::metrics::describe();
     let scanner: SharedScanner = Arc::new(Mutex::new(scanner));
-    let heartbeat = tokio::spawn(publish::heartbeat(
-        client.clone(),
-        LeaseSettings {
-            namespace: config.namespace.clone(),
-            node: config.node_name.clone(),
-            holder: config.holder.clone(),
-            duration_seconds: config.lease_duration_seconds,
-            renew_every: config.lease_renew,
-        },
-        shutdown.clone(),
-    ));
-    let (pods_tx, mut pods_rx) = watch::channel::<Option<PodIndex>>(None);
-    let pod_watch = tokio::spawn(pods::watch_pods(
-        client.clone(),
-        config.node_name.clone(),
-        pods_tx,
-        shutdown.clone(),
-    ));
-
     let mut agg = Aggregator::new(config.limits, config.warm_up);
     // The first pod list, so the start-up snapshot can be attributed at once.
     let _ = tokio::time::timeout(PODS_WAIT, pods_rx.wait_for(Option::is_some)).await;
@@ -335,7 +332,4 @@ pub async fn run_agent(
             }
         }
     }
-    shutdown.cancel();
-    let _ = heartbeat.await;
-    let _ = pod_watch.await;
 }

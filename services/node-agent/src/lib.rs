@@ -14,16 +14,15 @@ mod publish;
 pub mod report;
 mod wiring;
 
-pub use agent::{AgentConfig, Outputs, SourceFactory, run_agent};
+use agent::run_agent;
+pub use agent::{AgentConfig, Outputs, SourceFactory};
 pub use args::{Args, ObserverReports, cgroup2_mount};
 
-use pacto_runtime::admin::Readiness;
 use pacto_runtime::balance::BalanceConfig;
 use pacto_runtime::grpc;
 use pacto_runtime::service::ServiceNames;
 use pacto_runtime::{CancellationToken, Runtime, RuntimeError};
 use tokio::sync::watch;
-use tracing::Instrument as _;
 
 /// The agent failed to start (it never fails once running).
 #[derive(Debug, thiserror::Error)]
@@ -36,53 +35,69 @@ pub enum AgentError {
     Kubernetes(#[source] kube::Error),
 }
 
-/// Runs the agent with its report stream (when `observer` is given) until `shutdown`.
-/// `/readyz` (through `readiness`) turns ready once collection started (Running or Failed)
-/// and the first status was written.
+/// Runs the agent with its report stream (when `observer` is given) and the admin endpoints on
+/// `admin` until `stop` is cancelled, then drains as the binary does (a test's lifecycle; see
+/// [`spawn_agent`]).
 pub async fn serve(
     client: kube::Client,
     config: AgentConfig,
     source: SourceFactory,
     scanner: Box<dyn facts::HostScanner>,
     observer: Option<report::ReportTarget>,
-    readiness: Readiness,
-    shutdown: CancellationToken,
+    admin: tokio::net::TcpListener,
+    stop: CancellationToken,
+) -> Result<(), AgentError> {
+    let mut rt = Runtime::new(names(), admin, stop)?;
+    spawn_agent(&mut rt, client, config, source, scanner, observer);
+    Ok(rt.run().await?)
+}
+
+/// Adds the agent to `rt` as runtime tasks (docs/design/architecture.md#runtime), in the start
+/// order of docs/design/node-agent.md: the Lease heartbeat, the pod watch, the report stream
+/// (when `observer` is given), then the agent itself, whose end begins the drain. `/readyz`
+/// turns ready once collection started (Running or Failed) and the first status was written.
+pub fn spawn_agent(
+    rt: &mut Runtime,
+    client: kube::Client,
+    config: AgentConfig,
+    source: SourceFactory,
+    scanner: Box<dyn facts::HostScanner>,
+    observer: Option<report::ReportTarget>,
 ) {
+    let shutdown = rt.shutdown();
+    rt.spawn(
+        "lease-heartbeat",
+        publish::heartbeat(client.clone(), config.lease_settings(), shutdown.clone()),
+    );
+    let (pods_tx, pods_rx) = watch::channel(None);
+    rt.spawn(
+        "pods",
+        pods::watch_pods(
+            client.clone(),
+            config.node_name.clone(),
+            pods_tx,
+            shutdown.clone(),
+        ),
+    );
     let (reports_tx, reports_rx) = watch::channel(None);
     let (published_tx, mut published_rx) = watch::channel(0_u64);
     let streams = publish::StreamStates::default();
-    let reporter = observer.map(|target| {
-        tokio::spawn(
-            report::stream_reports_recording(target, reports_rx, streams.clone(), shutdown.clone())
-                .instrument(tracing::info_span!("task", task = "reports")),
-        )
-    });
-    let ready = {
-        let shutdown = shutdown.clone();
-        tokio::spawn(
-            async move {
-                tokio::select! {
-                    () = shutdown.cancelled() => {}
-                    seen = published_rx.wait_for(|n| *n > 0) => if seen.is_ok() {
-                        readiness.set(true);
-                        tracing::info!("node-agent ready");
-                    },
-                }
-            }
-            .instrument(tracing::info_span!("task", task = "readiness")),
-        )
-    };
+    if let Some(target) = observer {
+        rt.spawn(
+            "reports",
+            report::stream_reports_recording(target, reports_rx, streams.clone(), shutdown.clone()),
+        );
+    }
+    rt.ready_when(async move { published_rx.wait_for(|n| *n > 0).await.is_ok() });
     let outputs = Outputs {
         reports: reports_tx,
         published: published_tx,
         streams,
     };
-    run_agent(client, config, source, scanner, outputs, shutdown.clone()).await;
-    shutdown.cancel();
-    if let Some(reporter) = reporter {
-        let _ = reporter.await;
-    }
-    let _ = ready.await;
+    rt.spawn_critical(
+        "agent",
+        run_agent(client, config, source, scanner, pods_rx, outputs, shutdown),
+    );
 }
 
 /// How the agent names itself in its logs, and its metrics.
@@ -95,7 +110,7 @@ fn names() -> ServiceNames {
     }
 }
 
-/// The binary: runtime, clients, the agent (whose end begins the drain), run until drained.
+/// The binary: runtime, clients, the agent's tasks ([`spawn_agent`]), run until drained.
 pub async fn run(args: Args) -> Result<(), AgentError> {
     let mut rt = Runtime::start(&args.runtime, names()).await?;
     let client = rt.kube_client().await.map_err(AgentError::Kubernetes)?;
@@ -109,7 +124,8 @@ pub async fn run(args: Args) -> Result<(), AgentError> {
     tracing::info!(node = %config.node_name, namespace = %config.namespace, "node-agent starting");
     let btf = args.btf_path.clone();
     let cgroup_root = args.cgroup_root();
-    let agent = serve(
+    spawn_agent(
+        &mut rt,
         client,
         config,
         Box::new(move || wiring::kernel_source(&btf)),
@@ -118,9 +134,6 @@ pub async fn run(args: Args) -> Result<(), AgentError> {
             observer,
             token_path: args.token_path.clone(),
         }),
-        rt.readiness(),
-        rt.shutdown(),
     );
-    rt.spawn_critical("agent", agent);
     Ok(rt.run().await?)
 }

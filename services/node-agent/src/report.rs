@@ -170,17 +170,24 @@ pub async fn stream_reports_recording(
         shutdown,
         "node-agent report stream",
         |addr, channel, token| {
-            tokio::spawn(stream_to(
-                Endpoint {
-                    addr,
-                    channel,
-                    token_path: target.token_path.clone(),
-                    open: Arc::clone(&open),
-                    states: states.clone(),
-                },
-                reports.clone(),
-                token,
-            ))
+            // One per endpoint while it resolves, stopped by `token` and joined by
+            // for_each_endpoint (itself a runtime task): not a runtime task of its own
+            // (docs/design/architecture.md#runtime).
+            let span = tracing::info_span!("task", task = "report-stream", %addr);
+            tokio::spawn(
+                stream_to(
+                    Endpoint {
+                        addr,
+                        channel,
+                        token_path: target.token_path.clone(),
+                        open: Arc::clone(&open),
+                        states: states.clone(),
+                    },
+                    reports.clone(),
+                    token,
+                )
+                .instrument(span),
+            )
         },
         |count| metrics::gauge!(crate::metrics::REPORT_ENDPOINTS).set(count as f64),
     )

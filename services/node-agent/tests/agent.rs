@@ -29,7 +29,6 @@ use pacto_node_agent::{AgentConfig, SourceFactory};
 use pacto_proto::observer::node_agent_reports_server::{NodeAgentReports, NodeAgentReportsServer};
 use pacto_proto::observer::{NodeReport, ReportAck};
 use pacto_runtime::CancellationToken;
-use pacto_runtime::admin::{AdminServer, MetricsEndpoint, Readiness};
 use pacto_runtime::balance::{BalanceConfig, BalancedChannel};
 use pacto_runtime::testing::{TestCa, admin_get, eventually, metric_value};
 use pacto_testenv::{ControlPlane, ControlPlaneOptions, Simulator, SimulatorOptions};
@@ -211,6 +210,13 @@ fn observer_channel(
     .unwrap()
 }
 
+/// An admin port for the agent's runtime, on a free local port.
+async fn admin() -> tokio::net::TcpListener {
+    pacto_runtime::admin::bind("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap()
+}
+
 fn config(node: &str, namespace: &str) -> AgentConfig {
     AgentConfig {
         node_name: node.to_owned(),
@@ -315,19 +321,9 @@ async fn observation_lists_only_own_node_pods_with_their_sockets_and_reports_rea
     let script = Script::default();
     let host = Host::default();
     host.0.lock().unwrap().host_netns = HOST_NS;
-    let metrics = pacto_runtime::metrics::install_recorder().unwrap();
-    let admin_listener = pacto_runtime::admin::bind("127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
+    let admin_listener = admin().await;
     let admin_addr = admin_listener.local_addr().unwrap();
     let shutdown = CancellationToken::new();
-    let admin = AdminServer::spawn(
-        admin_listener,
-        MetricsEndpoint::new(metrics),
-        pacto_runtime::build_info!(),
-        &shutdown,
-    );
-    let readiness: Readiness = admin.readiness().clone();
     let source: SourceFactory = {
         let script = script.clone();
         Box::new(move || Ok(Box::new(script) as Box<dyn EventSource>))
@@ -341,7 +337,7 @@ async fn observation_lists_only_own_node_pods_with_their_sockets_and_reports_rea
             observer,
             token_path: Some(token.clone()),
         }),
-        readiness,
+        admin_listener,
         shutdown.clone(),
     ));
 
@@ -545,8 +541,7 @@ async fn observation_lists_only_own_node_pods_with_their_sockets_and_reports_rea
 
     shutdown.cancel();
     restarted.gone.cancel();
-    agent.await.unwrap();
-    admin.stop().await.unwrap();
+    agent.await.unwrap().unwrap();
 }
 
 #[tokio::test]
@@ -568,7 +563,7 @@ async fn collection_failure_is_published_with_its_reason_and_the_lease_keeps_ren
         source,
         Box::new(Host::default()),
         None,
-        Readiness::new(),
+        admin().await,
         shutdown.clone(),
     ));
     let observations: Api<NodeRuntimeObservation> = Api::namespaced(client.clone(), &agent_ns);
@@ -598,7 +593,7 @@ async fn collection_failure_is_published_with_its_reason_and_the_lease_keeps_ren
     })
     .await;
     shutdown.cancel();
-    agent.await.unwrap();
+    agent.await.unwrap().unwrap();
 }
 
 /// A listener change reaches the NodeRuntimeObservation object at once (an early status write,
@@ -629,7 +624,7 @@ async fn a_listener_change_reaches_the_object_long_before_the_publish_interval()
         source,
         Box::new(host.clone()),
         None,
-        Readiness::new(),
+        admin().await,
         shutdown.clone(),
     ));
     let observations: Api<NodeRuntimeObservation> = Api::namespaced(client.clone(), &agent_ns);
@@ -697,7 +692,7 @@ async fn a_listener_change_reaches_the_object_long_before_the_publish_interval()
     .await;
     assert!(begun.elapsed() < interval, "{:?}", begun.elapsed());
     shutdown.cancel();
-    agent.await.unwrap();
+    agent.await.unwrap().unwrap();
 }
 
 /// A pod with more listeners than a report carries (docs/design/node-agent.md#bounds): the
@@ -725,7 +720,7 @@ async fn a_pod_beyond_the_listener_bound_reads_partial_until_a_snapshot_repairs_
         source,
         Box::new(host.clone()),
         None,
-        Readiness::new(),
+        admin().await,
         shutdown.clone(),
     ));
     let observations: Api<NodeRuntimeObservation> = Api::namespaced(client.clone(), &agent_ns);
@@ -827,7 +822,7 @@ async fn a_pod_beyond_the_listener_bound_reads_partial_until_a_snapshot_repairs_
         (1..=10).collect::<Vec<i32>>()
     );
     shutdown.cancel();
-    agent.await.unwrap();
+    agent.await.unwrap().unwrap();
 }
 
 /// Two observer replicas behind one name (127.0.0.2 and 127.0.0.3, one port, as two pods behind

@@ -313,12 +313,11 @@ pub async fn run(args: Args) -> Result<(), ObserverError> {
     let namespace = args.scope.watch_namespace.clone().filter(|n| !n.is_empty());
     let scope = args.scope.namespace_scope()?;
     rt.scope(&client, &scope).await?;
-    let shutdown = rt.shutdown();
     let hub = watch::TargetHub::new();
     let kinds = watch::Kinds {
         secrets: args.observe_secrets,
     };
-    let caches = watch::spawn(&client, namespace.as_deref(), Some(&hub), kinds, &shutdown).caches;
+    let caches = watch::spawn(&client, namespace.as_deref(), Some(&hub), kinds, rt.tasks()).caches;
     let registry = NodeReports::new();
     let node_agents = args.node_agents.endpoint(client.clone(), registry.clone());
     let mut observer = Observer::new(
@@ -333,7 +332,7 @@ pub async fn run(args: Args) -> Result<(), ObserverError> {
             registry,
             args.node_agents.stale_after,
             Some(hub.clone()),
-            &shutdown,
+            rt.tasks(),
         ));
     }
     rt.bind_grpc(&args.server).await?;

@@ -37,15 +37,18 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
-use pacto_api::{Direction, NodeRuntimeObservation, PodCoverage, Protocol};
+use pacto_api::{
+    AgentFreshness, Direction, NodeRuntimeObservation, PodCoverage, Protocol, Staleness,
+    agent_freshness,
+};
 use pacto_engine::{InterfaceValue, Outcome, Timestamp, Value};
 use pacto_proto::node_limits::{
     MAX_CONNECTIONS_PER_POD, MAX_LISTENERS_PER_POD, MAX_PODS, TOO_MANY_CONNECTIONS,
     TOO_MANY_LISTENERS, add_reason,
 };
 use pacto_proto::observer::NodeReport;
-use pacto_runtime::CancellationToken;
-use pacto_runtime::index::{Index, spawn_index};
+use pacto_runtime::Tasks;
+use pacto_runtime::index::{Index, run_index};
 use pacto_runtime::watch::{WatchRetry, watch};
 
 use crate::interfaces::{find_service_port, is_external_or_selectorless};
@@ -302,17 +305,25 @@ pub enum NodeState {
     NotCovered(String),
 }
 
+/// The newer of two instants (when a fresh node turns stale unless heard from again).
 fn newer(a: Option<&Timestamp>, b: Option<&Timestamp>) -> Option<Timestamp> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(if a >= b { *a } else { *b }),
-        (Some(t), None) | (None, Some(t)) => Some(*t),
-        (None, None) => None,
-    }
+    a.into_iter().chain(b).max().copied()
 }
 
-/// Judges `node`'s evidence at `now`: the newer of the Lease's renewTime and the report's
-/// lastPublished decides freshness; beyond `stale_after` (strictly) or with either object missing
-/// it is stale; a fresh `Failed` collection is failed.
+/// `time` as the API types' instant (the stale rule's, [`pacto_api::agent_freshness`]); beyond
+/// the API's range it saturates, so an absurd report reads as it did: far past or far future.
+fn api_time(time: &Timestamp) -> k8s_openapi::jiff::Timestamp {
+    use k8s_openapi::jiff::Timestamp as ApiTime;
+    let (seconds, nanos) = time.unix_parts();
+    ApiTime::new(seconds, i32::try_from(nanos).unwrap_or(0)).unwrap_or(if seconds < 0 {
+        ApiTime::MIN
+    } else {
+        ApiTime::MAX
+    })
+}
+
+/// Judges `node`'s evidence at `now` by the stale rule ([`pacto_api::agent_freshness`],
+/// docs/design/observation.md#node-evidence); a fresh `Failed` collection is failed.
 pub fn assess(
     node: &str,
     sources: &NodeSources,
@@ -327,44 +338,73 @@ pub fn assess(
             |t| format!("last heard at {}", t.to_rfc3339_seconds()),
         )
     };
-    let Some(view) = &sources.view else {
-        return NodeState::Stale(
-            format!(
-                "node-agent evidence of node {node} is stale: no NodeRuntimeObservation, {}",
-                last_heard(sources.lease_renewed.as_ref())
-            ),
-            sources.lease_renewed,
-        );
+    let freshness = agent_freshness(
+        sources
+            .view
+            .as_ref()
+            .map(|view| view.last_published.as_ref().map(api_time)),
+        sources.lease_renewed.as_ref().map(api_time),
+        api_time(now),
+        stale_after,
+    );
+    let view = match (freshness, &sources.view) {
+        (AgentFreshness::Fresh { .. }, Some(view)) => view,
+        (
+            AgentFreshness::Stale {
+                why: Staleness::NoLease,
+                ..
+            },
+            view,
+        ) => {
+            let published = view.as_ref().and_then(|v| v.last_published);
+            return NodeState::Stale(
+                format!(
+                    "node-agent evidence of node {node} is stale: no renewed Lease, {}",
+                    last_heard(published.as_ref())
+                ),
+                published,
+            );
+        }
+        (
+            AgentFreshness::Stale {
+                why: Staleness::Old,
+                heard,
+            },
+            _,
+        ) => {
+            let heard = heard.and_then(|h| time_of(&h));
+            return NodeState::Stale(
+                match heard {
+                    Some(heard) => format!(
+                        "node-agent evidence of node {node} is stale: last heard at {}, more than {}s ago",
+                        heard.to_rfc3339_seconds(),
+                        stale_after.as_secs()
+                    ),
+                    None => {
+                        format!("node-agent evidence of node {node} is stale: never heard from")
+                    }
+                },
+                heard,
+            );
+        }
+        // No observation (the rule reads a node without one stale, never fresh).
+        (
+            AgentFreshness::Stale {
+                why: Staleness::NoObservation,
+                ..
+            }
+            | AgentFreshness::Fresh { .. },
+            _,
+        ) => {
+            return NodeState::Stale(
+                format!(
+                    "node-agent evidence of node {node} is stale: no NodeRuntimeObservation, {}",
+                    last_heard(sources.lease_renewed.as_ref())
+                ),
+                sources.lease_renewed,
+            );
+        }
     };
-    if sources.lease_renewed.is_none() {
-        return NodeState::Stale(
-            format!(
-                "node-agent evidence of node {node} is stale: no renewed Lease, {}",
-                last_heard(view.last_published.as_ref())
-            ),
-            view.last_published,
-        );
-    }
-    let Some(heard) = newer(sources.lease_renewed.as_ref(), view.last_published.as_ref()) else {
-        return NodeState::Stale(
-            format!("node-agent evidence of node {node} is stale: never heard from"),
-            None,
-        );
-    };
-    let limit = chrono::Duration::from_std(stale_after).unwrap_or(chrono::TimeDelta::MAX);
-    let age = now
-        .as_datetime()
-        .signed_duration_since(*heard.as_datetime());
-    if age > limit {
-        return NodeState::Stale(
-            format!(
-                "node-agent evidence of node {node} is stale: last heard at {}, more than {}s ago",
-                heard.to_rfc3339_seconds(),
-                stale_after.as_secs()
-            ),
-            Some(heard),
-        );
-    }
     if let Some((reason, message)) = &view.failed {
         let mut text = format!("the node agent on node {node} reports collection Failed");
         for part in [reason, message] {
@@ -903,7 +943,7 @@ fn spawn_reflector<K>(
     what: String,
     trim: fn(&mut K),
     on_change: Option<NodeNotifier>,
-    shutdown: &CancellationToken,
+    tasks: &Tasks,
 ) -> Reflected<K>
 where
     K: kube::Resource<DynamicType = ()>
@@ -933,7 +973,8 @@ where
         on_change,
         resource: reflected.what.clone(),
     };
-    spawn_index(stream, feed, shutdown.clone());
+    // A runtime task (when `tasks` is the runtime's), joined by its drain.
+    tasks.spawn(kind, run_index(stream, feed, tasks.shutdown()));
     reflected
 }
 
@@ -1017,17 +1058,20 @@ pub fn not_covered(
 
 impl NodeEvidence {
     /// Starts watching the NodeRuntimeObservations and Leases of the agent namespace, the node
-    /// agent's DaemonSet and the Nodes (stopped at `shutdown`). With a `hub`, a change of a
-    /// node's evidence (an object of those kinds, a streamed report, a stream closing) that
-    /// changes what Observe would read there wakes the Pactos whose last Observe read that node.
+    /// agent's DaemonSet and the Nodes, each watch a task of `tasks` (the runtime's,
+    /// [`pacto_runtime::Runtime::tasks`]; a bare token in tests) stopped at its shutdown. With
+    /// a `hub`, a change of a node's evidence (an object of those kinds, a streamed report, a
+    /// stream closing) that changes what Observe would read there wakes the Pactos whose last
+    /// Observe read that node.
     pub fn spawn(
         client: &Client,
         site: AgentSite,
         reports: NodeReports,
         stale_after: Duration,
         hub: Option<TargetHub>,
-        shutdown: &CancellationToken,
+        tasks: impl Into<Tasks>,
     ) -> Self {
+        let tasks: Tasks = tasks.into();
         let cell: Arc<OnceLock<Self>> = Arc::new(OnceLock::new());
         // A node's objects changed (an empty name: a cache completed a list, or the DaemonSet
         // changed: every node read so far is looked at again).
@@ -1084,7 +1128,7 @@ impl NodeEvidence {
                 format!("noderuntimeobservations in {ns}"),
                 |_| {},
                 Some(notify.clone()),
-                shutdown,
+                &tasks,
             ),
             leases: spawn_reflector(
                 Api::namespaced(client.clone(), ns),
@@ -1093,7 +1137,7 @@ impl NodeEvidence {
                 format!("leases in {ns}"),
                 |_| {},
                 Some(notify.clone()),
-                shutdown,
+                &tasks,
             ),
             daemonsets: spawn_reflector(
                 Api::namespaced(client.clone(), ns),
@@ -1102,7 +1146,7 @@ impl NodeEvidence {
                 format!("daemonsets/{} in {ns}", site.daemonset),
                 |d: &mut DaemonSet| d.status = None,
                 Some(everyone),
-                shutdown,
+                &tasks,
             ),
             // Placement reads names, labels and taints only.
             nodes: spawn_reflector(
@@ -1115,7 +1159,7 @@ impl NodeEvidence {
                     n.metadata.annotations = None;
                 },
                 Some(known),
-                shutdown,
+                &tasks,
             ),
             site,
         };

@@ -11,8 +11,8 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher;
 use kube::{Client, Resource};
 use pacto_api::{Pacto, WorkloadKind};
-use pacto_runtime::CancellationToken;
-use pacto_runtime::index::{Index, spawn_index};
+use pacto_runtime::Tasks;
+use pacto_runtime::index::{Index, run_index};
 use pacto_runtime::watch::{WatchRetry, watch};
 
 use crate::cache::{CacheFeed, Caches};
@@ -157,7 +157,7 @@ struct Streams<'a> {
     client: &'a Client,
     namespace: Option<&'a str>,
     hub: Option<&'a TargetHub>,
-    shutdown: &'a CancellationToken,
+    tasks: Tasks,
     ready: tokio::sync::watch::Sender<usize>,
     total: usize,
 }
@@ -188,7 +188,9 @@ impl Streams<'_> {
         )
         .retry(retry(kind))
         .modify(trim);
-        spawn_index(stream, indexes, self.shutdown.clone());
+        // A runtime task (when `tasks` is the runtime's), joined by its drain.
+        let shutdown = self.tasks.shutdown();
+        self.tasks.spawn(kind, run_index(stream, indexes, shutdown));
     }
 
     /// The stream of a cached kind: it fills `cache`, then (with a hub) tells the hub through
@@ -261,7 +263,9 @@ impl Kinds {
     pub const ALL: Self = Self { secrets: true };
 }
 
-/// Starts one watch stream per kind (cluster-wide, or in `namespace`), stopped at `shutdown`:
+/// Starts one watch stream per kind (cluster-wide, or in `namespace`), each a task of `tasks`
+/// (the runtime's, [`pacto_runtime::Runtime::tasks`]; a bare token in tests) named after its
+/// kind, stopped at its shutdown:
 /// the cached kinds fill the returned [`Caches`] and, with a `hub`, feed it; with a `hub`,
 /// ConfigMaps and (when `kinds.secrets`) Secrets are watched (metadata only) for it too.
 /// [`WatchersReady::wait`] returns once every stream has completed its initial list.
@@ -270,7 +274,7 @@ pub fn spawn(
     namespace: Option<&str>,
     hub: Option<&TargetHub>,
     kinds: Kinds,
-    shutdown: &CancellationToken,
+    tasks: impl Into<Tasks>,
 ) -> Watchers {
     let (caches, feeds) = Caches::new(namespace);
     let (ready_tx, ready_rx) = tokio::sync::watch::channel(0usize);
@@ -278,7 +282,7 @@ pub fn spawn(
         client,
         namespace,
         hub,
-        shutdown,
+        tasks: tasks.into(),
         ready: ready_tx,
         total: 0,
     };
@@ -321,9 +325,9 @@ pub fn spawn_watchers(
     client: &Client,
     namespace: Option<&str>,
     hub: &TargetHub,
-    shutdown: &CancellationToken,
+    tasks: impl Into<Tasks>,
 ) -> WatchersReady {
-    spawn(client, namespace, Some(hub), Kinds::ALL, shutdown).ready
+    spawn(client, namespace, Some(hub), Kinds::ALL, tasks).ready
 }
 
 #[cfg(test)]
@@ -370,7 +374,8 @@ mod tests {
             .service("orders")
             .build();
         hub.pacto_applied(&pacto);
-        let mut changes = Box::pin(hub.subscribe(String::new(), CancellationToken::new()));
+        let mut changes =
+            Box::pin(hub.subscribe(String::new(), pacto_runtime::CancellationToken::new()));
         let mut feed = HubFeed {
             hub: hub.clone(),
             kind: WatchedKind::EndpointSlice,

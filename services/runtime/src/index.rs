@@ -4,7 +4,9 @@
 //! what attribution needs. It is told three things: an object was applied, an object was
 //! deleted, and — after each (re)list of the watch — the whole listing, which replaces what it
 //! held (objects deleted while the watch was down are gone). [`run_index`] drives an index from
-//! a watch stream ([`crate::watch::watch`]) until shutdown: the listing is buffered here, once,
+//! a watch stream ([`crate::watch::watch`]) until shutdown, as a task of the service's runtime
+//! (`rt.spawn(name, run_index(…))`, or [`crate::Tasks::spawn`] from deeper down), so the drain
+//! joins it: the listing is buffered here, once,
 //! between the watcher's `Init` and `InitDone`, so no index sees a half list. Errors are logged
 //! and backed off by the stream's retry policy; an index that reports the health of its watch
 //! hears of them through [`Index::failed`].
@@ -14,7 +16,6 @@
 
 use futures::{Stream, StreamExt};
 use kube::runtime::watcher::{self, Event};
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 /// What a service keeps of one watched kind `K` (see the module documentation).
@@ -158,8 +159,7 @@ impl<K> Listing<K> {
 }
 
 /// Feeds `index` from `stream` until `shutdown` or the end of the stream (see the module
-/// documentation). The future to spawn (e.g. on the service's runtime); [`spawn_index`] spawns
-/// it on the current Tokio runtime.
+/// documentation): the future a runtime task runs.
 pub async fn run_index<K, S, I>(stream: S, mut index: I, shutdown: CancellationToken)
 where
     S: Stream<Item = Result<Event<K>, watcher::Error>>,
@@ -175,16 +175,6 @@ where
         let Some(item) = item else { return };
         listing.feed(&mut index, item);
     }
-}
-
-/// Spawns [`run_index`] on the current Tokio runtime.
-pub fn spawn_index<K, S, I>(stream: S, index: I, shutdown: CancellationToken) -> JoinHandle<()>
-where
-    K: Send + 'static,
-    S: Stream<Item = Result<Event<K>, watcher::Error>> + Send + 'static,
-    I: Index<K> + Send + 'static,
-{
-    tokio::spawn(run_index(stream, index, shutdown))
 }
 
 #[cfg(test)]
@@ -270,11 +260,11 @@ mod tests {
             first.clone(),
             vec![Some(second.clone()), None, Some(third.clone())],
         );
-        spawn_index(
+        tokio::spawn(run_index(
             futures::stream::iter(events()),
             indexes,
             CancellationToken::new(),
-        )
+        ))
         .await
         .unwrap();
         // The end of the stream ended the task.
@@ -289,7 +279,7 @@ mod tests {
         let shutdown = CancellationToken::new();
         let stream =
             futures::stream::iter(vec![Ok(Event::Apply("a"))]).chain(futures::stream::pending());
-        let task = spawn_index(stream, Recorder::default(), shutdown.clone());
+        let task = tokio::spawn(run_index(stream, Recorder::default(), shutdown.clone()));
         shutdown.cancel();
         tokio::time::timeout(std::time::Duration::from_secs(10), task)
             .await

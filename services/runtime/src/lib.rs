@@ -19,7 +19,8 @@
 //!   client channels with timeouts and retries for transient errors;
 //! - [`Runtime`]: one service process from start to stop: crypto provider, logging, signals,
 //!   transport, the admin server, optional gRPC and HTTP servers, the service's tasks (each in a
-//!   span), and one drain (docs/design/architecture.md#runtime);
+//!   span), and one drain (docs/design/architecture.md#runtime); [`Tasks`], its task list for
+//!   code that spawns later;
 //! - [`service`]: what a gRPC service's `serve` is given ([`service::ServeConfig`]) and how it
 //!   names itself ([`service::ServiceNames`]);
 //! - `watch` and `index` (feature `watch`): Kubernetes watches with the shared retry policy,
@@ -47,6 +48,7 @@ pub mod scope;
 mod secure_metrics;
 pub mod service;
 mod shutdown;
+mod tasks;
 mod telemetry;
 pub mod tls;
 #[cfg(feature = "watch")]
@@ -61,6 +63,7 @@ pub use identity::{
 pub use runtime::{Runtime, TASK_STOP_TIMEOUT};
 pub use secure_metrics::SecureMetricsError;
 pub use shutdown::ShutdownError;
+pub use tasks::Tasks;
 pub use telemetry::TelemetryError;
 pub use tokio_util::sync::CancellationToken;
 #[cfg(any(test, feature = "test-support"))]

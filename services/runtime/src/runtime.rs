@@ -45,6 +45,7 @@ use crate::{
     identity::{AllowList, Authorizer},
     secure_metrics::{SecureMetrics, SecureMetricsError},
     service::{ServeConfig, ServiceNames},
+    tasks::Tasks,
 };
 
 /// How long [`Runtime::run`] waits for the spawned tasks once the shared token is cancelled.
@@ -89,7 +90,8 @@ pub struct Runtime {
     /// The Kubernetes client created for secure metrics, shared with the service.
     kube: Option<kube::Client>,
     servers: Vec<Server>,
-    tasks: Vec<(&'static str, JoinHandle<()>)>,
+    /// The tasks, joined in the drain (also spawned through [`Runtime::tasks`]).
+    tasks: Tasks,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -97,7 +99,7 @@ impl std::fmt::Debug for Runtime {
         f.debug_struct("Runtime")
             .field("process", &self.names.process)
             .field("servers", &self.servers)
-            .field("tasks", &self.tasks.iter().map(|t| t.0).collect::<Vec<_>>())
+            .field("tasks", &self.tasks.names())
             .finish_non_exhaustive()
     }
 }
@@ -142,10 +144,12 @@ impl Runtime {
     ) -> Result<Self, RuntimeError> {
         let recorder = crate::metrics::install_recorder()?;
         (names.describe_metrics)();
+        let shutdown = CancellationToken::new();
         Ok(Self {
             names,
             stop,
-            shutdown: CancellationToken::new(),
+            tasks: Tasks::joined(shutdown.clone()),
+            shutdown,
             servers_stop: CancellationToken::new(),
             transport: None,
             admin,
@@ -156,7 +160,6 @@ impl Runtime {
             secure_metrics: None,
             kube: None,
             servers: Vec::new(),
-            tasks: Vec::new(),
         })
     }
 
@@ -341,8 +344,14 @@ impl Runtime {
     /// Runs `task` in a `task` span named `name` until it ends; [`Runtime::run`] joins it after
     /// cancelling the shared token ([`Runtime::shutdown`]), which it should stop on.
     pub fn spawn(&mut self, name: &'static str, task: impl Future<Output = ()> + Send + 'static) {
-        let handle = tokio::spawn(task.instrument(tracing::info_span!("task", task = name)));
-        self.tasks.push((name, handle));
+        self.tasks.spawn(name, task);
+    }
+
+    /// A handle on the runtime's tasks, for code that spawns its tasks later or deeper down
+    /// (an index's watch, a leader term's work): they too run in a `task` span, stop on
+    /// [`Runtime::shutdown`] and are joined by [`Runtime::run`].
+    pub fn tasks(&self) -> Tasks {
+        self.tasks.clone()
     }
 
     /// [`Runtime::spawn`] for the task the process exists for (a controller, an agent): when it
@@ -431,8 +440,19 @@ impl Runtime {
         }
         // 3. the tasks stop
         shutdown.cancel();
-        // 4. within the deadline
-        join(tasks, TASK_STOP_TIMEOUT).await;
+        // 4. within the deadline, with the tasks spawned while the first ones stopped
+        let deadline = tokio::time::Instant::now() + TASK_STOP_TIMEOUT;
+        loop {
+            let spawned = tasks.take();
+            if spawned.is_empty() {
+                break;
+            }
+            join(
+                spawned,
+                deadline.saturating_duration_since(tokio::time::Instant::now()),
+            )
+            .await;
+        }
         // 5. the admin server (and the HTTPS metrics server) last
         let admin_result = admin.stop().await;
         if let Some(task) = secure_metrics {

@@ -176,7 +176,7 @@ impl WatchRetry {
 
 /// The watch of `K` by `api` with `config`: `kube`'s watcher retried by [`WatchRetry`] under the
 /// kind's own name (`Pod`, `Lease`; replace the policy with [`RetryingWatch::retry`]). Feed it to
-/// an index with [`crate::index::run_index`] or [`crate::index::spawn_index`].
+/// an index with [`crate::index::run_index`] (a runtime task).
 pub fn watch<K>(
     api: Api<K>,
     config: watcher::Config,

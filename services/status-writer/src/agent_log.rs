@@ -5,9 +5,10 @@
 //! only when the node's state changes, one line that contains `node-agent` and the node's name:
 //!
 //! - `node-agent: node <n> heard (agent <version>, last published <time>)`;
-//! - `node-agent: node <n> stale since <time> (…)`: the observer's rule
-//!   (docs/design/observation.md#node-evidence): either object missing, or the newer of the
-//!   Lease's renewTime and the observation's lastPublished older than stale-after (strictly);
+//! - `node-agent: node <n> stale since <time> (…)`: the observer's rule, one function for both
+//!   ([`pacto_api::agent_freshness`], docs/design/observation.md#node-evidence): either object
+//!   missing, or the newer of the Lease's renewTime and the observation's lastPublished older
+//!   than stale-after (strictly);
 //! - `node-agent: node <n> collection failed (<reason>: <message>)`: a fresh observation whose
 //!   `status.collection.state` is Failed;
 //! - `node-agent: node <n> reports refused by the observer (<reason>: <message>)` while the
@@ -28,7 +29,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::watcher;
 use kube::{Api, ResourceExt};
-use pacto_api::NodeRuntimeObservation;
+use pacto_api::{AgentFreshness, NodeRuntimeObservation, Staleness, agent_freshness, fresh_until};
 use pacto_runtime::CancellationToken;
 use pacto_runtime::index::{Index, run_index};
 use pacto_runtime::watch::watch;
@@ -86,17 +87,6 @@ enum Health {
     Failed(String, String),
 }
 
-/// Why a node is stale.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Staleness {
-    /// Nothing heard for more than stale-after.
-    Old,
-    /// No NodeRuntimeObservation.
-    NoObservation,
-    /// No renewed Lease.
-    NoLease,
-}
-
 /// What was last logged of one node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Logged {
@@ -123,10 +113,6 @@ fn newer(a: Option<Timestamp>, b: Option<Timestamp>) -> Option<Timestamp> {
         (Some(a), Some(b)) => Some(a.max(b)),
         (a, b) => a.or(b),
     }
-}
-
-fn nanos(d: Duration) -> i128 {
-    i128::try_from(d.as_nanos()).unwrap_or(i128::MAX)
 }
 
 /// `d` as the flags write it (`90s`, `2m`, `1500ms`).
@@ -203,27 +189,24 @@ impl NodeAgentLog {
     }
 
     fn stale_instant(&self, heard: Timestamp) -> Option<Timestamp> {
-        let nanos = heard.as_nanosecond().checked_add(nanos(self.stale_after))?;
-        Timestamp::from_nanosecond(nanos).ok()
+        fresh_until(heard, self.stale_after)
     }
 
-    /// `node` judged at `now` by the observer's rule.
+    /// `node` judged at `now` by the observer's stale rule ([`pacto_api::agent_freshness`]).
     fn health(&self, node: &str, now: Timestamp) -> Health {
-        let Some(facts) = self.observations.get(node) else {
-            return Health::Stale(Staleness::NoObservation);
-        };
-        if self.leases.get(node).copied().flatten().is_none() {
-            return Health::Stale(Staleness::NoLease);
-        }
-        let Some(heard) = self.heard(node) else {
-            return Health::Stale(Staleness::Old);
-        };
-        if now.as_nanosecond() - heard.as_nanosecond() > nanos(self.stale_after) {
-            return Health::Stale(Staleness::Old);
-        }
-        match &facts.collection_failed {
-            Some((reason, message)) => Health::Failed(reason.clone(), message.clone()),
-            None => Health::Heard,
+        let facts = self.observations.get(node);
+        let freshness = agent_freshness(
+            facts.map(|facts| facts.last_published),
+            self.leases.get(node).copied().flatten(),
+            now,
+            self.stale_after,
+        );
+        match (freshness, facts.and_then(|f| f.collection_failed.as_ref())) {
+            (AgentFreshness::Stale { why, .. }, _) => Health::Stale(why),
+            (AgentFreshness::Fresh { .. }, Some((reason, message))) => {
+                Health::Failed(reason.clone(), message.clone())
+            }
+            (AgentFreshness::Fresh { .. }, None) => Health::Heard,
         }
     }
 

@@ -62,11 +62,12 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>, shutdown: Cancell
             Api::all(client),
         ),
     };
-    tokio::spawn(triggers::watch_deletions(
-        metadata,
-        ctx.clone(),
-        shutdown.clone(),
-    ));
+    // Per leader term (this function runs once per term), stopped by the term's token, a
+    // child of the runtime's: not a runtime task (docs/design/architecture.md#runtime).
+    tokio::spawn(
+        triggers::watch_deletions(metadata, ctx.clone(), shutdown.clone())
+            .instrument(tracing::info_span!("task", task = "pacto-deletions")),
+    );
     let entered = ctx.scope.subscribe();
     let (reader, stream) = triggers::pactos(pactos, Arc::clone(&ctx));
     let mut targets = triggers::watch_targets(&ctx, reader.clone(), shutdown.clone());

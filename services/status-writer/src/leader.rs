@@ -24,6 +24,7 @@ use kube::api::{Api, PostParams};
 use metrics::{counter, gauge};
 use pacto_runtime::CancellationToken;
 use tokio::time::Instant;
+use tracing::Instrument as _;
 
 use crate::metrics::{LEADER, LEADER_TERMS_TOTAL};
 
@@ -352,7 +353,11 @@ pub async fn run_elected<F, Fut>(
         counter!(LEADER_TERMS_TOTAL).increment(1);
         gauge!(LEADER).set(1.0);
         let token = shutdown.child_token();
-        let task = tokio::spawn(work(token.clone()));
+        // The term's work, awaited below before the next term: a task of the term, not of
+        // the runtime (docs/design/architecture.md#runtime).
+        let task = tokio::spawn(
+            work(token.clone()).instrument(tracing::info_span!("task", task = "leader-term")),
+        );
         // Holder: renew until taken, past the deadline, or shut down.
         let mut next = Instant::now() + config.retry_period;
         let lost = loop {

@@ -430,7 +430,7 @@ pub async fn run(args: Args) -> Result<(), StatusWriterError> {
     )?
     .map(|config| {
         tracing::info!(url = %config.shown_url(), producer = %config.producer_id, key_id = %config.key_id, "producer mode: posting a signed record of each verdict change");
-        producer::Producer::start(config, rt.shutdown())
+        producer::Producer::start(config, rt.tasks())
     })
     .transpose()?;
     let mut ctx = controller::Context::new(

@@ -35,8 +35,8 @@ use pacto_evidence::client::ClientError;
 use pacto_evidence::{
     Envelope, IngestClient, PostError, Producer as ProducerId, SignedEvidenceSet,
 };
-use pacto_runtime::CancellationToken;
 use pacto_runtime::backoff::Backoff;
+use pacto_runtime::{CancellationToken, Tasks};
 use sha2::{Digest as _, Sha256};
 use tokio::sync::{Notify, watch};
 
@@ -366,12 +366,11 @@ impl std::fmt::Debug for Inner {
 }
 
 impl Producer {
-    /// Checks `config` and spawns the worker, which runs until `shutdown`.
-    pub fn start(
-        config: ProducerConfig,
-        shutdown: CancellationToken,
-    ) -> Result<Self, ProducerError> {
-        Self::start_after(config, 0, shutdown)
+    /// Checks `config` and spawns the worker as the `evidence-producer` task of `tasks` (the
+    /// runtime's, [`pacto_runtime::Runtime::tasks`], so the drain joins it; a bare token in
+    /// tests), which runs until their shutdown.
+    pub fn start(config: ProducerConfig, tasks: impl Into<Tasks>) -> Result<Self, ProducerError> {
+        Self::start_after(config, 0, tasks)
     }
 
     /// [`Producer::start`] whose sequences start above `last_sequence` (tests: a clock that
@@ -379,7 +378,7 @@ impl Producer {
     pub fn start_after(
         config: ProducerConfig,
         last_sequence: u64,
-        shutdown: CancellationToken,
+        tasks: impl Into<Tasks>,
     ) -> Result<Self, ProducerError> {
         config.check()?;
         // the one ingestion client (docs/design/envelopes.md#ingestion-client)
@@ -407,7 +406,8 @@ impl Producer {
             config,
             sequencer: Sequencer::after(last_sequence),
         };
-        tokio::spawn(worker.run(shutdown));
+        let tasks: Tasks = tasks.into();
+        tasks.spawn("evidence-producer", worker.run(tasks.shutdown()));
         Ok(producer)
     }
 

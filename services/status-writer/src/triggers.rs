@@ -22,6 +22,7 @@ use pacto_runtime::backoff::{self, Backoff};
 use pacto_runtime::grpc::GRPC_MAX_MESSAGE_BYTES;
 use pacto_runtime::index::{Index, run_index};
 use pacto_runtime::watch::{WatchRetry, watch};
+use tracing::Instrument as _;
 
 use tonic::transport::Channel;
 use tracing::Instrument as _;
@@ -122,27 +123,39 @@ pub fn watch_targets(
     let (tx, rx) = tokio::sync::mpsc::channel(256);
     let endpoints = ctx.backends.observer_endpoints.endpoints();
     let ctx = Arc::clone(ctx);
-    tokio::spawn(async move {
-        let open = Arc::new(AtomicUsize::new(0));
-        pacto_runtime::balance::for_each_endpoint(
-            endpoints,
-            shutdown,
-            "observer WatchTargets subscription",
-            |addr, channel, token| {
-                tokio::spawn(subscribe(Subscription {
-                    ctx: Arc::clone(&ctx),
-                    pactos: pactos.clone(),
-                    addr,
-                    channel,
-                    tx: tx.clone(),
-                    open: Arc::clone(&open),
-                    token,
-                }))
-            },
-            |_| {},
-        )
-        .await;
-    });
+    // Per leader term (the controller runs once per term), stopped by the term's token: not a
+    // runtime task (docs/design/architecture.md#runtime).
+    let span = tracing::info_span!("task", task = "watch-targets");
+    tokio::spawn(
+        async move {
+            let open = Arc::new(AtomicUsize::new(0));
+            pacto_runtime::balance::for_each_endpoint(
+                endpoints,
+                shutdown,
+                "observer WatchTargets subscription",
+                |addr, channel, token| {
+                    // One per observer endpoint, joined by for_each_endpoint.
+                    let span =
+                        tracing::info_span!("task", task = "watch-targets-subscription", %addr);
+                    tokio::spawn(
+                        subscribe(Subscription {
+                            ctx: Arc::clone(&ctx),
+                            pactos: pactos.clone(),
+                            addr,
+                            channel,
+                            tx: tx.clone(),
+                            open: Arc::clone(&open),
+                            token,
+                        })
+                        .instrument(span),
+                    )
+                },
+                |_| {},
+            )
+            .await;
+        }
+        .instrument(span),
+    );
     rx
 }
 
@@ -285,37 +298,43 @@ pub fn scope_entries(
     use tokio::sync::broadcast::error::RecvError;
     let (tx, rx) = tokio::sync::mpsc::channel(256);
     let ctx = Arc::clone(ctx);
-    tokio::spawn(async move {
-        loop {
-            let next = tokio::select! {
-                () = shutdown.cancelled() => return,
-                next = entered.recv() => next,
-            };
-            let wanted: Box<dyn Fn(&str) -> bool + Send> = match next {
-                Ok(namespace) => Box::new(move |ns| ns == namespace),
-                Err(RecvError::Lagged(_)) => {
-                    let scope = ctx.scope.clone();
-                    Box::new(move |ns| scope.admits(ns))
-                }
-                Err(RecvError::Closed) => return,
-            };
-            let refs: Vec<ObjectRef<Pacto>> = pactos
-                .state()
-                .iter()
-                .filter(|p| p.namespace().is_some_and(|ns| wanted(&ns)))
-                .map(|p| ObjectRef::from_obj(&**p))
-                .collect();
-            for obj in refs {
-                if let Some(namespace) = obj.namespace.clone() {
-                    ctx.triggers
-                        .mark((namespace, obj.name.clone()), Trigger::Pacto);
-                }
-                if tx.send(obj).await.is_err() {
-                    return;
+    // Per leader term, stopped by the term's token: not a runtime task
+    // (docs/design/architecture.md#runtime).
+    let span = tracing::info_span!("task", task = "scope-entries");
+    tokio::spawn(
+        async move {
+            loop {
+                let next = tokio::select! {
+                    () = shutdown.cancelled() => return,
+                    next = entered.recv() => next,
+                };
+                let wanted: Box<dyn Fn(&str) -> bool + Send> = match next {
+                    Ok(namespace) => Box::new(move |ns| ns == namespace),
+                    Err(RecvError::Lagged(_)) => {
+                        let scope = ctx.scope.clone();
+                        Box::new(move |ns| scope.admits(ns))
+                    }
+                    Err(RecvError::Closed) => return,
+                };
+                let refs: Vec<ObjectRef<Pacto>> = pactos
+                    .state()
+                    .iter()
+                    .filter(|p| p.namespace().is_some_and(|ns| wanted(&ns)))
+                    .map(|p| ObjectRef::from_obj(&**p))
+                    .collect();
+                for obj in refs {
+                    if let Some(namespace) = obj.namespace.clone() {
+                        ctx.triggers
+                            .mark((namespace, obj.name.clone()), Trigger::Pacto);
+                    }
+                    if tx.send(obj).await.is_err() {
+                        return;
+                    }
                 }
             }
         }
-    });
+        .instrument(span),
+    );
     rx
 }
 

@@ -6,6 +6,7 @@
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions};
 use pacto_engine::DependencyValue;
+use pacto_runtime::CancellationToken;
 use serde_json::json;
 
 use super::*;

@@ -3,8 +3,12 @@
 //! it. Its production code (no test modules, no `*tests.rs` files, no `testing` module) never
 //! spawns an `AdminServer`, never calls kube-runtime's `watcher`/`metadata_watcher`, and never
 //! writes a backoff (a type or function named after one, a delay doubled up to a cap, a
-//! `backon::ExponentialBuilder`). The CLI is a client that does not run on the runtime; its
-//! `pacto status --watch` is outside the rule.
+//! `backon::ExponentialBuilder`). Nor does it `tokio::spawn` a task outside a span: a
+//! long-lived task is a runtime task (`rt.spawn`, or `Tasks::spawn` from deeper down, each in a
+//! `task` span and joined by the drain); a short-lived one (per request, per endpoint, per
+//! leader term) is spawned `.instrument(info_span!("task", task = …))`
+//! (docs/design/architecture.md#runtime). The CLI is a client that does not run on the runtime;
+//! its `pacto status --watch` is outside the rule.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -19,14 +23,21 @@ pub(super) enum Work {
     AdminServer,
     WatchLoop,
     Backoff,
+    BareSpawn,
 }
 
 impl fmt::Display for Work {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Self::AdminServer => "an admin server spawned (use the Runtime builder's admin)",
-            Self::WatchLoop => "a watch loop (use pacto_runtime's watch and spawn_index)",
+            Self::WatchLoop => {
+                "a watch loop (use pacto_runtime's watch and run_index as a runtime task)"
+            }
             Self::Backoff => "a backoff (use pacto_runtime's Backoff and spawn_retrying)",
+            Self::BareSpawn => {
+                "a tokio::spawn without a span (a runtime task: rt.spawn or Tasks::spawn; or \
+                 .instrument(info_span!(\"task\", task = …)) where it cannot be one)"
+            }
         })
     }
 }
@@ -88,6 +99,39 @@ pub(super) fn work_in_line(line: &str) -> Option<Work> {
     None
 }
 
+/// The lines (1-based) of `code` (comments, `use` lines and tests already blanked) where a
+/// `tokio::spawn` spawns a future not `.instrument`ed in a span: the text between the call's
+/// parentheses (across lines) names no `.instrument(` or `.in_current_span()`.
+pub(super) fn bare_spawns(code: &str) -> Vec<usize> {
+    let mut found = Vec::new();
+    for call in ["tokio::spawn(", "tokio::task::spawn("] {
+        for (at, _) in code.match_indices(call) {
+            let open = at + call.len();
+            let mut depth = 1usize;
+            let mut end = code.len();
+            for (offset, c) in code[open..].char_indices() {
+                match c {
+                    '(' => depth += 1,
+                    ')' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            end = open + offset;
+                            break;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            let argument = &code[open..end];
+            if !argument.contains(".instrument(") && !argument.contains(".in_current_span()") {
+                found.push(code[..at].matches('\n').count() + 1);
+            }
+        }
+    }
+    found.sort_unstable();
+    found
+}
+
 /// Whether the crate in `dir` runs on `pacto-runtime`: the runtime is one of its
 /// `[dependencies]` (not only a dev-dependency).
 fn runs_on_the_runtime(dir: &Path) -> bool {
@@ -145,10 +189,14 @@ pub(super) fn runtime_work_outside_the_runtime(root: &Path) -> Vec<(String, usiz
                 .unwrap_or(file)
                 .to_string_lossy()
                 .into_owned();
-            for (number, line) in without_tests(&text).lines().enumerate() {
+            let code = without_tests(&text);
+            for (number, line) in code.lines().enumerate() {
                 if let Some(work) = work_in_line(line) {
                     found.push((rel.clone(), number + 1, work));
                 }
+            }
+            for number in bare_spawns(&code) {
+                found.push((rel.clone(), number, Work::BareSpawn));
             }
         }
     }
@@ -254,4 +302,49 @@ fn the_runtime_rule_sees_an_admin_server_a_watch_loop_and_a_backoff_outside_the_
         "{new:?}"
     );
     assert_eq!(stale, ["services/svc/src/gone.rs: WatchLoop"]);
+}
+
+#[test]
+fn the_runtime_rule_sees_a_spawn_without_a_span_outside_the_runtime() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let root = dir.path();
+    for (krate, manifest) in [
+        ("runtime", "[package]\nname = \"pacto-runtime\"\n"),
+        (
+            "svc",
+            "[package]\nname = \"x\"\n\n[dependencies]\npacto-runtime.workspace = true\n",
+        ),
+    ] {
+        fs::create_dir_all(root.join("services").join(krate).join("src")).expect("mkdir");
+        fs::write(
+            root.join("services").join(krate).join("Cargo.toml"),
+            manifest,
+        )
+        .expect("write");
+    }
+    let bare = "fn run() {\n    tokio::spawn(work(a, b));\n}\n";
+    fs::write(root.join("services/runtime/src/lib.rs"), bare).expect("write");
+    fs::write(
+        root.join("services/svc/src/lib.rs"),
+        format!(
+            "// tokio::spawn(in_a_comment());\n{bare}\
+             fn spans() {{\n    tokio::spawn(\n        work(f(x), y)\n            \
+             .instrument(tracing::info_span!(\"task\", task = \"w\")),\n    );\n    \
+             tokio::spawn(async move {{ g().await }}.in_current_span());\n}}\n\
+             fn nested() {{\n    let t = tokio::task::spawn(h(i(j)));\n}}\n\
+             #[cfg(test)]\nmod tests {{\n    fn t() {{ tokio::spawn(x()); }}\n}}\n"
+        ),
+    )
+    .expect("write");
+    let found = runtime_work_outside_the_runtime(root);
+    let file = "services/svc/src/lib.rs".to_owned();
+    assert_eq!(
+        found,
+        [
+            (file.clone(), 3, Work::BareSpawn),
+            (file.clone(), 13, Work::BareSpawn),
+        ]
+    );
+    let (new, stale) = against_allow_list(&found, &[(file.as_str(), Work::BareSpawn)]);
+    assert!(new.is_empty() && stale.is_empty(), "{new:?} {stale:?}");
 }
