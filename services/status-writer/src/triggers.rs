@@ -22,7 +22,6 @@ use pacto_runtime::backoff::{self, Backoff};
 use pacto_runtime::grpc::GRPC_MAX_MESSAGE_BYTES;
 use pacto_runtime::index::{Index, run_index};
 use pacto_runtime::watch::{WatchRetry, watch};
-use tracing::Instrument as _;
 
 use tonic::transport::Channel;
 use tracing::Instrument as _;
