@@ -11,6 +11,7 @@ use pacto_runtime::scope::NamespaceScope;
 use crate::cause::Triggers;
 use crate::gauges::Gauges;
 use crate::reconcile::backends::Backends;
+use crate::reconcile::index::RevisionIndex;
 use crate::reconcile::memo::WriteMemo;
 use crate::reconcile::requeue::FailureStreaks;
 
@@ -37,6 +38,9 @@ pub struct Context {
     pub(crate) backoff: FailureStreaks,
     /// The status last written per Pacto, until the Pacto cache shows that write.
     pub(crate) written: WriteMemo,
+    /// Each Pacto's revisions as the PactoRevision watch delivered them
+    /// (docs/design/status.md#the-revision-index).
+    pub(crate) revisions: RevisionIndex,
     /// The evidence producer (`--evidence-url`), if on (docs/design/status.md#evidence-producer).
     pub producer: Option<crate::producer::Producer>,
     /// What started each reconcile (counted per trigger).
@@ -93,6 +97,7 @@ impl Context {
             scope: NamespaceScope::all(),
             backoff: FailureStreaks::default(),
             written: WriteMemo::default(),
+            revisions: RevisionIndex::default(),
             producer: None,
             policy_reports: None,
             triggers: Triggers::default(),
@@ -144,6 +149,11 @@ impl Context {
         let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         self.most_in_flight.fetch_max(now, Ordering::SeqCst);
         InFlight(self)
+    }
+
+    /// Reconciles running now.
+    pub(crate) fn in_flight(&self) -> u64 {
+        self.in_flight.load(Ordering::SeqCst)
     }
 
     /// The most reconciles that ran at the same time so far (bounded by the concurrency).

@@ -4,6 +4,7 @@
 
 pub(crate) mod apply;
 pub(crate) mod backends;
+pub(crate) mod index;
 pub(crate) mod memo;
 pub(crate) mod requeue;
 pub(crate) mod revisions;

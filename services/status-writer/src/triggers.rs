@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use futures::{Stream, TryStreamExt};
+use futures::{Stream, StreamExt as _, TryStreamExt};
 use kube::ResourceExt;
 use kube::api::Api;
 use kube::core::PartialObjectMeta;
@@ -77,13 +77,18 @@ pub fn pactos(
 }
 
 /// The watch of the PactoRevisions Pactos own: each applied revision reconciles its owner
-/// (the controller maps it by owner reference), marked [`Trigger::Revision`].
+/// (the controller maps it by owner reference), marked [`Trigger::Revision`]; every event also
+/// feeds the revision index (docs/design/status.md#the-revision-index).
 pub fn revisions(
     api: Api<PactoRevision>,
     ctx: Arc<Context>,
 ) -> impl Stream<Item = Result<PactoRevision, watcher::Error>> + Send {
     watch(api, watcher::Config::default())
         .retry(WatchRetry::new("PactoRevision").max_delay(WATCH_RETRY_MAX))
+        .inspect({
+            let ctx = Arc::clone(&ctx);
+            move |item| ctx.revisions.observe(item)
+        })
         .applied_objects()
         .inspect_ok(move |revision| {
             let Some(namespace) = revision.namespace() else {

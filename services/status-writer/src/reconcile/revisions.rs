@@ -7,6 +7,8 @@
 //! that a crash loses none and repeats none (docs/design/status.md#exactly-once-events).
 //! Revision errors are logged only; they never fail a reconcile.
 
+use std::sync::Arc;
+
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 use pacto_api::labels::event_reason;
@@ -217,6 +219,62 @@ pub fn revision_created(name: &str, version: &str) -> EventSpec {
     }
 }
 
+/// What the watched revision index tells a pass (docs/design/status.md#the-revision-index).
+enum Indexed {
+    /// The revision exists, owned by this Pacto, with its status complete and its creation
+    /// acknowledged, and the tag it tracks has not moved: the live list would lead the pass to
+    /// do nothing but name it.
+    Settled,
+    /// The revision does not exist yet and no tag moved: the pass creates it, and the Pacto's
+    /// revisions as indexed stand for the live list.
+    Missing(Arc<Vec<PactoRevision>>),
+    /// Anything else (not synced yet, a status to backfill, a creation not yet acknowledged, a
+    /// moved tag, another owner): the pass lists from the API server.
+    Unsure,
+}
+
+/// What the index says of revision `name` of `pacto` in `namespace`.
+fn indexed(
+    ctx: &Context,
+    pacto: &Pacto,
+    previous: Option<&PactoStatus>,
+    namespace: &str,
+    resolved: &ResolvedContract,
+    name: &str,
+) -> Indexed {
+    let Some(revisions) = ctx.revisions.revisions(namespace, &pacto.name_any()) else {
+        return Indexed::Unsure;
+    };
+    let moved = moved_tag(
+        pacto,
+        revisions.as_slice(),
+        resolved.resolved_ref.as_deref(),
+        resolved.digest.as_deref(),
+    )
+    .is_some();
+    if moved {
+        return Indexed::Unsure;
+    }
+    let Some(existing) = revisions
+        .iter()
+        .find(|r| r.meta().name.as_deref() == Some(name))
+    else {
+        return Indexed::Missing(revisions);
+    };
+    // A revision left by a deleted Pacto of the same name is not this Pacto's.
+    let owned = pacto.uid().is_some_and(|uid| {
+        existing
+            .owner_references()
+            .iter()
+            .any(|o| o.kind == "Pacto" && o.uid == uid)
+    });
+    if owned && !unacknowledged(existing, previous) && !needs_backfill(existing.status.as_ref()) {
+        Indexed::Settled
+    } else {
+        Indexed::Unsure
+    }
+}
+
 /// Step 2: reports a tag overwrite this reconcile sees first, then ensures the revision of the
 /// resolved contract: created if missing (reporting `RevisionCreated` at once), an existing
 /// revision whose status lacks what a new one records backfilled. `None` when the API failed
@@ -228,21 +286,25 @@ pub async fn ensure(
     namespace: &str,
     resolved: &ResolvedContract,
 ) -> Option<EnsuredRevision> {
-    let api: Api<PactoRevision> = Api::namespaced(ctx.client.clone(), namespace);
     let pacto_name = pacto.name_any();
     let version = revision_version(&resolved.contract.service.version).to_owned();
     let name = revision_name(&pacto_name, &version, &resolved.content_hash);
-    let listed = match list(&api, &pacto_name).await {
-        Ok(listed) => listed,
-        Err(error) => {
-            tracing::warn!(%error, pacto = %pacto_name, "cannot list PactoRevisions");
-            return None;
-        }
+    let api: Api<PactoRevision> = Api::namespaced(ctx.client.clone(), namespace);
+    let listed = match indexed(ctx, pacto, previous, namespace, resolved, &name) {
+        Indexed::Settled => return Some(EnsuredRevision { name }),
+        Indexed::Missing(revisions) => revisions,
+        Indexed::Unsure => match list(&api, &pacto_name).await {
+            Ok(listed) => Arc::new(listed),
+            Err(error) => {
+                tracing::warn!(%error, pacto = %pacto_name, "cannot list PactoRevisions");
+                return None;
+            }
+        },
     };
     if let (Some((tag, tracked)), Some(digest)) = (
         moved_tag(
             pacto,
-            &listed,
+            listed.as_slice(),
             resolved.resolved_ref.as_deref(),
             resolved.digest.as_deref(),
         ),
@@ -291,18 +353,23 @@ pub async fn ensure(
                 true
             }
             // Created by a concurrent pass, which may have died before reporting it: reported
-            // here too (a no-op replay when it did), and its status is written (again).
+            // here too (a no-op replay when it did), and its status is written unless the
+            // revision read shows it complete.
             Creation::Existed => {
-                match api.get(&name).await {
+                let complete = match api.get(&name).await {
                     Ok(existing) => {
                         let uid = existing.uid().unwrap_or_default();
                         report_created(ctx, pacto, &name, &version, &uid).await;
+                        !needs_backfill(existing.status.as_ref())
                     }
                     Err(error) => {
                         tracing::warn!(%error, revision = %name, "cannot read PactoRevision");
+                        false
                     }
-                }
-                if let Err(error) = write_resolved_status(&api, &name, &resolved.content_hash).await
+                };
+                if !complete
+                    && let Err(error) =
+                        write_resolved_status(&api, &name, &resolved.content_hash).await
                 {
                     tracing::warn!(%error, revision = %name, "cannot write PactoRevision status");
                 }
