@@ -194,13 +194,9 @@ async fn create<T>(
     }
 }
 
-/// The bearer token of `request`, if it carries one.
-fn bearer_token(request: &Request<Incoming>) -> Option<&str> {
-    let value = request
-        .headers()
-        .get(header::AUTHORIZATION)?
-        .to_str()
-        .ok()?;
+/// The bearer token of a request's `headers`, if it carries one.
+fn bearer_token(headers: &http::HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, token) = value.split_once(' ')?;
     let token = token.trim();
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
@@ -218,7 +214,7 @@ async fn answer(request: Request<Incoming>, reviewer: Reviewer, metrics: Metrics
             .insert(header::ALLOW, HeaderValue::from_static("GET"));
         return reply;
     }
-    let Some(token) = bearer_token(&request) else {
+    let Some(token) = bearer_token(request.headers()) else {
         return unauthorized();
     };
     match reviewer.review(token).await {
@@ -402,5 +398,99 @@ impl AsyncWrite for TlsConnection {
             // nothing established to close
             TlsConnection::Handshake(_) | TlsConnection::Failed => Poll::Ready(Ok(())),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        CancellationToken, Runtime, RuntimeError,
+        args::ServerArgs,
+        build_info::BuildInfo,
+        service::ServiceNames,
+        testing::{TestCa, TestEndpoint},
+    };
+
+    #[test]
+    fn only_a_non_empty_bearer_token_is_taken() {
+        let token = |value: &str| {
+            let mut headers = http::HeaderMap::new();
+            headers.insert(header::AUTHORIZATION, HeaderValue::from_str(value).unwrap());
+            bearer_token(&headers).map(str::to_owned)
+        };
+        assert_eq!(token("Bearer abc.def").as_deref(), Some("abc.def"));
+        assert_eq!(token("bearer abc").as_deref(), Some("abc"));
+        assert_eq!(token("Bearer  abc ").as_deref(), Some("abc"));
+        assert_eq!(token("Bearer "), None);
+        assert_eq!(token("Bearer"), None);
+        assert_eq!(token("Basic dXNlcjpwYXNz"), None);
+        assert_eq!(bearer_token(&http::HeaderMap::new()), None);
+    }
+
+    fn names() -> ServiceNames {
+        ServiceNames {
+            grpc: "",
+            process: "secure-metrics-unit",
+            describe_metrics: || {},
+            build: BuildInfo {
+                name: "pacto-test",
+                version: "0.0.0",
+                commit: "0",
+                build_time: "2026-12-06T00:00:00Z",
+            },
+        }
+    }
+
+    /// A client of an API server that is never called (the checks below fail before a review).
+    fn unused_client() -> kube::Client {
+        let config = kube::Config::new("https://127.0.0.1:1".parse().unwrap());
+        kube::Client::try_from(config).unwrap()
+    }
+
+    /// Secure metrics need the process's certificate; a gRPC port on the metrics address is
+    /// refused naming both flags.
+    #[tokio::test]
+    async fn secure_metrics_need_tls_and_a_port_of_their_own() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
+        let admin = crate::admin::bind(loopback).await.unwrap();
+        let mut plain = Runtime::new(names(), admin, CancellationToken::new()).unwrap();
+        let error = plain
+            .serve_metrics_securely(bind(loopback).await.unwrap(), unused_client())
+            .unwrap_err();
+        assert!(
+            matches!(
+                error,
+                RuntimeError::SecureMetrics(SecureMetricsError::NoTls)
+            ),
+            "{error:?}"
+        );
+
+        let dir = tempfile::tempdir().unwrap();
+        let ca = TestCa::new("unit CA").unwrap();
+        let (_endpoint, config) = TestEndpoint::bind(&ca, dir.path(), "unit.pacto.svc", &[]).await;
+        let mut rt = Runtime::serving(config, names(), CancellationToken::new()).unwrap();
+        let listener = bind(loopback).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        rt.serve_metrics_securely(listener, unused_client())
+            .unwrap();
+        let server = ServerArgs {
+            listen_addr: addr,
+            allowed_identities: Vec::new(),
+        };
+        let error = rt.bind_grpc(&server).await.unwrap_err();
+        assert!(
+            matches!(
+                error,
+                RuntimeError::SecureMetrics(SecureMetricsError::SameAddress { addr: same }) if same == addr
+            ),
+            "{error:?}"
+        );
+        let text = error.to_string();
+        assert!(
+            text.contains("--metrics-addr") && text.contains("--listen-addr"),
+            "{text}"
+        );
     }
 }
