@@ -33,7 +33,7 @@ spec:
     - digital signature
     - key encipherment
     - client auth
-    {{- if eq (include "pacto.hasGrpcServer" .) "true" }}
+    {{- if eq (include "pacto.servesTls" .) "true" }}
     - server auth
     {{- end }}
   issuerRef:

@@ -31,7 +31,7 @@ spec:
         {{- end }}
     spec:
       serviceAccountName: {{ include "pacto.serviceAccountName" . }}
-      automountServiceAccountToken: {{ include "pacto.needsKubernetes" . }}
+      automountServiceAccountToken: {{ include "pacto.apiAccess" . }}
       enableServiceLinks: false
       {{- with .Values.imagePullSecrets }}
       imagePullSecrets:
@@ -85,6 +85,11 @@ spec:
             - name: admin
               containerPort: {{ .Values.admin.port }}
               protocol: TCP
+            {{- if eq (include "pacto.metricsSecure" .) "true" }}
+            - name: metrics
+              containerPort: {{ .Values.metrics.securePort }}
+              protocol: TCP
+            {{- end }}
           livenessProbe:
             httpGet:
               path: /healthz

@@ -115,6 +115,38 @@ app.kubernetes.io/component: {{ . }}
 - --tls-key=/etc/pacto/tls/{{ .Values.tls.keys.key }}
 - --tls-reload-interval={{ .Values.tls.reloadInterval }}
 {{- end }}
+{{- include "pacto.metricsArgs" . }}
+{{- end }}
+
+{{/*
+"true" when /metrics is served securely (docs/metrics.md#secure-metrics): metrics.secure and a
+certificate to serve it with (tls.mode cert-manager or existing-secret). With tls.mode insecure
+the flag is never rendered: the service refuses --metrics-secure with --insecure.
+*/}}
+{{- define "pacto.metricsSecure" -}}
+{{- if and .Values.metrics.secure (ne .Values.tls.mode "insecure") }}true{{ else }}false{{ end }}
+{{- end }}
+
+{{/* The secure metrics flags (rendered only when pacto.metricsSecure: the flag is a switch). */}}
+{{- define "pacto.metricsArgs" -}}
+{{- if eq (include "pacto.metricsSecure" .) "true" }}
+- --metrics-secure
+- --metrics-addr=0.0.0.0:{{ .Values.metrics.securePort }}
+{{- end }}
+{{- end }}
+
+{{/*
+"true" when the pod talks to the Kubernetes API: the service's own needs (pacto.needsKubernetes)
+or, with secure metrics, the TokenReview and SubjectAccessReview of each scrape. Decides the
+token mount and the NetworkPolicy's DNS and API server egress.
+*/}}
+{{- define "pacto.apiAccess" -}}
+{{- if or (eq (include "pacto.needsKubernetes" .) "true") (eq (include "pacto.metricsSecure" .) "true") }}true{{ else }}false{{ end }}
+{{- end }}
+
+{{/* The certificate serves TLS: a gRPC server, or the secure metrics listener. */}}
+{{- define "pacto.servesTls" -}}
+{{- if or (eq (include "pacto.hasGrpcServer" .) "true") (eq (include "pacto.metricsSecure" .) "true") }}true{{ else }}false{{ end }}
 {{- end }}
 
 {{/* DNS names of this service's certificate: its identity first, then the Service names. */}}

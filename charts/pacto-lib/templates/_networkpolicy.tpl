@@ -26,15 +26,17 @@ spec:
         - port: grpc
           protocol: TCP
     {{- end }}
+    {{- /* Scrapers reach /metrics: the HTTPS port when secure, else the admin port (which then
+    admits no pod: probes come from the kubelet). */}}
     - from:
         {{- toYaml .Values.networkPolicy.metricsFrom | nindent 8 }}
       ports:
-        - port: admin
+        - port: {{ if eq (include "pacto.metricsSecure" .) "true" }}metrics{{ else }}admin{{ end }}
           protocol: TCP
   {{- $egress := include "pacto.egressRules" . | trim }}
-  {{- if or $egress (eq (include "pacto.needsKubernetes" .) "true") }}
+  {{- if or $egress (eq (include "pacto.apiAccess" .) "true") }}
   egress:
-    {{- if eq (include "pacto.needsKubernetes" .) "true" }}
+    {{- if eq (include "pacto.apiAccess" .) "true" }}
     - to:
         {{- toYaml .Values.networkPolicy.dns.to | nindent 8 }}
       ports:

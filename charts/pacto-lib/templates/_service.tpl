@@ -62,10 +62,25 @@ spec:
   selector:
     {{- include "pacto.selectorLabels" . | nindent 4 }}
   ports:
-    - name: admin
-      port: {{ .Values.metrics.service.port }}
-      targetPort: admin
-      protocol: TCP
-      appProtocol: http
+    {{- include "pacto.metricsServicePorts" . | nindent 4 }}
 {{- end }}
+{{- end }}
+
+{{/*
+The metrics Service's ports: `metrics` (HTTPS, what scrapers use) when metrics are secure, and
+`admin` (plain HTTP: /metrics when not secure; /healthz, /readyz and /version always).
+*/}}
+{{- define "pacto.metricsServicePorts" -}}
+{{- if eq (include "pacto.metricsSecure" .) "true" }}
+- name: metrics
+  port: {{ .Values.metrics.securePort }}
+  targetPort: metrics
+  protocol: TCP
+  appProtocol: https
+{{- end }}
+- name: admin
+  port: {{ .Values.metrics.service.port }}
+  targetPort: admin
+  protocol: TCP
+  appProtocol: http
 {{- end }}

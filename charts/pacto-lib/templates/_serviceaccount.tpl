@@ -1,5 +1,5 @@
 {{/*
-The service's ServiceAccount (token mounted only when pacto.needsKubernetes is true).
+The service's ServiceAccount (token mounted only when pacto.apiAccess is true).
 */}}
 {{- define "pacto.serviceAccount" -}}
 {{- if .Values.serviceAccount.create }}
@@ -14,6 +14,6 @@ metadata:
   annotations:
     {{- toYaml . | nindent 4 }}
   {{- end }}
-automountServiceAccountToken: {{ include "pacto.needsKubernetes" . }}
+automountServiceAccountToken: {{ include "pacto.apiAccess" . }}
 {{- end }}
 {{- end }}

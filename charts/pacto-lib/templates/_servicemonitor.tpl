@@ -1,5 +1,9 @@
 {{/*
-The ServiceMonitor scraping the metrics Service.
+The ServiceMonitor scraping the metrics Service. Secure metrics (docs/metrics.md#secure-metrics):
+port `metrics` over HTTPS, the server verified with the CA of this service's TLS Secret under the
+certificate's first DNS name (never insecureSkipVerify), and a bearer token Prometheus's
+ServiceAccount must have pacto-metrics-reader for: its own token file by default (rotated by the
+kubelet, no long-lived Secret), or metrics.serviceMonitor.bearerTokenSecret.
 */}}
 {{- define "pacto.serviceMonitor" -}}
 {{- if and .Values.metrics.service.enabled .Values.metrics.serviceMonitor.enabled }}
@@ -22,15 +26,43 @@ spec:
     matchNames:
       - {{ .Release.Namespace }}
   endpoints:
-    - port: admin
-      path: /metrics
-      scheme: http
-      honorLabels: {{ include "pacto.honorLabels" . }}
-      {{- with .Values.metrics.serviceMonitor.interval }}
-      interval: {{ . }}
-      {{- end }}
-      {{- with .Values.metrics.serviceMonitor.scrapeTimeout }}
-      scrapeTimeout: {{ . }}
-      {{- end }}
+    - {{ include "pacto.scrapeEndpoint" . | trim | indent 6 | trim }}
+{{- end }}
+{{- end }}
+
+{{/* One scrape endpoint of a ServiceMonitor (the port, scheme, credentials and TLS settings). */}}
+{{- define "pacto.scrapeEndpoint" -}}
+{{- if eq (include "pacto.metricsSecure" .) "true" }}
+port: metrics
+path: /metrics
+scheme: https
+{{- $secret := .Values.metrics.serviceMonitor.bearerTokenSecret | default dict }}
+{{- if $secret.name }}
+authorization:
+  type: Bearer
+  credentials:
+    name: {{ $secret.name }}
+    key: {{ $secret.key | default "token" }}
+{{- else }}
+bearerTokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token
+{{- end }}
+tlsConfig:
+  ca:
+    secret:
+      name: {{ include "pacto.tlsSecretName" . }}
+      key: {{ (.Values.tls.keys | default dict).ca | default "ca.crt" }}
+  serverName: {{ include "pacto.identity" . }}
+  insecureSkipVerify: false
+{{- else }}
+port: admin
+path: /metrics
+scheme: http
+{{- end }}
+honorLabels: {{ include "pacto.honorLabels" . }}
+{{- with .Values.metrics.serviceMonitor.interval }}
+interval: {{ . }}
+{{- end }}
+{{- with .Values.metrics.serviceMonitor.scrapeTimeout }}
+scrapeTimeout: {{ . }}
 {{- end }}
 {{- end }}

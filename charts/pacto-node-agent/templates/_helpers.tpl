@@ -1,9 +1,12 @@
 {{/*
 The node agent takes its names and labels from the library chart pacto-lib (pacto.fullname,
-pacto.labels, pacto.selectorLabels); this is the one hook those need.
+pacto.labels, pacto.selectorLabels) and its metrics Service, ServiceMonitor and metrics RBAC
+from the library's templates; these are the hooks those need.
 */}}
 
 {{- define "pacto.component" -}}node-agent{{- end }}
+
+{{- define "pacto.honorLabels" -}}false{{- end }}
 
 {{/*
 The observer's certificate name (--observer-server-name): observerServerName, else the host of

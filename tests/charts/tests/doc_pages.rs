@@ -599,9 +599,15 @@ const FEATURES: &[Feature] = &[
     },
 ];
 
-/// Boolean flags that are not opt-in features: development switches and leader election, which
-/// the status-writer chart turns on by default.
-const NOT_OPT_IN: &[&str] = &["--insecure", "--no-kubernetes", "--leader-elect"];
+/// Boolean flags that are not opt-in features: development switches, leader election, which
+/// the status-writer chart turns on by default, and secure metrics, which every chart turns on
+/// when it has a certificate (docs/metrics.md#secure-metrics).
+const NOT_OPT_IN: &[&str] = &[
+    "--insecure",
+    "--no-kubernetes",
+    "--leader-elect",
+    "--metrics-secure",
+];
 
 #[test]
 fn opt_in_snippets_grant_what_the_charts_grant() -> Result<()> {
@@ -699,8 +705,12 @@ fn opt_in_snippets_grant_what_the_charts_grant() -> Result<()> {
         }
         for chart in feature.charts {
             let namespace = namespace_of(chart);
-            let off = render(&tools, chart, namespace, &[])?;
-            let on = render(&tools, chart, namespace, feature.sets)?;
+            // Without secure metrics, whose TokenReview right (on by default) would hide the
+            // node evidence's own.
+            let plain = "metrics.secure=false";
+            let off = render(&tools, chart, namespace, &[plain])?;
+            let sets: Vec<&str> = feature.sets.iter().copied().chain([plain]).collect();
+            let on = render(&tools, chart, namespace, &sets)?;
             if let Some(flag) = feature.flag {
                 ensure!(
                     !passes(&container_args(&off), flag),
@@ -775,6 +785,16 @@ const fn condition(with: &'static str, on: &'static [&'static str]) -> Condition
     }
 }
 
+/// Secure metrics (on by default in the cert-manager mode every chart defaults to): the
+/// TokenReview and SubjectAccessReview each scrape is checked with.
+fn metrics_secure() -> Condition {
+    Condition {
+        off: &["metrics.secure=false"],
+        default_on: true,
+        ..condition("metrics.secure", &["metrics.secure=true"])
+    }
+}
+
 /// `(section, chart, conditions)` of docs/rbac.md.
 fn rbac_sections() -> Vec<(&'static str, &'static str, Vec<Condition>)> {
     let selector = condition(
@@ -786,7 +806,11 @@ fn rbac_sections() -> Vec<(&'static str, &'static str, Vec<Condition>)> {
         &["controller.namespaceSelector=pacto.trianalab.io/audit=enabled"],
     );
     vec![
-        ("contract-resolver", "pacto-contract-resolver", vec![]),
+        (
+            "contract-resolver",
+            "pacto-contract-resolver",
+            vec![metrics_secure()],
+        ),
         (
             "observer",
             "pacto-observer",
@@ -806,9 +830,10 @@ fn rbac_sections() -> Vec<(&'static str, &'static str, Vec<Condition>)> {
                     )
                 },
                 selector,
+                metrics_secure(),
             ],
         ),
-        ("evaluator", "pacto-evaluator", vec![]),
+        ("evaluator", "pacto-evaluator", vec![metrics_secure()]),
         (
             "status-writer",
             "pacto-status-writer",
@@ -821,10 +846,15 @@ fn rbac_sections() -> Vec<(&'static str, &'static str, Vec<Condition>)> {
                 condition("nodeAgent.enabled", &["nodeAgent.enabled=true"]),
                 selector2,
                 condition("policyReports.enabled", &["policyReports.enabled=true"]),
+                metrics_secure(),
             ],
         ),
-        ("node-agent", "pacto-node-agent", vec![]),
-        ("evidence-server", "pacto-evidence-server", vec![]),
+        ("node-agent", "pacto-node-agent", vec![metrics_secure()]),
+        (
+            "evidence-server",
+            "pacto-evidence-server",
+            vec![metrics_secure()],
+        ),
     ]
 }
 

@@ -100,7 +100,8 @@ fn the_deployment_is_one_hardened_replica_probed_on_the_api() -> Result<()> {
     ensure!(spec["replicas"] == 1, "{spec}");
     ensure!(spec["strategy"] == json!({"type": "Recreate"}), "{spec}");
     let pod = &spec["template"]["spec"];
-    ensure!(pod["automountServiceAccountToken"] == false, "{pod}");
+    // The API token only for the reviews of secure metrics (on by default with a certificate).
+    ensure!(pod["automountServiceAccountToken"] == true, "{pod}");
     ensure!(pod["securityContext"]["runAsUser"] == 65532, "{pod}");
     ensure!(pod["securityContext"]["runAsNonRoot"] == true, "{pod}");
     let c = &pod["containers"][0];

@@ -265,7 +265,8 @@ fn service_pods_are_hardened_and_probed_on_the_admin_port() -> Result<()> {
                 .context("admin port")?;
             let admin_flag = format!("--admin-addr=0.0.0.0:{admin_port}");
             ensure!(args(d).contains(&admin_flag), "{ctx}: {admin_flag} missing");
-            // The metrics Service targets the admin port.
+            // The metrics Service keeps the admin port (probes, /version; /metrics without
+            // secure metrics); its `metrics` port is tests/charts/tests/secure_metrics.rs's.
             let metrics = docs
                 .iter()
                 .find(|s| {
@@ -276,13 +277,22 @@ fn service_pods_are_hardened_and_probed_on_the_admin_port() -> Result<()> {
                 })
                 .with_context(|| format!("{ctx}: metrics Service"))?;
             ensure!(
-                metrics["spec"]["ports"][0]["targetPort"] == "admin",
-                "{ctx}: metrics port"
+                metrics["spec"]["ports"].as_array().is_some_and(|p| p
+                    .iter()
+                    .any(|p| p["name"] == "admin" && p["targetPort"] == "admin")),
+                "{ctx}: metrics Service admin port"
             );
         }
     }
     Ok(())
 }
+
+/// The rights of secure metrics (docs/metrics.md#secure-metrics): the TokenReview and the
+/// SubjectAccessReview of each scrape, in the ClusterRole `<release>-<namespace>-metrics-auth`.
+const REVIEWS: [&str; 2] = [
+    "cluster authentication.k8s.io/tokenreviews create",
+    "cluster authorization.k8s.io/subjectaccessreviews create",
+];
 
 #[test]
 fn rbac_matches_the_architecture_table() -> Result<()> {
@@ -304,7 +314,7 @@ fn rbac_matches_the_architecture_table() -> Result<()> {
             }
         }
     }
-    let expected: BTreeMap<&str, BTreeSet<String>> = BTreeMap::from([
+    let mut expected: BTreeMap<&str, BTreeSet<String>> = BTreeMap::from([
         ("pacto-evaluator", BTreeSet::new()),
         ("pacto-contract-resolver", set(&["cluster /secrets get"])),
         ("pacto-observer", observer),
@@ -338,6 +348,10 @@ fn rbac_matches_the_architecture_table() -> Result<()> {
             ]),
         ),
     ]);
+    // Secure metrics (on by default): every service reviews each scrape.
+    for want in expected.values_mut() {
+        want.extend(set(&REVIEWS));
+    }
     for (chart, want) in &expected {
         let docs = render(&tools, chart, None, &[])?;
         let got = permissions(&docs);
@@ -372,10 +386,11 @@ fn rbac_matches_the_architecture_table() -> Result<()> {
                 "{chart} may read Secrets: {secret_rights:?}"
             );
         }
-        // Only the status-writer writes.
+        // Only the status-writer writes (a review is a question, not a write).
         if *chart != "pacto-status-writer" {
             let writes: Vec<String> = permissions(&docs)
                 .into_iter()
+                .filter(|p| !REVIEWS.contains(&p.as_str()))
                 .filter(|p| !(p.ends_with(" get") || p.ends_with(" list") || p.ends_with(" watch")))
                 .collect();
             ensure!(writes.is_empty(), "{chart} may write: {writes:?}");
@@ -431,7 +446,32 @@ fn a_namespace_selector_adds_only_the_right_to_list_and_watch_namespaces() -> Re
 #[test]
 fn evaluator_has_no_kubernetes_access_and_no_egress() -> Result<()> {
     let tools = Tools::new()?;
+    // Secure metrics (the default) are its one use of the API: the reviews' ClusterRole and
+    // binding, the token, and egress to DNS and the API server only.
     let docs = render(&tools, "pacto-evaluator", None, &[])?;
+    ensure!(
+        permissions(&docs) == set(&REVIEWS),
+        "{:?}",
+        permissions(&docs)
+    );
+    ensure!(of_kind(&docs, "Role").is_empty() && of_kind(&docs, "RoleBinding").is_empty());
+    ensure!(
+        of_kind(&docs, "Deployment")[0]["spec"]["template"]["spec"]["automountServiceAccountToken"]
+            == true
+    );
+    let egress_ports: BTreeSet<String> = of_kind(&docs, "NetworkPolicy")[0]["spec"]["egress"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|rule| rule["ports"].as_array().cloned().unwrap_or_default())
+        .map(|p| p["port"].to_string())
+        .collect();
+    ensure!(
+        egress_ports == set(&["53", "443", "6443"]),
+        "evaluator egress with secure metrics: {egress_ports:?}"
+    );
+    // Without them: nothing at all.
+    let docs = render(&tools, "pacto-evaluator", None, &["metrics.secure=false"])?;
     for kind in ["Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"] {
         ensure!(
             of_kind(&docs, kind).is_empty(),
@@ -543,7 +583,9 @@ fn troubleshooting_values_reach_flags_and_rbac() -> Result<()> {
         let docs = render(&tools, chart, None, &["controller.watchNamespace=team-a"])?;
         let perms = permissions(&docs);
         ensure!(
-            !perms.iter().any(|p| p.starts_with("cluster ")),
+            !perms
+                .iter()
+                .any(|p| p.starts_with("cluster ") && !REVIEWS.contains(&p.as_str())),
             "{chart}: cluster-wide rights despite watchNamespace: {perms:?}"
         );
         ensure!(
@@ -695,8 +737,14 @@ fn tls_modes_mount_or_issue_the_identity_certificate() -> Result<()> {
                 .iter()
                 .any(|v| v["secret"]["secretName"] == "pacto-evaluator-tls"))
     );
-    // The status-writer's certificate is a client certificate carrying only its identity.
-    let docs = render(&tools, "pacto-status-writer", None, &[])?;
+    // The status-writer's certificate is a client certificate carrying only its identity (with
+    // secure metrics, on by default, it also serves: tests/charts/tests/secure_metrics.rs).
+    let docs = render(
+        &tools,
+        "pacto-status-writer",
+        None,
+        &["metrics.secure=false"],
+    )?;
     let cert = of_kind(&docs, "Certificate")[0];
     ensure!(cert["spec"]["dnsNames"] == serde_json::json!(["status-writer.pacto.svc"]));
     ensure!(
@@ -1340,6 +1388,8 @@ fn node_agent_has_least_privilege() -> Result<()> {
                 "ns=pacto-operator-system coordination.k8s.io/leases create",
                 "ns=pacto-operator-system coordination.k8s.io/leases update",
                 "ns=pacto-operator-system coordination.k8s.io/leases patch",
+                REVIEWS[0],
+                REVIEWS[1],
             ]),
         "{:?}",
         permissions(&docs)
@@ -1355,9 +1405,15 @@ fn node_agent_has_least_privilege() -> Result<()> {
     let sc = &container(of_kind(&docs, "DaemonSet")[0])["securityContext"];
     ensure!(sc["privileged"] == true, "{sc}");
 
-    // The observer reviews the agents' tokens only when the node agent is on.
+    // The observer reviews the agents' tokens only when the node agent is on (secure metrics,
+    // which review scrapes, off).
     let observer = |sets: &[&str]| -> Result<BTreeSet<String>> {
-        Ok(permissions(&render(&tools, "pacto-observer", None, sets)?))
+        let sets: Vec<&str> = sets
+            .iter()
+            .copied()
+            .chain(["metrics.secure=false"])
+            .collect();
+        Ok(permissions(&render(&tools, "pacto-observer", None, &sets)?))
     };
     let review = "cluster authentication.k8s.io/tokenreviews create";
     ensure!(

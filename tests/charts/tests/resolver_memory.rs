@@ -393,11 +393,14 @@ fn watchdog(pid: u32, ceiling: u64, stop: Arc<AtomicBool>, seen: Arc<AtomicU64>)
 }
 
 /// The chart's arguments, minus what a process on loopback must set itself (addresses, TLS
-/// files, the allow-list), plus plain HTTP for the test registry and no Kubernetes.
+/// files, the allow-list, secure metrics, whose reviews need the Kubernetes API), plus plain
+/// HTTP for the test registry and no Kubernetes.
 fn process_args(chart_args: &[String], registry: &str) -> Vec<String> {
     const OWN: &[&str] = &[
         "--listen-addr=",
         "--admin-addr=",
+        "--metrics-secure",
+        "--metrics-addr=",
         "--allowed-identities=",
         "--tls-ca=",
         "--tls-cert=",

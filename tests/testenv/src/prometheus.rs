@@ -58,12 +58,24 @@ pub enum PrometheusError {
     },
 }
 
-/// One scrape job: a name and `host:port` targets, scraped at `metrics_path`.
+/// One scrape job: a name and `host:port` targets, scraped at `metrics_path`, over plain HTTP
+/// or, with `https`, over HTTPS with a bearer token.
 #[derive(Debug, Clone)]
 pub struct ScrapeTarget {
     pub job: String,
     pub targets: Vec<String>,
     pub metrics_path: String,
+    pub https: Option<HttpsScrape>,
+}
+
+/// HTTPS scraping as a secure metrics endpoint wants it: the server verified with `ca_file`
+/// under `server_name` (the certificate's DNS name, not the target's address), and the token
+/// read from `bearer_token_file` sent as `Authorization: Bearer`.
+#[derive(Debug, Clone)]
+pub struct HttpsScrape {
+    pub ca_file: PathBuf,
+    pub server_name: String,
+    pub bearer_token_file: PathBuf,
 }
 
 impl ScrapeTarget {
@@ -73,7 +85,15 @@ impl ScrapeTarget {
             job: job.to_owned(),
             targets: targets.iter().map(|t| (*t).to_owned()).collect(),
             metrics_path: "/metrics".to_owned(),
+            https: None,
         }
+    }
+
+    /// The same job over HTTPS.
+    #[must_use]
+    pub fn with_https(mut self, https: HttpsScrape) -> Self {
+        self.https = Some(https);
+        self
     }
 }
 
@@ -108,9 +128,19 @@ pub fn render_config(targets: &[ScrapeTarget], scrape_interval: Duration) -> Str
             .join(", ");
         let _ = write!(
             out,
-            "  - job_name: '{}'\n    metrics_path: '{}'\n    scrape_timeout: {interval}\n    static_configs:\n      - targets: [{list}]\n",
+            "  - job_name: '{}'\n    metrics_path: '{}'\n    scrape_timeout: {interval}\n",
             t.job, t.metrics_path
         );
+        if let Some(https) = &t.https {
+            let _ = write!(
+                out,
+                "    scheme: https\n    authorization:\n      credentials_file: '{}'\n    tls_config:\n      ca_file: '{}'\n      server_name: '{}'\n      insecure_skip_verify: false\n",
+                https.bearer_token_file.display(),
+                https.ca_file.display(),
+                https.server_name
+            );
+        }
+        let _ = writeln!(out, "    static_configs:\n      - targets: [{list}]");
     }
     out
 }
@@ -286,6 +316,33 @@ mod tests {
         assert!(cfg.contains("job_name: 'a'"));
         assert!(cfg.contains("targets: ['127.0.0.1:1', '127.0.0.1:2']"));
         assert!(cfg.contains("job_name: 'b'"));
+    }
+
+    #[test]
+    fn renders_https_jobs_with_token_ca_and_server_name() {
+        let cfg = render_config(
+            &[
+                ScrapeTarget::new("plain", &["127.0.0.1:1"]),
+                ScrapeTarget::new("secure", &["10.0.0.1:9443"]).with_https(HttpsScrape {
+                    ca_file: PathBuf::from("/tmp/ca.crt"),
+                    server_name: "evaluator.pacto.svc".to_owned(),
+                    bearer_token_file: PathBuf::from("/tmp/token"),
+                }),
+            ],
+            Duration::from_secs(1),
+        );
+        let (plain, secure) = cfg.split_once("job_name: 'secure'").expect("two jobs");
+        assert!(!plain.contains("scheme:"), "{plain}");
+        for line in [
+            "scheme: https",
+            "credentials_file: '/tmp/token'",
+            "ca_file: '/tmp/ca.crt'",
+            "server_name: 'evaluator.pacto.svc'",
+            "insecure_skip_verify: false",
+            "targets: ['10.0.0.1:9443']",
+        ] {
+            assert!(secure.contains(line), "no {line:?} in {secure}");
+        }
     }
 
     #[test]
