@@ -207,7 +207,7 @@ pub enum ResolveError {
         limit: usize,
     },
     /// The OCI reference is malformed.
-    #[error("invalid OCI reference {input:?} in spec.contractRef.oci: {source}")]
+    #[error("invalid OCI reference {input:?} in spec.contractRef.oci")]
     Reference {
         /// The reference as written.
         input: String,
@@ -216,7 +216,7 @@ pub enum ResolveError {
         source: ReferenceError,
     },
     /// The pull Secret could not be read.
-    #[error("failed to read pull secret {name:?}: {source}")]
+    #[error("failed to read pull secret {name:?}")]
     SecretRead {
         /// The Secret's name.
         name: String,
@@ -225,7 +225,7 @@ pub enum ResolveError {
         source: SecretReadError,
     },
     /// The pull Secret's content is unusable for the registry.
-    #[error("failed to read pull secret {name:?}: secret {name:?} {source}")]
+    #[error("failed to read pull secret {name:?}")]
     SecretContent {
         /// The Secret's name.
         name: String,
@@ -273,7 +273,7 @@ pub enum ResolveError {
         reference: String,
     },
     /// An override names an unknown configuration or cannot be applied.
-    #[error("override error: {source}")]
+    #[error("override error")]
     Override {
         /// Why.
         #[source]
@@ -332,12 +332,23 @@ impl ResolveError {
         }
     }
 
+    /// The condition message: what failed and every cause once
+    /// (docs/design/architecture.md#failure-handling). A registry failure's message already
+    /// carries its causes, inside the text that says what to do; any other error is printed
+    /// with its chain.
+    pub fn message(&self) -> String {
+        match self {
+            ResolveError::Registry { message, .. } => message.clone(),
+            other => pacto_contract::error_chain(other),
+        }
+    }
+
     /// The code, path and message of a failure that is not a validation result (`None` for
     /// those, which carry the validator's report): the path is the Pacto field at fault
     /// (`spec.contractRef`, `spec.contractRef.oci`, `spec.contractRef.inline`, `spec.overrides`)
     /// or, when a bundle is at fault and names an entry, that bundle entry.
     pub fn issue(&self) -> Option<(&'static str, String, String)> {
-        let message = self.to_string();
+        let message = self.message();
         Some(match self {
             ResolveError::NoSource => (codes::PARSE_ERROR, SPEC_CONTRACT_REF.into(), message),
             ResolveError::InlineTooLarge { .. } => {
@@ -372,7 +383,7 @@ impl ResolveError {
             ResolveError::Override { source } => (
                 codes::PARSE_ERROR,
                 SPEC_OVERRIDES.into(),
-                source.to_string(),
+                pacto_contract::error_chain(source),
             ),
             ResolveError::InlineParse { .. } | ResolveError::Validation { .. } => return None,
         })
@@ -404,33 +415,35 @@ impl ResolveError {
         let source = source.into();
         let class = source.class();
         let host = reference.registry();
+        // The registry's failure and its causes, inside the actionable text.
+        let cause = pacto_contract::error_chain(&*source);
         let message = match class {
             ErrorClass::Unreachable => format!(
-                "registry {host:?} is unreachable while resolving {reference}: {source}; it \
+                "registry {host:?} is unreachable while resolving {reference}: {cause}; it \
                  will be retried on the next reconcile"
             ),
             ErrorClass::AuthRejected => match pull_secret {
                 Some(name) => format!(
                     "registry {host:?} rejected the credentials of pull secret {name:?} for \
-                     {reference}: {source}; check the Secret's username/password or token"
+                     {reference}: {cause}; check the Secret's username/password or token"
                 ),
                 None => format!(
-                    "registry {host:?} requires authentication for {reference}: {source}; set \
+                    "registry {host:?} requires authentication for {reference}: {cause}; set \
                      spec.contractRef.pullSecretRef to a Secret with credentials for {host:?}"
                 ),
             },
             ErrorClass::NotFound => format!(
-                "artifact {reference} not found in registry {host:?}: {source}; check the \
+                "artifact {reference} not found in registry {host:?}: {cause}; check the \
                  repository name and that the tag or digest was pushed"
             ),
             ErrorClass::TooLarge => {
-                format!("bundle {reference} exceeds a size limit: {source}")
+                format!("bundle {reference} exceeds a size limit: {cause}")
             }
             ErrorClass::Corrupt => format!(
-                "bundle {reference} is corrupt or not a valid Pacto bundle: {source}; re-push it \
+                "bundle {reference} is corrupt or not a valid Pacto bundle: {cause}; re-push it \
                  with `pacto push`"
             ),
-            _ => format!("resolving {reference}: {source}"),
+            _ => format!("resolving {reference}: {cause}"),
         };
         ResolveError::Registry {
             message,
@@ -460,11 +473,11 @@ impl ResolveError {
     pub fn into_outcome(self, policy: ResolutionPolicy) -> Outcome {
         match self.class() {
             Class::Unavailable => Outcome::Unavailable {
-                reason: self.to_string(),
+                reason: self.message(),
                 policy,
             },
             Class::Invalid => Outcome::Invalid {
-                message: self.to_string(),
+                message: self.message(),
                 report: self.report(),
                 policy,
             },
@@ -547,9 +560,9 @@ mod tests {
         };
         assert_eq!(secret.class(), Class::Unavailable);
         assert_eq!(
-            secret.to_string(),
-            "failed to read pull secret \"pull\": secret \"pull\" is scoped to registry \"a.io\" \
-             but credentials were requested for \"b.io\""
+            secret.message(),
+            "failed to read pull secret \"pull\": the secret is scoped to registry \"a.io\" but \
+             credentials were requested for \"b.io\""
         );
         let missing = ResolveError::SecretRead {
             name: "pull".into(),
@@ -560,7 +573,7 @@ mod tests {
         };
         assert_eq!(missing.class(), Class::Unavailable);
         assert_eq!(
-            missing.to_string(),
+            missing.message(),
             "failed to read pull secret \"pull\": secret \"pull\" not found in namespace \"ns\""
         );
     }
@@ -612,7 +625,7 @@ mod tests {
             source: OverrideError::UnknownConfiguration { name: "db".into() },
         };
         assert_eq!(
-            o.to_string(),
+            o.message(),
             "override error: configuration \"db\" not found in contract"
         );
         let report = o.report();

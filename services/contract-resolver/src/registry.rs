@@ -72,7 +72,7 @@ pub enum RegistryError {
     #[error(transparent)]
     Oci(#[from] OciError),
     /// The manifest HEAD could not be sent or answered.
-    #[error("resolve digest {reference}: registry unreachable: {source}")]
+    #[error("resolve digest {reference}: registry unreachable")]
     Transport {
         /// The reference.
         reference: String,
@@ -97,7 +97,7 @@ pub enum RegistryError {
         reference: String,
     },
     /// The HTTP client could not be built.
-    #[error("building the HTTP client: {0}")]
+    #[error("building the HTTP client")]
     Build(#[source] reqwest::Error),
 }
 
@@ -216,7 +216,11 @@ impl RegistryAccess {
             .retry(backoff)
             .when(|e: &RegistryError| is_transient(e.class()))
             .notify(|e: &RegistryError, delay: Duration| {
-                tracing::debug!(error = %e, ?delay, "retrying registry operation");
+                tracing::debug!(
+                    error = %pacto_contract::error_chain(e),
+                    ?delay,
+                    "retrying registry operation"
+                );
             })
             .await
     }

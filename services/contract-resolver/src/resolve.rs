@@ -804,7 +804,7 @@ impl Resolver {
                     Ok(r) => self
                         .fetch(access, &r, None, max_age)
                         .await
-                        .map_err(|e| (e.class(), e.to_string())),
+                        .map_err(|e| (e.class(), e.message())),
                 }
             };
             let entry = match fetched {
@@ -919,7 +919,7 @@ impl Resolver {
                     let wrapped = ResolveError::registry(e, &tagged, secret);
                     revision.transient = matches!(wrapped.class(), Class::Unavailable)
                         && class != ErrorClass::Client;
-                    revision.error = wrapped.to_string();
+                    revision.error = wrapped.message();
                 }
             }
             out.push(revision);
@@ -953,7 +953,7 @@ mod tests {
         .err()
         .expect("unknown configuration");
         assert_eq!(err.class(), Class::Invalid);
-        assert!(err.to_string().starts_with("override error:"), "{err}");
+        assert!(err.message().starts_with("override error: "), "{err}");
 
         let mut bad = BundleFiles::new();
         bad.insert(CONTRACT_FILE, b"service: [unclosed".to_vec());

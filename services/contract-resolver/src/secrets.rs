@@ -48,11 +48,13 @@ impl fmt::Debug for SecretData {
 #[derive(Debug, thiserror::Error)]
 pub enum SecretError {
     /// A dockerconfigjson Secret without its key.
-    #[error("type {DOCKER_CONFIG_JSON_TYPE} but no {DOCKER_CONFIG_JSON_KEY:?} key")]
+    #[error(
+        "the secret is of type {DOCKER_CONFIG_JSON_TYPE} but has no {DOCKER_CONFIG_JSON_KEY:?} key"
+    )]
     MissingDockerConfig,
     /// The Docker config is malformed or has no entry for the registry.
-    #[error("{0}")]
-    DockerConfig(#[source] pacto_oci::CredentialsError),
+    #[error(transparent)]
+    DockerConfig(pacto_oci::CredentialsError),
     /// A key-based Secret with neither a token nor a username/password pair.
     #[error("no \"token\" key and no \"username\"/\"password\" pair (keys present: {keys})")]
     NoCredentials {
@@ -74,7 +76,7 @@ pub enum SecretError {
     /// A key-based Secret without a `registry` key: its credentials are not for any particular
     /// registry, so they are sent to none (docs/design/resolution.md#credentials).
     #[error(
-        "has no \"registry\" key: credentials from \"token\" or \"username\"/\"password\" are sent \
+        "the secret has no \"registry\" key: credentials from \"token\" or \"username\"/\"password\" are sent \
          only to the registry a \"registry\" key names; add one (for example registry: {requested})"
     )]
     Unscoped {
@@ -82,7 +84,9 @@ pub enum SecretError {
         requested: String,
     },
     /// The Secret is bound to another registry.
-    #[error("is scoped to registry {scoped:?} but credentials were requested for {requested:?}")]
+    #[error(
+        "the secret is scoped to registry {scoped:?} but credentials were requested for {requested:?}"
+    )]
     WrongRegistry {
         /// The Secret's `registry` (normalised).
         scoped: String,
@@ -187,7 +191,7 @@ pub enum SecretReadError {
         message: String,
     },
     /// Any other API failure.
-    #[error("reading secret {name:?} in namespace {namespace:?}: {source}")]
+    #[error("reading secret {name:?} in namespace {namespace:?}")]
     Api {
         /// Namespace.
         namespace: String,
@@ -349,7 +353,8 @@ mod tests {
         let err = credentials_from_secret(&s, "quay.io").unwrap_err();
         assert_eq!(
             err.to_string(),
-            "is scoped to registry \"ghcr.io\" but credentials were requested for \"quay.io\""
+            "the secret is scoped to registry \"ghcr.io\" but credentials were requested for \
+             \"quay.io\""
         );
         let docker = secret("Opaque", &[("registry", "docker.io"), ("token", "t")]);
         assert!(credentials_from_secret(&docker, "index.docker.io").is_ok());

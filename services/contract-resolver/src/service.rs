@@ -169,9 +169,11 @@ fn revision_to_proto(r: TagRevision) -> wire::TagRevision {
 /// The gRPC status of a ListRevisions failure that concerns the whole request.
 pub fn list_error_status(error: &ResolveError) -> Status {
     match (error, error.class()) {
-        (ResolveError::Reference { .. }, _) => Status::invalid_argument(format!("oci: {error}")),
-        (_, Class::Unavailable) => Status::unavailable(error.to_string()),
-        (_, Class::Invalid) => Status::failed_precondition(error.to_string()),
+        (ResolveError::Reference { .. }, _) => {
+            Status::invalid_argument(format!("oci: {}", error.message()))
+        }
+        (_, Class::Unavailable) => Status::unavailable(error.message()),
+        (_, Class::Invalid) => Status::failed_precondition(error.message()),
     }
 }
 
