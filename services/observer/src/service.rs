@@ -167,6 +167,12 @@ impl observer_server::Observer for ObserverService {
                     .filter(move |change| scope.admits(&change.pacto.0));
                 futures::stream::iter(in_scope.map(|change| {
                     metrics::counter!(crate::metrics::TARGET_CHANGES_TOTAL).increment(1);
+                    tracing::debug!(
+                        namespace = %change.pacto.0,
+                        pacto = %change.pacto.1,
+                        reason = %change.reason,
+                        "target change sent"
+                    );
                     Ok(TargetChange {
                         namespace: change.pacto.0,
                         pacto_name: change.pacto.1,

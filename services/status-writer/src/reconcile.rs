@@ -89,6 +89,9 @@ pub async fn reconcile(pacto: Arc<Pacto>, ctx: Arc<Context>) -> Result<Action, R
     let _running = ctx.enter();
     let key = key_of(&pacto)?;
     let trigger = ctx.triggers.take(&key);
+    // The pass's stages are debug events in the `reconcile` span, which names the Pacto (the
+    // pipeline bench traces a change through them, docs/testing.md#pipeline-bench).
+    tracing::debug!(?trigger, in_flight = ctx.in_flight(), "reconcile started");
     let namespace = key.0.as_str();
     // Out of scope (docs/design/architecture.md#namespace-scope): no pass, no requeue; the
     // status stays as last written and the gauges go. The namespace entering the scope starts
@@ -109,22 +112,24 @@ pub async fn reconcile(pacto: Arc<Pacto>, ctx: Arc<Context>) -> Result<Action, R
     // answer up to one check interval old (docs/design/resolution.md#shared-resolves).
     let max_age = trigger.resolve_max_age(requeue::check_interval(&pacto));
     let resolution = backends::resolve(&ctx.backends, &pacto, namespace, max_age).await;
+    tracing::debug!("contract resolved");
     // 2. Revision, and 3. Observe + Evaluate, for a contract that resolved.
     let (revision, runtime) = match &resolution {
-        Resolution::Resolved(resolved) => (
-            revisions::ensure(&ctx, &pacto, previous, namespace, resolved).await,
-            Some(
-                backends::runtime(
-                    &ctx.backends,
-                    ctx.stabilization_window,
-                    &pacto,
-                    namespace,
-                    resolved,
-                    previous.map_or(&[], |s| s.observation_windows.as_slice()),
-                )
-                .await,
-            ),
-        ),
+        Resolution::Resolved(resolved) => {
+            let revision = revisions::ensure(&ctx, &pacto, previous, namespace, resolved).await;
+            tracing::debug!("revision ensured");
+            let runtime = backends::runtime(
+                &ctx.backends,
+                ctx.stabilization_window,
+                &pacto,
+                namespace,
+                resolved,
+                previous.map_or(&[], |s| s.observation_windows.as_slice()),
+            )
+            .await;
+            tracing::debug!("evaluated");
+            (revision, Some(runtime))
+        }
         _ => (None, None),
     };
     // 4. Compose.

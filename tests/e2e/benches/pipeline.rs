@@ -3,12 +3,17 @@
 //! kube-apiserver + kube-controller-manager, the workload simulator, docker-registry. Prints
 //! (numbers, never assertions; every ratio from figures of the same run):
 //!
-//! 1. workload change → updated status, p50/p99: a targeted Pacto whose contract requires a
+//! 1. workload change → updated status, p50/p90/p99/p99.9/max over 200 changes
+//!    (`PACTO_BENCH_DRIFT_SAMPLES`), and where each spent its time: a targeted Pacto whose contract requires a
 //!    configuration bound to a ConfigMap; the ConfigMap is flipped between a conforming and a
 //!    non-conforming value (CONFIGURATION_MISMATCH is immediate, no stabilization window).
 //!    Timed from the completion of the ConfigMap PATCH to the moment a kube watch on the Pactos
 //!    (`kube::runtime::watcher`) delivers the new `contractStatus`. Measured on an otherwise
-//!    idle stack and again with the 2N Pactos of (3) present.
+//!    idle stack and again with the 2N Pactos of (3) present. The observer and the
+//!    status-writer log a debug event at each stage (the probe's `reconcile` span only, through
+//!    a span-field filter; `PACTO_BENCH_STAGE_LOG=0` turns them off); the bench lines them up
+//!    with each change and prints each stage's p50/p99/max and, for every change above p99 or
+//!    over 250 ms, its stages one by one with what the services logged meanwhile.
 //! 2. shared contracts: 1,000 Pactos referencing the same OCI tag at the minimum check interval,
 //!    observed for two intervals: registry requests per interval from the docker-registry's own
 //!    access log, CPU per periodic reconcile, and the RSS of each service with 1,000 Pactos.
@@ -36,7 +41,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, bail};
 use futures::{StreamExt, TryStreamExt};
@@ -51,8 +56,15 @@ use pacto_e2e::{Stack, StackOptions};
 
 /// Deployments whose pods the N Services select.
 const DEPLOYMENTS: usize = 4;
-/// Workload changes timed in (1), per round.
-const CHANGES: usize = 40;
+/// Workload changes timed in (1), per round: 200, so that p99 is the third-slowest rather than
+/// the slowest; `PACTO_BENCH_DRIFT_SAMPLES` changes it.
+fn drift_samples() -> usize {
+    std::env::var("PACTO_BENCH_DRIFT_SAMPLES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200usize)
+        .max(2)
+}
 /// Requests in flight when the bench creates or nudges objects.
 const IN_FLIGHT: usize = 32;
 /// The status-writer's `--max-concurrent-reconciles` (its default; the suite's stack does not set
@@ -102,6 +114,8 @@ const NON_CONFORMING: &str = r#"{"mode": "slow"}"#;
 struct Seen {
     status: Option<String>,
     since: Instant,
+    /// `since` on the wall clock, to line the arrival up with the services' log timestamps.
+    wall: SystemTime,
 }
 
 #[derive(Clone)]
@@ -126,6 +140,7 @@ impl Statuses {
             while let Some(event) = stream.next().await {
                 let Ok(pacto) = event else { continue };
                 let now = Instant::now();
+                let wall = SystemTime::now();
                 let status = pacto
                     .status
                     .as_ref()
@@ -136,9 +151,14 @@ impl Statuses {
                     let entry = map.entry(pacto.name_any()).or_insert(Seen {
                         status: None,
                         since: now,
+                        wall,
                     });
                     if entry.status != status {
-                        *entry = Seen { status, since: now };
+                        *entry = Seen {
+                            status,
+                            since: now,
+                            wall,
+                        };
                     }
                 }
                 tx.send_modify(|n| *n += 1);
@@ -693,17 +713,36 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 // ---------------------------------------------------------------------------------------------
 // The phases.
 
-/// (1): flips the probe's ConfigMap `CHANGES` times and returns the sorted latencies.
-async fn workload_changes(stack: &Stack, statuses: &Statuses) -> anyhow::Result<Vec<Duration>> {
+/// One timed workload change of (1).
+#[derive(Debug, Clone)]
+struct Sample {
+    /// Its number in the round.
+    index: usize,
+    /// The contractStatus it leads to.
+    want: &'static str,
+    /// Wall clock before the PATCH was sent, after it was answered, and when the watch
+    /// delivered the new status.
+    sent: SystemTime,
+    accepted: SystemTime,
+    seen: SystemTime,
+    /// From the PATCH's answer to the watch's delivery.
+    latency: Duration,
+}
+
+/// (1): flips the probe's ConfigMap [`drift_samples`] times; returns the samples in order.
+async fn workload_changes(stack: &Stack, statuses: &Statuses) -> anyhow::Result<Vec<Sample>> {
     let config_maps: Api<ConfigMap> = Api::namespaced(stack.cp.client()?, &stack.namespace);
-    let mut latencies = Vec::with_capacity(CHANGES);
-    for i in 0..CHANGES {
+    let count = drift_samples();
+    let mut samples = Vec::with_capacity(count);
+    let mut next_report = Instant::now() + PROGRESS;
+    for i in 0..count {
         // The probe starts Compliant; even changes break it, odd ones repair it.
         let (value, want) = if i % 2 == 0 {
             (NON_CONFORMING, "NonCompliant")
         } else {
             (CONFORMING, "Compliant")
         };
+        let sent = SystemTime::now();
         config_maps
             .patch(
                 "probe-config",
@@ -713,33 +752,396 @@ async fn workload_changes(stack: &Stack, statuses: &Statuses) -> anyhow::Result<
             .await
             .context("patching the probe's ConfigMap")?;
         let written = Instant::now();
-        let seen = statuses
+        let accepted = SystemTime::now();
+        let (since, seen) = statuses
             .wait(
                 &format!("probe {want} (change {i})"),
                 Duration::from_mins(2),
                 |map| {
                     map.get("probe")
                         .filter(|s| s.status.as_deref() == Some(want))
-                        .map(|s| s.since)
+                        .map(|s| (s.since, s.wall))
                 },
                 |map| format!("{:?}", map.get("probe").map(|s| &s.status)),
             )
             .await?;
-        latencies.push(seen.saturating_duration_since(written));
+        samples.push(Sample {
+            index: i,
+            want,
+            sent,
+            accepted,
+            seen,
+            latency: since.saturating_duration_since(written),
+        });
+        if Instant::now() >= next_report {
+            eprintln!("  … workload changes: {} of {count}", i + 1);
+            next_report += PROGRESS;
+        }
     }
-    latencies.sort();
-    Ok(latencies)
+    Ok(samples)
 }
 
-fn print_latencies(label: &str, latencies: &[Duration]) {
+fn sorted_latencies(samples: &[Sample]) -> Vec<Duration> {
+    let mut latencies: Vec<Duration> = samples.iter().map(|s| s.latency).collect();
+    latencies.sort();
+    latencies
+}
+
+fn print_latencies(label: &str, samples: &[Sample]) {
+    let latencies = sorted_latencies(samples);
     println!(
-        "workload change -> status ({label}): p50 {:.0} ms, p99 {:.0} ms, min {:.0} ms, max {:.0} ms ({} changes)",
-        millis(percentile(latencies, 0.5)),
-        millis(percentile(latencies, 0.99)),
+        "workload change -> status ({label}): p50 {:.0} ms, p90 {:.0} ms, p99 {:.0} ms, p99.9 {:.0} ms, min {:.0} ms, \
+         max {:.0} ms ({} changes; {})",
+        millis(percentile(&latencies, 0.5)),
+        millis(percentile(&latencies, 0.9)),
+        millis(percentile(&latencies, 0.99)),
+        millis(percentile(&latencies, 0.999)),
         millis(latencies[0]),
         millis(latencies[latencies.len() - 1]),
-        latencies.len()
+        latencies.len(),
+        load_average()
     );
+}
+
+/// `load average: 1m 5m 15m` of the machine, from `/proc/loadavg` (the figures above were taken
+/// at it; other processes on the machine move them).
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg").map_or_else(
+        |_| "load average unknown".to_owned(),
+        |text| {
+            let fields: Vec<&str> = text.split_whitespace().take(3).collect();
+            format!("load average {}", fields.join(" "))
+        },
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// The drift trace: where each change of (1) spent its time, from the services' debug events.
+
+/// Whether the services log the debug events the drift trace reads (`PACTO_BENCH_STAGE_LOG=0`
+/// turns them off).
+fn stage_log() -> bool {
+    std::env::var("PACTO_BENCH_STAGE_LOG").map_or(true, |v| v != "0")
+}
+
+/// `--log-level` per service for the drift trace: the observer's hub and WatchTargets stream
+/// (few lines: only changes that notify a Pacto), the status-writer's WatchTargets receipts and
+/// every debug event inside the probe's `reconcile` span (a span-field filter: the other Pactos'
+/// passes log nothing more).
+fn stage_log_levels() -> Vec<(&'static str, String)> {
+    if !stage_log() {
+        return Vec::new();
+    }
+    vec![
+        (
+            "observer",
+            "info,pacto_observer::targets=debug,pacto_observer::service=debug".to_owned(),
+        ),
+        (
+            "status-writer",
+            "info,pacto_status_writer::triggers=debug,[reconcile{pacto=probe}]=debug".to_owned(),
+        ),
+    ]
+}
+
+/// The stages of a change, in order: (label, service whose log has it, message, the field that
+/// names the probe or its ConfigMap).
+const STAGES: [(&str, &str, &str, (&str, &str)); 10] = [
+    (
+        "observer saw",
+        "observer",
+        "watched object changed",
+        ("name", "probe-config"),
+    ),
+    (
+        "pushed",
+        "observer",
+        "target change sent",
+        ("pacto", "probe"),
+    ),
+    (
+        "received",
+        "status-writer",
+        "target changed",
+        ("pacto", "probe"),
+    ),
+    (
+        "started",
+        "status-writer",
+        "reconcile started",
+        ("pacto", "probe"),
+    ),
+    (
+        "resolved",
+        "status-writer",
+        "contract resolved",
+        ("pacto", "probe"),
+    ),
+    (
+        "revision",
+        "status-writer",
+        "revision ensured",
+        ("pacto", "probe"),
+    ),
+    ("observed", "status-writer", "observed", ("pacto", "probe")),
+    (
+        "evaluated",
+        "status-writer",
+        "evaluated",
+        ("pacto", "probe"),
+    ),
+    (
+        "apply sent",
+        "status-writer",
+        "status apply sent",
+        ("pacto", "probe"),
+    ),
+    (
+        "applied",
+        "status-writer",
+        "status applied",
+        ("pacto", "probe"),
+    ),
+];
+
+/// One parsed log line: its time, and the line.
+struct LogLine {
+    at: SystemTime,
+    text: String,
+}
+
+/// The lines of a service's log at or after `from` (text format: the RFC 3339 time first).
+fn read_log(path: &std::path::Path, from: SystemTime) -> Vec<LogLine> {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Vec::new();
+    };
+    text.lines()
+        .filter_map(|line| {
+            let stamp = line.split_whitespace().next()?;
+            let at: k8s_openapi::jiff::Timestamp = stamp.parse().ok()?;
+            let at = SystemTime::from(at);
+            (at >= from).then(|| LogLine {
+                at,
+                text: line.to_owned(),
+            })
+        })
+        .collect()
+}
+
+/// Whether `line` carries `field=value` exactly (span fields and event fields alike).
+fn has_field(line: &str, (field, value): (&str, &str)) -> bool {
+    let needle = format!("{field}={value}");
+    line.match_indices(&needle).any(|(at, _)| {
+        let before = line[..at].chars().next_back();
+        let after = line[at + needle.len()..].chars().next();
+        before.is_none_or(|c| c == ' ' || c == '{')
+            && after.is_none_or(|c| !(c.is_alphanumeric() || c == '-' || c == '_' || c == '.'))
+    })
+}
+
+/// Whether `line`'s message is `message` (`<target>: <message>` then fields or the end).
+fn has_message(line: &str, message: &str) -> bool {
+    let needle = format!(": {message}");
+    line.match_indices(&needle).any(|(at, _)| {
+        line[at + needle.len()..]
+            .chars()
+            .next()
+            .is_none_or(|c| c == ' ')
+    })
+}
+
+/// The value of `field=` in a log line (up to the next space), if any.
+fn field_value<'a>(line: &'a str, field: &str) -> Option<&'a str> {
+    let needle = format!(" {field}=");
+    let at = line.find(&needle)? + needle.len();
+    line[at..].split([' ', '}']).next()
+}
+
+fn signed_millis(later: SystemTime, earlier: SystemTime) -> f64 {
+    match later.duration_since(earlier) {
+        Ok(d) => millis(d),
+        Err(e) => -millis(e.duration()),
+    }
+}
+
+/// One sample's stage times (`None`: the stage's event was not found in the sample's window).
+struct Trace {
+    stages: Vec<Option<SystemTime>>,
+    /// The `reconcile started` line's trigger and reconciles in flight.
+    trigger: Option<String>,
+    in_flight: Option<String>,
+}
+
+fn trace(sample: &Sample, logs: &HashMap<&str, Vec<LogLine>>) -> Trace {
+    let mut stages = Vec::with_capacity(STAGES.len());
+    let mut cursor = sample.sent;
+    let end = sample.seen + Duration::from_secs(1);
+    let (mut trigger, mut in_flight) = (None, None);
+    for (_, service, message, field) in STAGES {
+        let found = logs.get(service).and_then(|lines| {
+            lines.iter().find(|l| {
+                l.at >= cursor
+                    && l.at <= end
+                    && has_message(&l.text, message)
+                    && has_field(&l.text, field)
+            })
+        });
+        if let Some(line) = found {
+            cursor = line.at;
+            if message == "reconcile started" {
+                trigger = field_value(&line.text, "trigger").map(str::to_owned);
+                in_flight = field_value(&line.text, "in_flight").map(str::to_owned);
+            }
+        }
+        stages.push(found.map(|l| l.at));
+    }
+    Trace {
+        stages,
+        trigger,
+        in_flight,
+    }
+}
+
+/// `+12.3` from the previous stage found (the PATCH's answer for the first).
+fn step_millis(sample: &Sample, trace: &Trace, stage: usize) -> Option<f64> {
+    let at = trace.stages[stage]?;
+    let previous = trace.stages[..stage]
+        .iter()
+        .rev()
+        .find_map(|s| *s)
+        .unwrap_or(sample.accepted);
+    Some(signed_millis(at, previous))
+}
+
+/// Prints where the changes of one round spent their time: per stage (the time since the
+/// previous stage) p50, p99 and max over the samples, then every sample above p99 or over
+/// 250 ms stage by stage, with what the services logged at info or above meanwhile.
+fn print_stage_breakdown(label: &str, stack: &Stack, samples: &[Sample]) {
+    if !stage_log() || samples.is_empty() {
+        return;
+    }
+    let from = samples[0].sent;
+    let mut logs: HashMap<&str, Vec<LogLine>> = HashMap::new();
+    for service in &stack.services {
+        logs.insert(service.name, read_log(service.process.log_path(), from));
+    }
+    let traces: Vec<Trace> = samples.iter().map(|s| trace(s, &logs)).collect();
+    println!(
+        "  stages ({label}; ms since the previous stage, over {} changes):",
+        samples.len()
+    );
+    let mut header = vec!["PATCH answered".to_owned()];
+    for (stage, (name, ..)) in STAGES.iter().enumerate() {
+        let mut steps: Vec<f64> = samples
+            .iter()
+            .zip(&traces)
+            .filter_map(|(s, t)| step_millis(s, t, stage))
+            .collect();
+        steps.sort_by(f64::total_cmp);
+        if steps.is_empty() {
+            println!("    -> {name:<11} not logged");
+            continue;
+        }
+        let at = |p: f64| steps[((steps.len() as f64 - 1.0) * p).round() as usize];
+        println!(
+            "    -> {name:<11} p50 {:>7.1}  p99 {:>7.1}  max {:>7.1}  ({} of {})",
+            at(0.5),
+            at(0.99),
+            steps[steps.len() - 1],
+            steps.len(),
+            samples.len()
+        );
+        header.push((*name).to_owned());
+    }
+    let mut watched: Vec<f64> = samples
+        .iter()
+        .zip(&traces)
+        .map(|(s, t)| {
+            let last = t.stages.iter().rev().find_map(|s| *s).unwrap_or(s.accepted);
+            signed_millis(s.seen, last)
+        })
+        .collect();
+    watched.sort_by(f64::total_cmp);
+    let at = |p: f64| watched[((watched.len() as f64 - 1.0) * p).round() as usize];
+    println!(
+        "    -> {:<11} p50 {:>7.1}  p99 {:>7.1}  max {:>7.1}",
+        "watched",
+        at(0.5),
+        at(0.99),
+        watched[watched.len() - 1]
+    );
+    let latencies = sorted_latencies(samples);
+    let p99 = percentile(&latencies, 0.99);
+    let slow: Vec<(&Sample, &Trace)> = samples
+        .iter()
+        .zip(&traces)
+        .filter(|(s, _)| s.latency > p99 || s.latency > Duration::from_millis(250))
+        .collect();
+    println!(
+        "  slow changes ({label}; above p99 {:.0} ms or over 250 ms): {}",
+        millis(p99),
+        slow.len()
+    );
+    for (sample, trace) in slow {
+        let steps: Vec<String> = STAGES
+            .iter()
+            .enumerate()
+            .map(
+                |(stage, (name, ..))| match step_millis(sample, trace, stage) {
+                    Some(ms) => format!("{name} {ms:+.1}"),
+                    None => format!("{name} -"),
+                },
+            )
+            .collect();
+        let last = trace
+            .stages
+            .iter()
+            .rev()
+            .find_map(|s| *s)
+            .unwrap_or(sample.accepted);
+        println!(
+            "    change {} (-> {}): {:.0} ms; PATCH took {:.1} ms; {}; watched {:+.1} (trigger {}, in flight {})",
+            sample.index,
+            sample.want,
+            millis(sample.latency),
+            signed_millis(sample.accepted, sample.sent),
+            steps.join(", "),
+            signed_millis(sample.seen, last),
+            trace.trigger.as_deref().unwrap_or("?"),
+            trace.in_flight.as_deref().unwrap_or("?"),
+        );
+        for (service, lines) in &logs {
+            let meanwhile: Vec<&LogLine> = lines
+                .iter()
+                .filter(|l| l.at >= sample.sent && l.at <= sample.seen)
+                .filter(|l| !l.text.contains(" DEBUG ") && !l.text.contains(" TRACE "))
+                .collect();
+            for line in meanwhile.iter().take(6) {
+                println!(
+                    "      {service} {:+.1} ms: {}",
+                    signed_millis(line.at, sample.accepted),
+                    line.text
+                        .split_once(' ')
+                        .map_or(line.text.as_str(), |(_, rest)| rest)
+                );
+            }
+            if meanwhile.len() > 6 {
+                println!("      {service}: {} more lines", meanwhile.len() - 6);
+            }
+            let notices = lines
+                .iter()
+                .filter(|l| l.at >= sample.sent && l.at <= sample.seen)
+                .filter(|l| {
+                    (has_message(&l.text, "target changed")
+                        || has_message(&l.text, "target change sent"))
+                        && !has_field(&l.text, ("pacto", "probe"))
+                })
+                .count();
+            if notices > 0 {
+                println!("      {service}: {notices} notifications of other Pactos meanwhile");
+            }
+        }
+    }
 }
 
 async fn wait_endpoint_slices(stack: &Stack, n: usize) -> anyhow::Result<()> {
@@ -928,6 +1330,7 @@ async fn main() -> anyhow::Result<()> {
     let mut stack = Stack::start_with(StackOptions {
         status_writer_args: vec![MIRROR_INTERVAL.into()],
         scrape_interval: Some(SCRAPE_INTERVAL),
+        log_levels: stage_log_levels(),
         ..StackOptions::default()
     })
     .await?;
@@ -1028,12 +1431,13 @@ async fn main() -> anyhow::Result<()> {
          flipped between a conforming and a non-conforming value (Compliant <-> NonCompliant, CONFIGURATION_MISMATCH \
          is immediate). Timed from the completion of the ConfigMap PATCH to the arrival of the new contractStatus \
          on a kube watch of the Pactos. Includes: the observer's ConfigMap watch and WatchTargets notification \
-         (which gathers changes for 150 ms before sending them), the status-writer's queue, Resolve (digest-pinned, served from the resolver's cache), PactoRevision GET, \
+         (the first change after a quiet 150 ms goes out at once), the status-writer's queue, Resolve (digest-pinned, served from the resolver's cache), PactoRevision GET, \
          Observe (ConfigMap GET + schema validation), Evaluate, the status server-side apply, the ValidationFailed \
          event and the watch delivery."
     );
     let idle = workload_changes(&stack, &statuses).await?;
     print_latencies("1 Pacto", &idle);
+    print_stage_breakdown("1 Pacto", &stack, &idle);
 
     // Setup: N Services, their EndpointSlices settled.
     println!();
@@ -1351,6 +1755,7 @@ async fn main() -> anyhow::Result<()> {
     println!();
     let loaded = workload_changes(&stack, &statuses).await?;
     print_latencies(&format!("{} Pactos present", 2 * n + 1), &loaded);
+    print_stage_breakdown(&format!("{} Pactos present", 2 * n + 1), &stack, &loaded);
     let rss_at_2n = format_rss(&stack);
     println!("RSS with {} Pactos present: {rss_at_2n}", 2 * n + 1);
 
@@ -1496,11 +1901,15 @@ async fn main() -> anyhow::Result<()> {
     );
     println!("  writes per steady reconcile      {writes_per_reconcile:.3}");
     println!("  CPU per steady reconcile         {cpu_per_reconcile:.2} ms (four services)");
+    let loaded = sorted_latencies(&loaded);
     println!(
-        "  drift -> status, {} present     p50 {:.0} ms, p99 {:.0} ms",
+        "  drift -> status, {} present     p50 {:.0} ms, p99 {:.0} ms, p99.9 {:.0} ms, max {:.0} ms ({} changes)",
         2 * n + 1,
         millis(percentile(&loaded, 0.5)),
-        millis(percentile(&loaded, 0.99))
+        millis(percentile(&loaded, 0.99)),
+        millis(percentile(&loaded, 0.999)),
+        millis(loaded[loaded.len() - 1]),
+        loaded.len()
     );
     println!(
         "  requeues at {spread_interval} s, {n} Pactos      mean {mean:.1}/s, max {max:.0}/s, max/mean {:.2}",

@@ -202,6 +202,9 @@ pub struct StackOptions {
     /// How often the stack's Prometheus scrapes every service; `None`: the suite's 500 ms, so
     /// that alert and metric tests see a change quickly.
     pub scrape_interval: Option<Duration>,
+    /// `--log-level` (an `EnvFilter` directive) per service name; the others log at `info`.
+    /// The pipeline bench traces a change through debug events this way.
+    pub log_levels: Vec<(&'static str, String)>,
 }
 
 /// The name the status-writer dials a replicated backend by (see
@@ -483,11 +486,16 @@ impl Stack {
                          extra: Vec<String>|
          -> anyhow::Result<()> {
             let admin = free_addr()?;
+            let level = options
+                .log_levels
+                .iter()
+                .find(|(s, _)| *s == service)
+                .map_or("info", |(_, level)| level.as_str());
             let mut argv = vec![
                 bins.join(format!("pacto-{service}")).display().to_string(),
                 format!("--admin-addr={admin}"),
                 "--log-format=text".into(),
-                "--log-level=info".into(),
+                format!("--log-level={level}"),
             ];
             argv.extend(tls(service, name, identity)?);
             argv.extend(extra);

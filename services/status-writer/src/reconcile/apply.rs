@@ -32,7 +32,9 @@ pub async fn apply_and_report(
     let status = &composed.status;
     publish_events(ctx, pacto, &composed.events, Some(&composed.occurrence)).await;
     if composed.changed {
+        tracing::debug!("status apply sent");
         let wrote = apply_status(&ctx.client, namespace, name, status).await?;
+        tracing::debug!(resource_version = wrote.as_deref(), "status applied");
         ctx.count_status_write();
         ctx.written
             .remember(key.clone(), pacto, wrote.as_deref(), status);
@@ -122,6 +124,7 @@ pub async fn publish_events(
             }
             Err(error) => {
                 counter!(EVENT_FAILURES_TOTAL).increment(1);
+                let error = pacto_runtime::tls::error_chain(&error);
                 tracing::warn!(%error, reason = %event.reason, "cannot publish event");
             }
         }

@@ -257,6 +257,7 @@ async fn observe(
         })
         .await
         .map_err(|status| failure(Backend::Observer, &status))?;
+    tracing::debug!("observed");
     let observed = observed_from_proto(&response).map_err(|e| malformed(Backend::Observer, &e))?;
     let evidence = response
         .evidence
