@@ -24,26 +24,26 @@ use crate::{Cli, Command, EXIT_ERROR, EXIT_INVALID, EXIT_OK, OutputFormat};
 /// Why a command could not proceed (all map to exit code 2 unless stated).
 #[derive(Debug, thiserror::Error)]
 enum CommandError {
-    #[error("{path}: {source}")]
+    #[error("{path}")]
     Io {
         path: PathBuf,
         #[source]
         source: std::io::Error,
     },
-    #[error("{0}")]
+    #[error(transparent)]
     Bundle(#[from] pacto_contract::bundle::BundleError),
-    #[error("{0}")]
+    #[error(transparent)]
     Reference(#[from] pacto_contract::reference::ReferenceError),
-    #[error("{0}")]
+    #[error(transparent)]
     Registry(#[from] OciError),
-    #[error("invalid --constraint: {0}")]
+    #[error("invalid --constraint")]
     Constraint(#[from] pacto_contract::version::ConstraintError),
-    #[error("starting the async runtime: {0}")]
+    #[error("starting the async runtime")]
     Runtime(#[source] std::io::Error),
     #[error("{0}")]
     Usage(String),
     /// A `pacto diff` operand (`old` or `new`) that could not be obtained.
-    #[error("{operand} contract {name}: {inner}")]
+    #[error("{operand} contract {name}")]
     Operand {
         operand: &'static str,
         name: String,
@@ -299,7 +299,10 @@ impl Ctx<'_> {
                 Ok(Cow::Borrowed(_)) => {}
                 Err(e) => {
                     return Ok(ValidationOutcome {
-                        report: parse_error_report(format!("applying overrides: {e}")),
+                        report: parse_error_report(format!(
+                            "applying overrides: {}",
+                            pacto_contract::error_chain(&e)
+                        )),
                         ..ValidationOutcome::default()
                     });
                 }
@@ -331,7 +334,11 @@ impl Ctx<'_> {
             Err(e) => {
                 print_error(&e);
                 if format == OutputFormat::Json {
-                    print_report(source, &parse_error_report(e.to_string()), format);
+                    print_report(
+                        source,
+                        &parse_error_report(pacto_contract::error_chain(&e)),
+                        format,
+                    );
                 }
                 return load_exit_code(&e);
             }
@@ -496,7 +503,7 @@ impl Ctx<'_> {
                 EXIT_OK
             }
             Err(e) if e.class() == ErrorClass::AlreadyExists => {
-                eprintln!("warning: {e}");
+                eprintln!("warning: {}", pacto_contract::error_chain(&e));
                 EXIT_OK
             }
             Err(e) => {

@@ -19,7 +19,7 @@ use crate::{EXIT_ERROR, EXIT_INVALID, EXIT_OK, EvidenceCommand};
 /// Why an evidence command failed.
 #[derive(Debug, thiserror::Error)]
 enum EvidenceError {
-    #[error("{path}: {source}")]
+    #[error("{path}")]
     Io {
         path: PathBuf,
         #[source]
@@ -47,8 +47,12 @@ enum EvidenceError {
     )]
     Server { url: String, error: PostError },
     /// The Evidence Server could not be reached or its answer not read (exit 2).
-    #[error("{url}: {error}")]
-    Unreachable { url: String, error: PostError },
+    #[error("{url}")]
+    Unreachable {
+        url: String,
+        #[source]
+        error: PostError,
+    },
     /// The HTTP client could not be set up (exit 2).
     #[error(transparent)]
     Client(ClientError),
@@ -311,7 +315,7 @@ fn verify_command(path: &Path, trust: &Path, at: Option<&str>) -> Result<(), Evi
     let bytes = read_input(path)?;
     let admitted = admit(&bytes, &store, now).map_err(|e: Refusal| EvidenceError::Refused {
         code: e.code(),
-        message: format!("{}: {e}", path.display()),
+        message: format!("{}: {}", path.display(), pacto_contract::error_chain(&e)),
     })?;
     let envelope = &admitted.envelope;
     println!(
@@ -408,7 +412,7 @@ async fn list_command(
     use pacto_evidence::store::{HealthStatus, Store, StoreOptions, Subjects};
     let subjects = Subjects::parse(&[subject]).map_err(|e| EvidenceError::Usage {
         flag: "SUBJECT",
-        message: e.to_string(),
+        message: pacto_contract::error_chain(&e),
     })?;
     let trust = trust.map(TrustStore::load).transpose()?;
     let registry_error = |error: String| EvidenceError::Registry {
@@ -417,7 +421,7 @@ async fn list_command(
     };
     let keychain = registries
         .keychain()
-        .map_err(|e| registry_error(e.to_string()))?;
+        .map_err(|e| registry_error(pacto_contract::error_chain(&e)))?;
     let store = Store::new(
         subjects,
         StoreOptions {
@@ -426,7 +430,7 @@ async fn list_command(
         },
         &keychain,
     )
-    .map_err(|e| registry_error(e.to_string()))?;
+    .map_err(|e| registry_error(pacto_contract::error_chain(&e)))?;
     let scan = store.scan().await;
     if let Some(failed) = scan.failed.first() {
         return Err(registry_error(failed.error.clone()));

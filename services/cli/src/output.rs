@@ -73,15 +73,17 @@ pub fn text(subject: &str, report: &ValidationReport) -> String {
 }
 
 /// Prints an error and its causes on stderr (`error: …` then `caused by: …` lines, each cause
-/// once).
+/// once; docs/design/architecture.md#failure-handling).
 pub(crate) fn print_error(err: &dyn std::error::Error) {
-    let mut text = format!("error: {err}");
+    let mut parent = err.to_string();
+    let mut text = format!("error: {parent}");
     let mut source = err.source();
     while let Some(s) = source {
         let line = s.to_string();
-        if !text.contains(&line) {
+        if !pacto_contract::prints_its_cause(&parent, &line) {
             let _ = write!(text, "\n  caused by: {line}");
         }
+        parent = line;
         source = s.source();
     }
     eprintln!("{text}");

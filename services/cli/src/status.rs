@@ -23,9 +23,9 @@ const PACTOS: &str = "pactos.pacto.trianalab.io";
 /// Why `pacto status` could not show a status.
 #[derive(Debug, thiserror::Error)]
 pub enum StatusError {
-    #[error("reading the kubeconfig: {0}")]
+    #[error("reading the kubeconfig")]
     Config(#[source] kube::config::InferConfigError),
-    #[error("creating the Kubernetes client: {0}")]
+    #[error("creating the Kubernetes client")]
     Client(#[source] kube::Error),
     #[error("cannot {verb} {resource} {object}: {reason}: {message}")]
     Refused {
@@ -40,7 +40,7 @@ pub enum StatusError {
         resource: &'static str,
         object: String,
     },
-    #[error("cannot {verb} {resource} {object}: {source}")]
+    #[error("cannot {verb} {resource} {object}")]
     Api {
         verb: &'static str,
         resource: &'static str,
@@ -48,7 +48,7 @@ pub enum StatusError {
         #[source]
         source: kube::Error,
     },
-    #[error("watching {resource} {object}: {source}")]
+    #[error("watching {resource} {object}")]
     Watch {
         resource: &'static str,
         object: String,
@@ -60,7 +60,7 @@ pub enum StatusError {
         format: &'static str,
         message: String,
     },
-    #[error("writing to stdout: {0}")]
+    #[error("writing to stdout")]
     Stdout(#[source] std::io::Error),
 }
 
@@ -129,10 +129,12 @@ impl Reader {
             Ok(list) => (list.items, None),
             Err(e) => (
                 Vec::new(),
-                Some(
-                    StatusError::api("list", "events", format!("in namespace {namespace}"), e)
-                        .to_string(),
-                ),
+                Some(pacto_contract::error_chain(&StatusError::api(
+                    "list",
+                    "events",
+                    format!("in namespace {namespace}"),
+                    e,
+                ))),
             ),
         };
         let now = Timestamp::now();
@@ -145,13 +147,12 @@ impl Reader {
             let renewed = match leases_api.get_opt(&node).await {
                 Ok(Some(lease)) => Ok(lease.spec.and_then(|s| s.renew_time).map(|t| t.0)),
                 Ok(None) => Err(format!("no Lease {}/{node}", self.node_agent_namespace)),
-                Err(e) => Err(StatusError::api(
+                Err(e) => Err(pacto_contract::error_chain(&StatusError::api(
                     "get",
                     "leases.coordination.k8s.io",
                     format!("{}/{node}", self.node_agent_namespace),
                     e,
-                )
-                .to_string()),
+                ))),
             };
             leases.push(NodeLease { node, renewed });
         }

@@ -195,7 +195,9 @@ fn bad_operands_exit_2_naming_the_operand() {
     let out = at(&["old", "missing-dir"]);
     assert_eq!(code(&out), 2);
     assert!(
-        stderr(&out).contains("error: new contract missing-dir: missing-dir:"),
+        stderr(&out).contains(
+            "error: new contract missing-dir\n  caused by: missing-dir\n  caused by: No such file"
+        ),
         "{}",
         stderr(&out)
     );
@@ -204,7 +206,7 @@ fn bad_operands_exit_2_naming_the_operand() {
     let out = at(&["https://example.com/x", "new"]);
     assert_eq!(code(&out), 2);
     assert!(
-        stderr(&out).contains("error: old contract https://example.com/x:")
+        stderr(&out).contains("error: old contract https://example.com/x\n  caused by: ")
             && stderr(&out).contains("unsupported scheme"),
         "{}",
         stderr(&out)
@@ -229,7 +231,8 @@ fn bad_operands_exit_2_naming_the_operand() {
     let out = at(&["old", "new", "--new-values", "no-such-values.yaml"]);
     assert_eq!(code(&out), 2);
     assert!(
-        stderr(&out).contains("error: new contract new: no-such-values.yaml:"),
+        stderr(&out)
+            .contains("error: new contract new\n  caused by: no-such-values.yaml\n  caused by: "),
         "{}",
         stderr(&out)
     );
@@ -243,7 +246,7 @@ fn bad_operands_exit_2_naming_the_operand() {
         .arg("bad.tgz"));
     assert_eq!(code(&out), 2);
     assert!(
-        stderr(&out).contains("error: new contract bad.tgz:"),
+        stderr(&out).contains("error: new contract bad.tgz\n  caused by: corrupt bundle archive"),
         "{}",
         stderr(&out)
     );
@@ -293,7 +296,9 @@ fn oci_references_pushed_to_a_real_registry() {
     let out = run(&mut cmd(&["diff", &old, &format!("{repo}:9.9.9")]));
     assert_eq!(code(&out), 2, "{}", stdout(&out));
     assert!(
-        stderr(&out).contains(&format!("error: new contract {repo}:9.9.9:")),
+        stderr(&out).contains(&format!(
+            "error: new contract {repo}:9.9.9\n  caused by: resolve digest"
+        )),
         "{}",
         stderr(&out)
     );

@@ -272,7 +272,7 @@ fn refusals_and_usage_errors() {
                 "--producer",
                 "p",
             ],
-            "missing.key: No such file",
+            "error: missing.key\n  caused by: No such file",
         ),
         (
             vec![
@@ -304,7 +304,7 @@ fn refusals_and_usage_errors() {
         ),
         (
             vec!["evidence", "verify", "ok.json", "--trust", "nowhere"],
-            "nowhere: No such file",
+            "nowhere\n  caused by: No such file",
         ),
         (
             vec!["evidence", "keygen", "--producer", "edge_1"],
@@ -518,7 +518,7 @@ fn push_refusals_before_and_without_a_server() {
     assert_eq!(code(&out), 2);
     assert!(
         stderr(&out).starts_with(&format!(
-            "error: http://{closed}/api/evidence/v1/envelopes: cannot connect"
+            "error: http://{closed}/api/evidence/v1/envelopes\n  caused by: cannot connect"
         )),
         "{}",
         stderr(&out)

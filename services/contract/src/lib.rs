@@ -32,18 +32,25 @@ pub use finding::{DetailedFinding, Finding, Layer};
 /// included) print with this; the services use `pacto_runtime::tls::error_chain`, the same text.
 pub fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
+    let mut parent = text.clone();
     let mut source = error.source();
     while let Some(cause) = source {
-        // A foreign error that prints its own source (oci-client's `Digest error: {0}`) would
-        // repeat it: a cause already in the text is not added again.
         let line = cause.to_string();
-        if !text.contains(&line) {
+        if !prints_its_cause(&parent, &line) {
             text.push_str(": ");
             text.push_str(&line);
         }
+        parent = line;
         source = cause.source();
     }
     text
+}
+
+/// Whether an error's text already ends a `…: <cause>` part with its cause's text: a foreign
+/// error that prints its own source (oci-client's `Digest error: {0}`, kube's
+/// `ApiError: {0} ({0:?})`), whose cause a chain printer does not repeat.
+pub fn prints_its_cause(text: &str, cause: &str) -> bool {
+    text.contains(&format!(": {cause}"))
 }
 
 pub use overrides::{

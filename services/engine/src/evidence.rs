@@ -656,14 +656,14 @@ impl<'de> Deserialize<'de> for Observation {
 #[derive(Debug, thiserror::Error)]
 pub enum DecodeError {
     /// The document is not a valid evidence set (the message names the field and position).
-    #[error("invalid evidence JSON: {source}")]
+    #[error("invalid evidence JSON")]
     Json {
         /// The decoder's error.
         #[source]
         source: serde_json::Error,
     },
     /// Encoding failed.
-    #[error("encoding evidence JSON failed: {source}")]
+    #[error("encoding evidence JSON failed")]
     Encode {
         /// The encoder's error.
         #[source]

@@ -42,7 +42,7 @@ fn decode(v: &Json) -> Result<EvidenceSet, DecodeError> {
 fn decode_err(v: &Json) -> String {
     match decode(v) {
         Ok(set) => panic!("accepted: {set:?}"),
-        Err(e) => format!("{e}"),
+        Err(e) => pacto_contract::error_chain(&e),
     }
 }
 

@@ -65,7 +65,7 @@ impl Verifier {
         })
         .await
         .map_err(|e| internal(format!("verification failed: {e}")))?
-        .map_err(|refusal| (refusal.code(), refusal.to_string()))
+        .map_err(|refusal| (refusal.code(), pacto_contract::error_chain(&refusal)))
     }
 }
 

@@ -35,7 +35,7 @@ pub enum ClientError {
         url: String,
     },
     /// The HTTP client could not be built (its TLS backend).
-    #[error("cannot build the HTTP client: {0}")]
+    #[error("cannot build the HTTP client")]
     Build(#[source] reqwest::Error),
 }
 
@@ -115,7 +115,7 @@ pub enum PostError {
         body: String,
     },
     /// A 2xx answer whose body is not an acceptance.
-    #[error("answered {status} with a body that is not an acceptance: {source}")]
+    #[error("answered {status} with a body that is not an acceptance")]
     BadAcceptance {
         /// The HTTP status.
         status: u16,

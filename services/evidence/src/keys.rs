@@ -76,7 +76,7 @@ pub fn default_key_id(public: &VerifyingKey) -> String {
 #[derive(Debug, thiserror::Error)]
 pub enum KeyError {
     /// The file could not be read or written.
-    #[error("{path}: {source}")]
+    #[error("{path}")]
     Io {
         /// The file.
         path: PathBuf,
@@ -85,7 +85,7 @@ pub enum KeyError {
         source: std::io::Error,
     },
     /// The content is not standard base64.
-    #[error("{path}: not standard base64 ({source})")]
+    #[error("{path}: not standard base64")]
     Base64 {
         /// The file.
         path: PathBuf,

@@ -424,7 +424,7 @@ struct TrustKey {
 #[derive(Debug, thiserror::Error)]
 pub enum TrustError {
     /// A file or directory could not be read.
-    #[error("{path}: {source}")]
+    #[error("{path}")]
     Io {
         /// The path.
         path: PathBuf,
@@ -477,7 +477,7 @@ pub enum TrustError {
         message: String,
     },
     /// A producer or key id breaks the grammar.
-    #[error("{0}: {1}")]
+    #[error("{0}")]
     Identifier(String, #[source] IdentifierError),
     /// A public key file is missing or malformed.
     #[error(transparent)]

@@ -214,16 +214,16 @@ pub struct Admitted {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
     /// Size, JSON, unknown keys, structure (`invalid_envelope`).
-    #[error("invalid envelope: {0}")]
+    #[error("invalid envelope")]
     Envelope(#[source] EnvelopeError),
     /// Signature, key, producer, subject, freshness (`unauthorized_producer`).
-    #[error("unauthorized producer: {0}")]
+    #[error("unauthorized producer")]
     Verify(#[source] VerifyError),
     /// The evidence set failed validation (`invalid_evidence`).
-    #[error("invalid evidence: {0}")]
+    #[error("invalid evidence")]
     Evidence(#[source] ValidationErrors),
     /// The ContractRef policy (`contract_ref_rejected`).
-    #[error("contract ref rejected: {0}")]
+    #[error("contract ref rejected")]
     ContractRef(#[source] ContractRefError),
 }
 

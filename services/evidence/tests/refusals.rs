@@ -544,7 +544,7 @@ fn invalid_evidence_and_contract_ref() {
     assert_eq!(refusal.code(), ErrorCode::InvalidEvidence);
     assert_eq!(refusal.code().http_status(), 422);
     assert!(
-        refusal.to_string().contains("Source: must not be empty"),
+        pacto_contract::error_chain(&refusal).contains("Source: must not be empty"),
         "{refusal}"
     );
 

@@ -908,7 +908,10 @@ async fn referrers_pages_are_followed_up_to_the_cap() {
 
     let capped = paged(2);
     let err = capped.preflight().await.expect_err("over the page cap");
-    assert!(err.to_string().contains("more than 2 pages"), "{err}");
+    assert!(
+        pacto_contract::error_chain(&err).contains("more than 2 pages"),
+        "{err}"
+    );
     let scan = capped.scan().await;
     assert_eq!(scan.health.status, HealthStatus::Unavailable);
     assert!(

@@ -105,7 +105,7 @@ fn structured_configuration_refusals_name_the_field() {
     ];
     for (yaml, want) in cases {
         let err = config(dir.path(), &yaml).expect_err(&yaml);
-        let text = err.to_string();
+        let text = pacto_contract::error_chain(&err);
         assert!(text.contains(want), "{yaml}\n=> {text}\nwant {want}");
     }
 }

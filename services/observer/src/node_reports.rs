@@ -364,7 +364,7 @@ pub enum Review {
 #[derive(Debug, thiserror::Error)]
 pub enum ReviewError {
     /// The API call failed.
-    #[error("TokenReview failed: {0}")]
+    #[error("TokenReview failed")]
     Api(#[source] kube::Error),
 }
 
@@ -544,6 +544,7 @@ impl NodeReportsService {
             ));
         };
         let review = self.reviews.review(token).await.map_err(|error| {
+            let error = pacto_runtime::tls::error_chain(&error);
             tracing::warn!(%error, "node-agent token review failed");
             Status::unavailable(format!("cannot review the node agent's token: {error}"))
         })?;

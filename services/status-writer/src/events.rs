@@ -47,7 +47,7 @@ pub enum EventError {
     #[error("the Pacto has no {0}")]
     Incomplete(&'static str),
     /// The API server refused a create, get or patch.
-    #[error("{step} of event {name}: {source}")]
+    #[error("{step} of event {name}")]
     Api {
         /// `create`, `get` or `patch`.
         step: &'static str,

@@ -120,7 +120,7 @@ impl Default for StoreOptions {
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// The credentials of a registry could not be resolved.
-    #[error("credentials for {registry}: {source}")]
+    #[error("credentials for {registry}")]
     Credentials {
         /// The registry.
         registry: String,
@@ -129,7 +129,7 @@ pub enum StoreError {
         source: CredentialsError,
     },
     /// The registry client could not be built.
-    #[error("registry client for {registry}: {source}")]
+    #[error("registry client for {registry}")]
     Client {
         /// The registry.
         registry: String,
@@ -138,7 +138,7 @@ pub enum StoreError {
         source: Box<OciError>,
     },
     /// A subject could not be resolved or its referrers not listed.
-    #[error("subject {subject}: {source}")]
+    #[error("subject {subject}")]
     Subject {
         /// The subject reference.
         subject: String,
@@ -570,7 +570,7 @@ impl Store {
             transient: e.is_unavailable(),
             reason: Malformed::Fetch {
                 what,
-                message: e.to_string(),
+                message: pacto_contract::error_chain(&e),
             },
         };
         let manifest = match client.manifest(&repo, &listed.digest).await {
@@ -643,7 +643,7 @@ impl Store {
                         transient: e.is_unavailable(),
                         reason: Malformed::Fetch {
                             what: "page",
-                            message: e.to_string(),
+                            message: pacto_contract::error_chain(&e),
                         },
                     });
                 }
@@ -728,7 +728,7 @@ impl Store {
         let (mode, top) = match listed {
             Ok(listed) => listed,
             Err(e) => {
-                state.subjects[index].error = Some(e.to_string());
+                state.subjects[index].error = Some(pacto_contract::error_chain(&e));
                 return false;
             }
         };
@@ -1181,7 +1181,7 @@ impl Store {
             if e.is_unavailable() {
                 // what a listing would have found: the subject is unreadable, and the next
                 // commit to it lists it again (docs/design/evidence-store.md#verification)
-                let message = e.to_string();
+                let message = pacto_contract::error_chain(&e);
                 state.subjects[index].error = Some(message.clone());
                 return Err(CommitError::RegistryUnavailable {
                     subjects: self.subjects.len(),
@@ -1191,7 +1191,7 @@ impl Store {
             return Err(CommitError::StoreDegraded {
                 subject: subject.reference(),
                 step,
-                message: e.to_string(),
+                message: pacto_contract::error_chain(&e),
             });
         }
         // the retention with the new record in: what stays listed, what leaves (the index in
@@ -1219,7 +1219,7 @@ impl Store {
                         .map_err(|e| CommitError::StoreDegraded {
                             subject: subject.reference(),
                             step: "push page",
-                            message: e.to_string(),
+                            message: pacto_contract::error_chain(&e),
                         })?;
                 }
                 let want: Vec<ArtifactDescriptor> = pages
@@ -1355,7 +1355,7 @@ impl Store {
                     degraded(step, format!("the referrers tag {tag_ref}: {reason}"))
                 }),
                 Err(e) if e.class() == ErrorClass::NotFound => Ok(RawIndex::default()),
-                Err(e) => Err(degraded(step, e.to_string())),
+                Err(e) => Err(degraded(step, pacto_contract::error_chain(&e))),
             }
         };
         let wanted: HashSet<&str> = want.iter().map(|d| d.digest.as_str()).collect();
@@ -1397,7 +1397,9 @@ impl Store {
                 client
                     .put_manifest(repo, &tag, OCI_INDEX_MEDIA_TYPE, &bytes)
                     .await
-                    .map_err(|e| degraded("update referrers tag", e.to_string()))?;
+                    .map_err(|e| {
+                        degraded("update referrers tag", pacto_contract::error_chain(&e))
+                    })?;
             }
             let confirmed = read("confirm").await?;
             let listed: HashSet<&str> = confirmed
@@ -1449,7 +1451,7 @@ impl Store {
                 Err(e) if e.class() == ErrorClass::NotFound => {}
                 Err(e) if e.class() == ErrorClass::Unreachable => break,
                 Err(e) => {
-                    s.delete_refused = Some(e.to_string());
+                    s.delete_refused = Some(pacto_contract::error_chain(&e));
                     break;
                 }
             }

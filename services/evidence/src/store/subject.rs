@@ -169,7 +169,7 @@ pub enum SubjectsError {
     #[error("no evidence subject configured (at least one oci://…@sha256:… is required)")]
     NoSubjects,
     /// One entry is malformed (the whole list is refused).
-    #[error("subject {index}: {source}")]
+    #[error("subject {index}")]
     Entry {
         /// Its position (0-based) in the configuration.
         index: usize,
@@ -291,7 +291,7 @@ mod tests {
         );
         let err = Subjects::parse(&[a, "oci://reg/B@x".to_owned()]).unwrap_err();
         assert!(
-            err.to_string().starts_with("subject 1: \"oci://reg/B@x\""),
+            pacto_contract::error_chain(&err).starts_with("subject 1: \"oci://reg/B@x\""),
             "{err}"
         );
     }
