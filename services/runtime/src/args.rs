@@ -340,7 +340,7 @@ pub struct MetricsArgs {
         id = "metrics_addr",
         long = "metrics-addr",
         value_name = "ADDR",
-        default_value = "0.0.0.0:8443"
+        default_value = "0.0.0.0:9443"
     )]
     pub addr: SocketAddr,
 }
@@ -494,10 +494,10 @@ mod tests {
     }
 
     #[test]
-    fn secure_metrics_default_off_on_8443_and_refuse_insecure() {
+    fn secure_metrics_default_off_on_9443_and_refuse_insecure() {
         let args = RuntimeOnly::try_parse_from(["x", "--insecure"]).unwrap();
         assert!(!args.runtime.metrics.secure);
-        assert_eq!(args.runtime.metrics.addr, "0.0.0.0:8443".parse().unwrap());
+        assert_eq!(args.runtime.metrics.addr, "0.0.0.0:9443".parse().unwrap());
         args.runtime.metrics.check(&args.runtime.tls).unwrap();
 
         let args = RuntimeOnly::try_parse_from([
