@@ -557,7 +557,7 @@ fn push_refusals_before_and_without_a_server() {
     assert_eq!(code(&out), 2);
     assert!(
         stderr(&out).starts_with(&format!(
-            "error: http://***@{closed}/api/evidence/v1/envelopes: cannot connect"
+            "error: http://***@{closed}/api/evidence/v1/envelopes\n  caused by: cannot connect"
         )),
         "{}",
         stderr(&out)
