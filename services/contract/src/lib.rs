@@ -28,8 +28,8 @@ pub mod version;
 pub use finding::{DetailedFinding, Finding, Layer};
 /// An error and its causes on one line, `outer: inner: …`: each error's own message says what
 /// failed, never why, so the causes are printed here, each once
-/// (docs/design/architecture.md#failure-handling). The crates below `pacto-runtime` (the CLI
-/// included) print with this; the services use `pacto_runtime::tls::error_chain`, the same text.
+/// (docs/design/architecture.md#failure-handling). The one printer: `pacto_runtime::tls::error_chain`
+/// is this function, re-exported for the services.
 pub fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut parent = text.clone();

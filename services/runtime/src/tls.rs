@@ -240,17 +240,9 @@ impl TlsStore {
     }
 }
 
-/// Renders an error with its sources, `outer: inner: …`.
-pub fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}
+/// Renders an error with its sources, `outer: inner: …`, each cause once: the core's one printer
+/// (docs/design/architecture.md#failure-handling), re-exported for the services.
+pub use pacto_contract::error_chain;
 
 fn read_file(path: &Path) -> Result<Vec<u8>, TlsError> {
     std::fs::read(path).map_err(|source| TlsError::Read {
