@@ -4,6 +4,7 @@
 //! during unwinding when a step fails), checking that the host is restored.
 
 mod agent;
+mod metrics;
 
 use std::time::{Duration, Instant};
 
@@ -160,7 +161,7 @@ async fn deployed_tier() -> Result<()> {
     step("configuration: Compliant, ConfigMap violated -> NonCompliant at once, restored -> Compliant", configuration_on_the_node(&deployed)).await?;
 
     step(
-        "Prometheus scrapes the four metrics Services",
+        "Prometheus scrapes the four metrics Services and the node agent over HTTPS with a token; 401 and 403 without",
         prometheus_scrapes_the_services(&deployed),
     )
     .await?;
@@ -257,16 +258,20 @@ fn sync_release(d: &Deployed, name: &str, sets: &[&str]) -> Result<()> {
     Ok(())
 }
 
-/// `helmfile -e local sync` of the unmodified charts (two environment knobs set: the
-/// stabilization window, and metrics observation on; probing is already on in the `local`
+/// `helmfile -e local sync` of the unmodified charts (environment knobs set: the stabilization
+/// window, metrics observation on, and existing-secret TLS; probing is already on in the `local`
 /// environment): every service Deployment Available, its pods Ready through the charts' own probes
 /// (kubelet runs them), on the real node.
 async fn helmfile_sync_brings_every_service_up(d: &Deployed) -> Result<()> {
+    // Existing-secret TLS (metrics::TLS_VALUES, part of every helmfile call's state values):
+    // mTLS between the services and secure metrics, certificates from the tier's own CA.
+    metrics::install_tls(d)?;
     d.helmfile(&sync_args(&[], "sync"))?;
     for service in DEPLOYMENTS {
         d.wait_available(OPERATOR_NAMESPACE, service, SERVICES_READY)
             .await?;
     }
+    metrics::install_reader(d)?;
     let pods = d.kubectl_json(&["get", "pods", "-n", OPERATOR_NAMESPACE])?;
     let pods = pods["items"].as_array().cloned().unwrap_or_default();
     ensure!(pods.len() >= SERVICES.len(), "pods: {pods:#?}");
@@ -1308,69 +1313,75 @@ spec:
     Ok(())
 }
 
-/// The four services' metrics Services (`<service>-metrics`, port `admin`) as `ClusterIP:port`:
-/// the host reaches ClusterIPs through kube-proxy's rules, as a Prometheus in the cluster would.
-fn metrics_targets(d: &Deployed) -> Result<Vec<(String, String)>> {
+/// The four services' and the node agent's metrics Services (`<release>-metrics`, port
+/// `metrics`) as (release, component, `ClusterIP:port`): the host reaches ClusterIPs through
+/// kube-proxy's rules, as a Prometheus in the cluster would.
+fn metrics_targets(d: &Deployed) -> Result<Vec<(String, String, String)>> {
     let mut out = Vec::new();
     for service in SERVICES {
-        let name = format!("{service}-metrics");
-        let svc = d.kubectl_json(&["get", "service", "-n", OPERATOR_NAMESPACE, &name])?;
-        let ip = svc["spec"]["clusterIP"].as_str().unwrap_or_default();
-        let port = svc["spec"]["ports"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|p| p["name"] == "admin")
-            .and_then(|p| p["port"].as_u64());
-        let Some(port) = port.filter(|_| !ip.is_empty()) else {
-            anyhow::bail!(
-                "{name} has no ClusterIP and metrics port: {:#}",
-                svc["spec"]
-            );
-        };
-        out.push((service.to_owned(), format!("{ip}:{port}")));
+        let addr = metrics::metrics_service(d, OPERATOR_NAMESPACE, service)?;
+        let component = service.trim_start_matches("pacto-").to_owned();
+        out.push((service.to_owned(), component, addr));
     }
+    let agent = metrics::metrics_service(d, agent::AGENT_NS, agent::AGENT)?;
+    out.push((agent::AGENT.to_owned(), "node-agent".to_owned(), agent));
     Ok(out)
 }
 
-/// The metric docs/troubleshooting.md names for each service ("Which service to look at").
-const GUIDE_METRICS: [(&str, &str); 4] = [
+/// The metric docs/troubleshooting.md names for each service ("Which service to look at"), and
+/// the node agent's collection gauge (docs/metrics.md#node-agent).
+const GUIDE_METRICS: [(&str, &str); 5] = [
     ("pacto-contract-resolver", "pacto_resolver_resolves_total"),
     ("pacto-observer", "pacto_observer_api_errors_total"),
     ("pacto-evaluator", "pacto_evaluator_evaluations_total"),
     ("pacto-status-writer", "pacto_contract_status"),
+    ("pacto-node-agent", "pacto_node_agent_collection_running"),
 ];
 
-/// A real Prometheus on the host scrapes the four services through their metrics Services: every
-/// target `up == 1`, and the series the guide names for each service is there.
+/// A real Prometheus on the host scrapes the four services and the node agent through their
+/// metrics Services over HTTPS (docs/metrics.md#secure-metrics): the server verified with the
+/// CA under the certificate's name, the token of a ServiceAccount bound to
+/// `pacto-metrics-reader`. Every target `up == 1`, and the series the guide names for each is
+/// there. Then the refusals: no token 401, an unbound ServiceAccount's token 403, and `/metrics`
+/// gone from the plain admin port (404) while the probes stay there.
 async fn prometheus_scrapes_the_services(d: &Deployed) -> Result<()> {
-    use pacto_testenv::prometheus::{Prometheus, ScrapeTarget};
+    use pacto_testenv::prometheus::{HttpsScrape, Prometheus, ScrapeTarget};
     let targets = metrics_targets(d)?;
+    let scraper = metrics::scraper()?;
     let jobs: Vec<ScrapeTarget> = targets
         .iter()
-        .map(|(service, addr)| ScrapeTarget::new(service, &[addr.as_str()]))
+        .map(|(release, component, addr)| {
+            ScrapeTarget::new(release, &[addr.as_str()]).with_https(HttpsScrape {
+                ca_file: scraper.ca_file(),
+                server_name: metrics::server_name(component),
+                bearer_token_file: scraper.token_file(),
+            })
+        })
         .collect();
     let prometheus = Prometheus::start(&jobs, Duration::from_secs(1), VERDICT).await?;
-    for (service, addr) in &targets {
-        let up = format!("up{{job=\"{service}\"}} == 1");
+    for (release, _, addr) in &targets {
+        let up = format!("up{{job=\"{release}\"}} == 1");
         prometheus
             .wait_for_query(&up, VERDICT, |r| r.as_array().is_some_and(|a| a.len() == 1))
             .await
-            .with_context(|| format!("{service} scraped at {addr}"))?;
-        // The series docs/troubleshooting.md names for this service ("Which service to look at").
+            .with_context(|| format!("{release} scraped over HTTPS at {addr}"))?;
         let metric = GUIDE_METRICS
             .iter()
-            .find(|(s, _)| s == service)
+            .find(|(s, _)| s == release)
             .map(|(_, m)| *m)
             .context("a guide metric for every service")?;
-        let own = format!("count({metric}{{job=\"{service}\"}}) > 0");
+        let own = format!("count({metric}{{job=\"{release}\"}}) > 0");
         prometheus
             .wait_for_query(&own, VERDICT, |r| {
                 r.as_array().is_some_and(|a| !a.is_empty())
             })
             .await
-            .with_context(|| format!("{service}: no {metric} series scraped from {addr}"))?;
-        eprintln!("deployed: Prometheus: {service} up at {addr}, {metric} scraped");
+            .with_context(|| format!("{release}: no {metric} series scraped from {addr}"))?;
+        eprintln!("deployed: Prometheus: {release} up over HTTPS at {addr}, {metric} scraped");
+    }
+    metrics::refusals(d, &targets)?;
+    for service in SERVICES {
+        metrics::admin_port_keeps_only_probes(d, service)?;
     }
     Ok(())
 }
@@ -1435,15 +1446,11 @@ async fn wait_rolled(
 }
 
 /// The status-writer's finished reconciles so far (`pacto_status_writer_reconciles_total`, every
-/// result), read through its metrics Service (0 when unreadable).
+/// result), read through its metrics Service over HTTPS (0 when unreadable).
 fn reconciles_finished(d: &Deployed) -> u64 {
-    let Ok(text) = d.kubectl(&[
-        "get",
-        "--raw",
-        &format!(
-            "/api/v1/namespaces/{OPERATOR_NAMESPACE}/services/pacto-status-writer-metrics:admin/proxy/metrics"
-        ),
-    ]) else {
+    let Ok(text) = metrics::metrics_service(d, OPERATOR_NAMESPACE, "pacto-status-writer")
+        .and_then(|addr| metrics::scrape(&addr, "status-writer"))
+    else {
         return 0;
     };
     text.lines()

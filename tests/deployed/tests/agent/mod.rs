@@ -50,10 +50,12 @@ const MISSING_BTF: &str = "/sys/kernel/btf/missing";
 const READY: Duration = Duration::from_mins(3);
 const PUBLISHED: Duration = Duration::from_mins(1);
 
-/// `--state-values-set` arguments for [`AGENT_VALUES`] and `extra`.
+/// `--state-values-set` arguments for [`AGENT_VALUES`], the tier's TLS
+/// ([`crate::metrics::TLS_VALUES`]) and `extra`.
 pub fn state_values<'a>(extra: &[&'a str]) -> Vec<&'a str> {
     AGENT_VALUES
         .iter()
+        .chain(&crate::metrics::TLS_VALUES)
         .chain(extra)
         .flat_map(|v| ["--state-values-set", v])
         .collect()

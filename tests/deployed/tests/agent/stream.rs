@@ -50,8 +50,9 @@ fn sample(text: &str, name: &str, label: &str) -> u64 {
         .sum::<f64>() as u64
 }
 
-/// The observer's Ready pods that are not terminating, as (name, admin port).
-fn observer_pods(d: &Deployed) -> Result<Vec<(String, u64)>> {
+/// The observer's Ready pods that are not terminating, as (name, `podIP:port` of its secure
+/// metrics).
+fn observer_pods(d: &Deployed) -> Result<Vec<(String, String)>> {
     let pods = d.kubectl_json(&[
         "get",
         "pods",
@@ -77,12 +78,12 @@ fn observer_pods(d: &Deployed) -> Result<Vec<(String, u64)>> {
                 .as_array()
                 .into_iter()
                 .flatten()
-                .find(|port| port["name"] == "admin")
+                .find(|port| port["name"] == "metrics")
                 .and_then(|port| port["containerPort"].as_u64())
-                .unwrap_or(9090);
+                .unwrap_or(u64::from(crate::metrics::SECURE_PORT));
             (
                 p["metadata"]["name"].as_str().unwrap_or("?").to_owned(),
-                port,
+                format!("{}:{port}", p["status"]["podIP"].as_str().unwrap_or("?")),
             )
         })
         .collect())
@@ -92,12 +93,8 @@ fn observer_pods(d: &Deployed) -> Result<Vec<(String, u64)>> {
 pub fn observer_replicas(d: &Deployed) -> Result<Vec<Replica>> {
     observer_pods(d)?
         .into_iter()
-        .map(|(pod, port)| {
-            let text = d.kubectl(&[
-                "get",
-                "--raw",
-                &format!("/api/v1/namespaces/{OPERATOR_NAMESPACE}/pods/{pod}:{port}/proxy/metrics"),
-            ])?;
+        .map(|(pod, addr)| {
+            let text = crate::metrics::scrape(&addr, "observer")?;
             Ok(Replica {
                 accepted: sample(
                     &text,
@@ -187,13 +184,8 @@ pub fn expect_stream_logged(d: &Deployed) -> Result<()> {
 
 /// The status-writer's resolved observer endpoints (`pacto_grpc_client_endpoints{backend="observer"}`).
 fn balanced_endpoints(d: &Deployed) -> Result<u64> {
-    let text = d.kubectl(&[
-        "get",
-        "--raw",
-        &format!(
-            "/api/v1/namespaces/{OPERATOR_NAMESPACE}/services/pacto-status-writer-metrics:admin/proxy/metrics"
-        ),
-    ])?;
+    let addr = crate::metrics::metrics_service(d, OPERATOR_NAMESPACE, "pacto-status-writer")?;
+    let text = crate::metrics::scrape(&addr, "status-writer")?;
     Ok(sample(
         &text,
         "pacto_grpc_client_endpoints",
