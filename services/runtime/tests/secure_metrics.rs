@@ -16,21 +16,17 @@ use std::{
     time::Duration,
 };
 
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
-use kube::api::{Api, ObjectMeta, PostParams};
 use pacto_runtime::{
     CancellationToken, Runtime,
     build_info::BuildInfo,
     service::ServiceNames,
     testing::{TestCa, TestEndpoint, admin_get, eventually},
 };
-use pacto_testenv::{ControlPlane, ControlPlaneOptions, controlplane::unique_name};
-use rustls::pki_types::{CertificateDer, ServerName, pem::PemObject};
-use tokio::{
-    io::{AsyncReadExt as _, AsyncWriteExt as _},
-    net::{TcpListener, TcpStream},
+use pacto_testenv::{
+    ControlPlane, ControlPlaneOptions,
+    metrics_auth::{Scraper, grant, metrics_reader, review_rights},
 };
-use tokio_rustls::TlsConnector;
+use tokio::net::{TcpListener, TcpStream};
 
 /// RBAC changes reach the API server's authorizer within a moment; this bounds the wait.
 const WAIT: Duration = Duration::from_mins(1);
@@ -56,145 +52,6 @@ async fn cluster() -> &'static ControlPlane {
     pacto_testenv::shared(ControlPlaneOptions::default)
         .await
         .expect("start etcd + kube-apiserver (scripts/k8s-binaries.sh)")
-}
-
-/// A ClusterRole with `rules`, bound to ServiceAccount `namespace/account`.
-async fn grant(cp: &ControlPlane, namespace: &str, account: &str, rules: Vec<PolicyRule>) {
-    let client = cp.client().unwrap();
-    let name = unique_name(account);
-    let meta = ObjectMeta {
-        name: Some(name.clone()),
-        ..ObjectMeta::default()
-    };
-    let role = ClusterRole {
-        metadata: meta.clone(),
-        rules: Some(rules),
-        ..ClusterRole::default()
-    };
-    Api::<ClusterRole>::all(client.clone())
-        .create(&PostParams::default(), &role)
-        .await
-        .unwrap();
-    let binding = ClusterRoleBinding {
-        metadata: meta,
-        role_ref: RoleRef {
-            api_group: Some("rbac.authorization.k8s.io".into()),
-            kind: "ClusterRole".into(),
-            name,
-        },
-        subjects: Some(vec![Subject {
-            kind: "ServiceAccount".into(),
-            name: account.into(),
-            namespace: Some(namespace.into()),
-            ..Subject::default()
-        }]),
-    };
-    Api::<ClusterRoleBinding>::all(client)
-        .create(&PostParams::default(), &binding)
-        .await
-        .unwrap();
-}
-
-/// What the charts grant a service for secure metrics.
-fn review_rights() -> Vec<PolicyRule> {
-    vec![
-        PolicyRule {
-            api_groups: Some(vec!["authentication.k8s.io".into()]),
-            resources: Some(vec!["tokenreviews".into()]),
-            verbs: vec!["create".into()],
-            ..PolicyRule::default()
-        },
-        PolicyRule {
-            api_groups: Some(vec!["authorization.k8s.io".into()]),
-            resources: Some(vec!["subjectaccessreviews".into()]),
-            verbs: vec!["create".into()],
-            ..PolicyRule::default()
-        },
-    ]
-}
-
-/// What a scraper needs (the charts' metrics-reader ClusterRole).
-fn metrics_reader() -> Vec<PolicyRule> {
-    vec![PolicyRule {
-        non_resource_urls: Some(vec!["/metrics".into()]),
-        verbs: vec!["get".into()],
-        ..PolicyRule::default()
-    }]
-}
-
-/// One answer: status, header lines (lower case), body.
-#[derive(Debug)]
-struct Answer {
-    status: u16,
-    head: String,
-    body: String,
-}
-
-/// An HTTPS client that trusts only the given CA and presents no client certificate.
-struct Scraper {
-    connector: TlsConnector,
-}
-
-impl Scraper {
-    fn trusting(ca_pem: &str) -> Self {
-        let mut roots = rustls::RootCertStore::empty();
-        for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
-            roots.add(cert.unwrap()).unwrap();
-        }
-        let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-        Self {
-            connector: TlsConnector::from(Arc::new(config)),
-        }
-    }
-
-    /// One request (`Connection: close`) with an optional `Authorization` header value.
-    async fn request(
-        &self,
-        addr: SocketAddr,
-        method: &str,
-        path: &str,
-        authorization: Option<&str>,
-    ) -> std::io::Result<Answer> {
-        let tcp = TcpStream::connect(addr).await?;
-        let mut tls = self
-            .connector
-            .connect(ServerName::IpAddress(addr.ip().into()), tcp)
-            .await?;
-        let authorization = authorization
-            .map(|value| format!("Authorization: {value}\r\n"))
-            .unwrap_or_default();
-        let request = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n{authorization}\r\n"
-        );
-        tls.write_all(request.as_bytes()).await?;
-        let mut raw = Vec::new();
-        tls.read_to_end(&mut raw).await?;
-        let text = String::from_utf8_lossy(&raw).into_owned();
-        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-        let status = head
-            .split_whitespace()
-            .nth(1)
-            .and_then(|code| code.parse().ok())
-            .unwrap_or(0);
-        Ok(Answer {
-            status,
-            head: head.to_lowercase(),
-            body: body.to_owned(),
-        })
-    }
-
-    async fn get(&self, addr: SocketAddr, token: Option<&str>) -> Answer {
-        let authorization = token.map(|token| format!("Bearer {token}"));
-        self.request(addr, "GET", "/metrics", authorization.as_deref())
-            .await
-            .expect("an HTTPS answer")
-    }
 }
 
 /// Every log line of the process, for the check that no token is ever logged.
@@ -250,8 +107,12 @@ async fn scrapes_are_reviewed_by_the_api_server_and_the_admin_port_keeps_the_pro
 
     let cp = cluster().await;
     let namespace = cp.create_namespace("metrics").await.unwrap();
-    grant(cp, &namespace, "pacto-service", review_rights()).await;
-    grant(cp, &namespace, "scraper", metrics_reader()).await;
+    grant(cp, &namespace, "pacto-service", review_rights())
+        .await
+        .unwrap();
+    grant(cp, &namespace, "scraper", metrics_reader())
+        .await
+        .unwrap();
     let service = cp
         .service_account_client(&namespace, "pacto-service")
         .await
@@ -271,11 +132,11 @@ async fn scrapes_are_reviewed_by_the_api_server_and_the_admin_port_keeps_the_pro
     let stop = CancellationToken::new();
     let (metrics, admin, running) =
         start(&ca, dir.path(), "metrics.pacto.svc", service, &stop).await;
-    let scraper = Scraper::trusting(&ca.pem());
+    let scraper = Scraper::trusting(&ca.pem()).unwrap();
 
     // allowed: the scraper's binding, and the service's own rights, take effect within a moment
     let allowed = eventually("the scraper's token to be allowed", WAIT, || async {
-        let answer = scraper.get(metrics, Some(&scraper_token)).await;
+        let answer = scraper.get(metrics, Some(&scraper_token)).await.unwrap();
         if answer.status == 200 {
             Ok(answer)
         } else {
@@ -294,8 +155,8 @@ async fn scrapes_are_reviewed_by_the_api_server_and_the_admin_port_keeps_the_pro
 
     // no token, a garbage token, another scheme: 401 asking for a bearer token
     for answer in [
-        scraper.get(metrics, None).await,
-        scraper.get(metrics, Some(garbage)).await,
+        scraper.get(metrics, None).await.unwrap(),
+        scraper.get(metrics, Some(garbage)).await.unwrap(),
         scraper
             .request(metrics, "GET", "/metrics", Some("Basic dXNlcjpwYXNz"))
             .await
@@ -310,7 +171,7 @@ async fn scrapes_are_reviewed_by_the_api_server_and_the_admin_port_keeps_the_pro
     }
 
     // a valid token whose user may not get /metrics: 403 naming the user
-    let refused = scraper.get(metrics, Some(&stranger_token)).await;
+    let refused = scraper.get(metrics, Some(&stranger_token)).await.unwrap();
     assert_eq!(refused.status, 403, "{refused:?}");
     assert!(
         refused
@@ -345,6 +206,7 @@ async fn scrapes_are_reviewed_by_the_api_server_and_the_admin_port_keeps_the_pro
     // the certificate is verified: a client trusting another CA does not get through
     let other_ca = TestCa::new("another CA").unwrap();
     let refused_tls = Scraper::trusting(&other_ca.pem())
+        .unwrap()
         .request(metrics, "GET", "/metrics", Some(&bearer))
         .await
         .expect_err("a certificate of an untrusted CA was accepted");
@@ -368,7 +230,10 @@ async fn scrapes_are_reviewed_by_the_api_server_and_the_admin_port_keeps_the_pro
         &stop_powerless,
     )
     .await;
-    let failed = scraper.get(powerless_metrics, Some(&scraper_token)).await;
+    let failed = scraper
+        .get(powerless_metrics, Some(&scraper_token))
+        .await
+        .unwrap();
     assert_eq!(failed.status, 500, "{failed:?}");
     assert!(!failed.body.contains("pacto_"), "{failed:?}");
 

@@ -223,6 +223,26 @@ impl Tools {
             source,
         })
     }
+
+    /// `kubernetes-validate --strict` over the rendered manifests in `file`: `None` when every
+    /// object passes, else the tool's report (stdout and stderr).
+    pub fn validate_strict(&self, file: &Path) -> Result<Option<String>, ToolError> {
+        let out = self.output(
+            "kubernetes-validate",
+            [
+                "--strict".as_ref(),
+                "--quiet".as_ref(),
+                "--no-warn".as_ref(),
+                file.as_os_str(),
+            ],
+        )?;
+        let report = format!(
+            "{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok((!out.status.success() || report.contains("ERROR")).then_some(report))
+    }
 }
 
 /// Runs a prepared command; a non-zero exit is an error with both output streams.

@@ -1,7 +1,7 @@
 //! `helmfile lint` and `helmfile template` for each environment, the release order, and the
 //! committed golden output (`tests/charts/golden/helmfile-<env>.yaml`) with a drift check.
 
-use anyhow::{Context, Result, ensure};
+use anyhow::{Context, Result, bail, ensure};
 use pacto_chart_tests::{Tools, documents, repo_root};
 
 const ENVIRONMENTS: &[&str] = &["local", "production"];
@@ -252,24 +252,9 @@ fn helmfile_output_passes_kubernetes_validate_strict() -> Result<()> {
     for env in ENVIRONMENTS {
         let file = dir.path().join(format!("{env}.yaml"));
         std::fs::write(&file, helmfile_template(&tools, env)?)?;
-        let out = tools.output(
-            "kubernetes-validate",
-            [
-                "--strict".as_ref(),
-                "--quiet".as_ref(),
-                "--no-warn".as_ref(),
-                file.as_os_str(),
-            ],
-        )?;
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        ensure!(
-            out.status.success() && !text.contains("ERROR"),
-            "kubernetes-validate --strict rejected the {env} environment:\n{text}"
-        );
+        if let Some(report) = tools.validate_strict(&file)? {
+            bail!("kubernetes-validate --strict rejected the {env} environment:\n{report}");
+        }
     }
     Ok(())
 }

@@ -182,21 +182,9 @@ fn rendered_manifests_pass_kubernetes_validate_strict() -> Result<()> {
             ensure!(!docs.is_empty(), "{chart} ({label}) renders nothing");
             let file = dir.path().join(format!("{chart}-{label}.yaml"));
             std::fs::write(&file, &text)?;
-            let out = tools.output(
-                "kubernetes-validate",
-                [
-                    "--strict".as_ref(),
-                    "--quiet".as_ref(),
-                    "--no-warn".as_ref(),
-                    file.as_os_str(),
-                ],
-            )?;
-            let stdout = String::from_utf8_lossy(&out.stdout);
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            ensure!(
-                out.status.success() && !stdout.contains("ERROR") && !stderr.contains("ERROR"),
-                "kubernetes-validate --strict rejected {chart} ({label}):\n{stdout}\n{stderr}"
-            );
+            if let Some(report) = tools.validate_strict(&file)? {
+                bail!("kubernetes-validate --strict rejected {chart} ({label}):\n{report}");
+            }
         }
     }
     Ok(())

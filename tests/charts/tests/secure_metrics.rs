@@ -5,7 +5,7 @@
 //! the status-writer's `pacto-metrics-reader`; and `kubernetes-validate --strict` accepts each
 //! render.
 
-use anyhow::{Context, Result, ensure};
+use anyhow::{Context, Result, bail, ensure};
 use pacto_chart_tests::{SERVICE_CHARTS, Tools, documents, object_key, required_sets};
 use serde_json::{Value, json};
 
@@ -306,21 +306,9 @@ fn every_chart_serves_metrics_securely_when_it_has_a_certificate() -> Result<()>
                 label.replace([' ', ',', '='], "-")
             ));
             std::fs::write(&file, &text)?;
-            let out = tools.output(
-                "kubernetes-validate",
-                [
-                    "--strict".as_ref(),
-                    "--quiet".as_ref(),
-                    "--no-warn".as_ref(),
-                    file.as_os_str(),
-                ],
-            )?;
-            let stdout = String::from_utf8_lossy(&out.stdout);
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            ensure!(
-                out.status.success() && !stdout.contains("ERROR") && !stderr.contains("ERROR"),
-                "kubernetes-validate --strict rejected {at}:\n{stdout}\n{stderr}"
-            );
+            if let Some(report) = tools.validate_strict(&file)? {
+                bail!("kubernetes-validate --strict rejected {at}:\n{report}");
+            }
         }
     }
     Ok(())

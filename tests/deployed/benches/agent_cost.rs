@@ -43,7 +43,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail, ensure};
 use pacto_chart_tests::{Tools, repo_root};
-use pacto_deployed::{SAMPLE_HTTP_IMAGE, image_archives, may_run};
+use pacto_deployed::{SAMPLE_HTTP_IMAGE, agent_pids, clock_ticks, image_archives, may_run, usage};
 use pacto_testenv::node::{self, RealNode, RealNodeOptions};
 use pacto_testenv::process::wait_for;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
@@ -613,68 +613,6 @@ spec:
 struct AgentProc {
     pid: u32,
     metrics: SocketAddr,
-}
-
-/// Host pids of the agent (it runs with hostPID; the bench runs on the host).
-fn agent_pids() -> Vec<u32> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.flatten()
-        .filter_map(|e| {
-            let pid = e.file_name().to_str()?.parse::<u32>().ok()?;
-            let exe = std::fs::read_link(e.path().join("exe")).ok()?;
-            (exe.file_name()? == "pacto-node-agent").then_some(pid)
-        })
-        .collect()
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Usage {
-    rss_kib: u64,
-    hwm_kib: u64,
-    ticks: u64,
-}
-
-/// VmRSS, VmHWM and utime + stime (all threads) of `pid`.
-fn usage(pid: u32) -> Result<Usage> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .with_context(|| format!("/proc/{pid}/status (has the agent restarted?)"))?;
-    let kib = |key: &str| -> Result<u64> {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(key))
-            .and_then(|v| v.split_whitespace().next())
-            .and_then(|v| v.parse().ok())
-            .with_context(|| format!("{key} in /proc/{pid}/status"))
-    };
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    // After the parenthesised command: state is field 3, utime 14, stime 15.
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map(|(_, r)| r.split_whitespace().collect())
-        .context("/proc/<pid>/stat")?;
-    let tick = |i: usize| -> Result<u64> {
-        fields
-            .get(i)
-            .and_then(|v| v.parse().ok())
-            .context("utime/stime in /proc/<pid>/stat")
-    };
-    Ok(Usage {
-        rss_kib: kib("VmRSS:")?,
-        hwm_kib: kib("VmHWM:")?,
-        ticks: tick(11)? + tick(12)?,
-    })
-}
-
-/// Clock ticks per second (`getconf CLK_TCK`, 100 when unreadable).
-fn clock_ticks() -> f64 {
-    Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
-        .unwrap_or(100.0)
 }
 
 /// The unlabelled samples of a Prometheus text page, by name.

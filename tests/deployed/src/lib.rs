@@ -866,3 +866,66 @@ pub fn new_pacto_events(before: &[PactoEvent], after: &[PactoEvent]) -> Vec<Stri
         })
         .collect()
 }
+
+/// Host pids of the node agent (it runs with hostPID; the tier and its benches run on the host).
+pub fn agent_pids() -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| {
+            let pid = e.file_name().to_str()?.parse::<u32>().ok()?;
+            let exe = std::fs::read_link(e.path().join("exe")).ok()?;
+            (exe.file_name()? == "pacto-node-agent").then_some(pid)
+        })
+        .collect()
+}
+
+/// A process's memory (KiB) and CPU time (clock ticks, all threads) from `/proc`.
+#[derive(Debug, Clone, Copy)]
+pub struct Usage {
+    pub rss_kib: u64,
+    pub hwm_kib: u64,
+    pub ticks: u64,
+}
+
+/// VmRSS, VmHWM and utime + stime (all threads) of `pid`.
+pub fn usage(pid: u32) -> Result<Usage> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .with_context(|| format!("/proc/{pid}/status (has the agent restarted?)"))?;
+    let kib = |key: &str| -> Result<u64> {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .with_context(|| format!("{key} in /proc/{pid}/status"))
+    };
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // After the parenthesised command: state is field 3, utime 14, stime 15.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, r)| r.split_whitespace().collect())
+        .context("/proc/<pid>/stat")?;
+    let tick = |i: usize| -> Result<u64> {
+        fields
+            .get(i)
+            .and_then(|v| v.parse().ok())
+            .context("utime/stime in /proc/<pid>/stat")
+    };
+    Ok(Usage {
+        rss_kib: kib("VmRSS:")?,
+        hwm_kib: kib("VmHWM:")?,
+        ticks: tick(11)? + tick(12)?,
+    })
+}
+
+/// Clock ticks per second (`getconf CLK_TCK`, 100 when unreadable).
+pub fn clock_ticks() -> f64 {
+    Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+        .unwrap_or(100.0)
+}

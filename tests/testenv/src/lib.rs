@@ -6,6 +6,8 @@
 //! * [`node`]: a real node (containerd, kubelet, kube-proxy, CoreDNS) on this machine, root only.
 //! * [`simulator`]: Nodes, scheduling and kubelet-written Pod status, since no kubelet runs.
 //! * [`prometheus`]: a real Prometheus with a generated scrape config.
+//! * [`metrics_auth`]: secure metrics from the scraper's side: the charts' RBAC and an HTTPS
+//!   client with a bearer token.
 //! * [`registry`]: a real docker-registry.
 //! * [`ggcr`]: go-containerregistry's registry (Referrers API on) and `oras`.
 //! * [`bins`]: where the binaries come from.
@@ -18,6 +20,7 @@
 pub mod bins;
 pub mod controlplane;
 pub mod ggcr;
+pub mod metrics_auth;
 pub mod node;
 pub mod pki;
 pub mod ports;

@@ -13,7 +13,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail, ensure};
-use pacto_deployed::Deployed;
+use pacto_deployed::{Deployed, Usage, agent_pids, clock_ticks, usage};
 use serde_json::Value;
 
 /// The agent namespace (`nodeAgent.namespace` of the local environment).
@@ -804,64 +804,12 @@ pub async fn pod_security_refusal_is_healed(d: &Deployed) -> Result<()> {
     wait_workload_pactos_compliant(d, "the agent pod came back").await
 }
 
-/// The host pid of the agent (it runs with hostPID; the test runs on the host).
+/// The host pid of the one agent process (it runs with hostPID; the test runs on the host).
 fn agent_pid() -> Result<u32> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc")? {
-        let entry = entry?;
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let exe = std::fs::read_link(entry.path().join("exe")).unwrap_or_default();
-        if exe.file_name().is_some_and(|n| n == "pacto-node-agent") {
-            found.push(pid);
-        }
-    }
-    match found.as_slice() {
+    match agent_pids().as_slice() {
         [pid] => Ok(*pid),
         other => bail!("pacto-node-agent processes on the host: {other:?}"),
     }
-}
-
-/// (VmRSS, VmHWM) in KiB and utime + stime in clock ticks of `pid`.
-fn usage(pid: u32) -> Result<(u64, u64, u64)> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let kib = |key: &str| -> Result<u64> {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(key))
-            .and_then(|v| v.split_whitespace().next())
-            .and_then(|v| v.parse().ok())
-            .with_context(|| format!("{key} in /proc/{pid}/status"))
-    };
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    // Fields after the parenthesised command: state is field 3, utime 14, stime 15.
-    let rest = stat
-        .rsplit_once(')')
-        .map(|(_, r)| r)
-        .context("/proc/<pid>/stat")?;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let tick = |i: usize| -> Result<u64> {
-        fields
-            .get(i)
-            .and_then(|v| v.parse().ok())
-            .context("utime/stime in /proc/<pid>/stat")
-    };
-    Ok((kib("VmRSS:")?, kib("VmHWM:")?, tick(11)? + tick(12)?))
-}
-
-/// Clock ticks per second (`getconf CLK_TCK`, 100 when unreadable).
-fn clock_ticks() -> f64 {
-    std::process::Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
-        .unwrap_or(100.0)
 }
 
 /// The idle window of the footprint benchmark: `PACTO_DEPLOYED_FOOTPRINT_SECS` (default 20 s;
@@ -880,10 +828,18 @@ pub async fn footprint(d: &Deployed, archives: &[std::path::PathBuf]) -> Result<
     let pid = agent_pid()?;
     let hz = clock_ticks();
     let secs = footprint_secs();
-    let (rss0, _, cpu0) = usage(pid)?;
+    let Usage {
+        rss_kib: rss0,
+        ticks: cpu0,
+        ..
+    } = usage(pid)?;
     let t0 = Instant::now();
     tokio::time::sleep(Duration::from_secs(secs)).await;
-    let (rss1, hwm1, cpu1) = usage(pid)?;
+    let Usage {
+        rss_kib: rss1,
+        hwm_kib: hwm1,
+        ticks: cpu1,
+    } = usage(pid)?;
     let idle = t0.elapsed().as_secs_f64();
     eprintln!(
         "deployed: node agent footprint: idle {idle:.0} s: VmRSS {:.1} -> {:.1} MiB, VmHWM {:.1} MiB, CPU {:.2}% of one core",
@@ -908,7 +864,11 @@ pub async fn footprint(d: &Deployed, archives: &[std::path::PathBuf]) -> Result<
         &script,
     ])?;
     let load = t1.elapsed().as_secs_f64();
-    let (rss2, hwm2, cpu2) = usage(pid)?;
+    let Usage {
+        rss_kib: rss2,
+        hwm_kib: hwm2,
+        ticks: cpu2,
+    } = usage(pid)?;
     let connections: f64 = out.trim().parse().unwrap_or(0.0);
     eprintln!(
         "deployed: node agent footprint: load {load:.0} s, {connections:.0} connections ({:.0}/s): VmRSS {:.1} MiB, VmHWM {:.1} MiB, CPU {:.2}% of one core",
