@@ -378,9 +378,7 @@ impl TargetHub {
     }
 
     /// A coalesced stream of notifications for `namespace` (empty = all), ending at `shutdown`:
-    /// the first change after a quiet [`COALESCE`] goes out at once, alone; the changes that
-    /// arrive in the [`COALESCE`] after a batch went out go out together when it ends
-    /// (docs/design/observation.md#change-notifications).
+    /// the changes that arrive within [`COALESCE`] of the first one go out as one batch.
     pub fn subscribe(
         &self,
         namespace: String,
@@ -389,10 +387,8 @@ impl TargetHub {
         self.subscribe_with_window(namespace, shutdown, || tokio::time::sleep(COALESCE))
     }
 
-    /// [`Self::subscribe`] with the coalescing window as a parameter: `window()` is started
-    /// when a batch goes out; the changes received until it completes are the next batch, sent
-    /// when it completes, and a window that completes with none ends the series, so that the
-    /// next change goes out at once (tests end windows on cue).
+    /// [`Self::subscribe`] with the coalescing window as a parameter: `window()` is started at
+    /// the first change of a batch and the batch is sent when it completes (tests end it on cue).
     fn subscribe_with_window<W, F>(
         &self,
         namespace: String,
@@ -404,59 +400,43 @@ impl TargetHub {
         F: Future<Output = ()> + Send,
     {
         let rx = self.tx.subscribe();
-        // The state: the receiver, the shutdown, and whether a batch went out within the last
-        // window (then changes gather until the next window ends).
-        futures::stream::unfold(
-            (rx, shutdown, false),
-            move |(mut rx, shutdown, mut gathering)| {
-                let namespace = namespace.clone();
-                let window = window.clone();
-                async move {
-                    let wanted = |c: &TargetChange| namespace.is_empty() || c.pacto.0 == namespace;
-                    let mut batch: BTreeMap<PactoKey, String> = BTreeMap::new();
-                    loop {
-                        if gathering {
-                            // A window after a batch: what arrives in it goes out at its end.
-                            let closed = window();
-                            tokio::pin!(closed);
-                            loop {
-                                tokio::select! {
-                                    () = &mut closed => break,
-                                    received = rx.recv() => match received {
-                                        Ok(c) if wanted(&c) => { batch.entry(c.pacto).or_insert(c.reason); }
-                                        Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
-                                        Err(broadcast::error::RecvError::Closed) => return None,
-                                    },
-                                }
-                            }
-                            if !batch.is_empty() {
-                                break;
-                            }
-                            // A quiet window: the next change goes out at once.
-                            gathering = false;
-                        }
-                        // Quiet: the first relevant change goes out at once.
-                        tokio::select! {
-                            () = shutdown.cancelled() => return None,
-                            received = rx.recv() => match received {
-                                Ok(c) if wanted(&c) => {
-                                    batch.insert(c.pacto, c.reason);
-                                    gathering = true;
-                                    break;
-                                }
-                                Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
-                                Err(broadcast::error::RecvError::Closed) => return None,
-                            },
-                        }
+        futures::stream::unfold((rx, shutdown), move |(mut rx, shutdown)| {
+            let namespace = namespace.clone();
+            let window = window.clone();
+            async move {
+                let wanted = |c: &TargetChange| namespace.is_empty() || c.pacto.0 == namespace;
+                // wait for the first relevant change
+                let first = loop {
+                    tokio::select! {
+                        () = shutdown.cancelled() => return None,
+                        received = rx.recv() => match received {
+                            Ok(c) if wanted(&c) => break c,
+                            Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+                            Err(broadcast::error::RecvError::Closed) => return None,
+                        },
                     }
-                    let changes = batch
-                        .into_iter()
-                        .map(|(pacto, reason)| TargetChange { pacto, reason })
-                        .collect();
-                    Some((changes, (rx, shutdown, gathering)))
+                };
+                let mut batch: BTreeMap<PactoKey, String> =
+                    BTreeMap::from([(first.pacto, first.reason)]);
+                let closed = window();
+                tokio::pin!(closed);
+                loop {
+                    tokio::select! {
+                        () = &mut closed => break,
+                        received = rx.recv() => match received {
+                            Ok(c) if wanted(&c) => { batch.entry(c.pacto).or_insert(c.reason); }
+                            Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+                            Err(broadcast::error::RecvError::Closed) => break,
+                        },
+                    }
                 }
-            },
-        )
+                let changes = batch
+                    .into_iter()
+                    .map(|(pacto, reason)| TargetChange { pacto, reason })
+                    .collect();
+                Some((changes, (rx, shutdown)))
+            }
+        })
     }
 }
 
@@ -673,13 +653,11 @@ mod tests {
         );
     }
 
-    /// The coalescing window is driven by the test (no clock): the first relevant change after
-    /// a quiet window goes out at once; everything relevant that arrives in the window after a
-    /// batch is the next batch, keyed by Pacto with the first reason kept, sent when the window
-    /// ends; other namespaces are filtered out; a window that ends with nothing makes the next
-    /// change go out at once again.
+    /// The coalescing window is driven by the test (no clock): everything relevant that arrives
+    /// before it closes is one batch, keyed by Pacto with the first reason kept; nothing is sent
+    /// while it is open; other namespaces are filtered out; the next change opens a new batch.
     #[tokio::test]
-    async fn the_first_change_goes_out_at_once_and_the_next_ones_at_the_end_of_the_window() {
+    async fn changes_within_the_window_are_one_batch_sent_when_it_closes() {
         use futures::{FutureExt, StreamExt};
         let hub = TargetHub::new();
         let gate = Arc::new(tokio::sync::Semaphore::new(0));
@@ -700,21 +678,11 @@ mod tests {
                 })
                 .unwrap();
         };
-        send("other", "web", "Service web applied");
-        assert!(stream.next().now_or_never().is_none(), "another namespace");
         send("team", "web", "Service web applied");
-        assert_eq!(
-            stream.next().now_or_never().unwrap().unwrap(),
-            vec![TargetChange {
-                pacto: key("team", "web"),
-                reason: "Service web applied".into()
-            }],
-            "the first change goes out at once"
-        );
+        assert!(stream.next().now_or_never().is_none(), "window still open");
         send("team", "web", "ConfigMap web-cm applied");
         send("other", "web", "Service web applied");
         send("team", "api", "Secret api-secret applied");
-        send("team", "web", "Secret web-secret applied");
         assert!(stream.next().now_or_never().is_none(), "window still open");
 
         gate.add_permits(1);
@@ -728,25 +696,20 @@ mod tests {
                 },
                 TargetChange {
                     pacto: key("team", "web"),
-                    reason: "ConfigMap web-cm applied".into()
+                    reason: "Service web applied".into()
                 },
             ]
         );
+        assert!(stream.next().now_or_never().is_none(), "nothing pending");
+
         send("team", "web", "Service web deleted");
         assert!(
             stream.next().now_or_never().is_none(),
-            "a batch went out: the next window gathers"
+            "a new window opened"
         );
         gate.add_permits(1);
         let batch = stream.next().await.unwrap();
         assert_eq!(batch.len(), 1);
         assert_eq!(batch[0].reason, "Service web deleted");
-
-        // A window that ends with nothing: quiet again, the next change goes out at once.
-        gate.add_permits(1);
-        assert!(stream.next().now_or_never().is_none(), "nothing pending");
-        send("team", "api", "Secret api-secret deleted");
-        let batch = stream.next().now_or_never().unwrap().unwrap();
-        assert_eq!(batch[0].reason, "Secret api-secret deleted");
     }
 }
