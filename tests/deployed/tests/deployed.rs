@@ -514,6 +514,7 @@ const KEPT_CRDS: [&str; 3] = [
 /// and its `kubectl delete crd` command removes them.
 async fn helmfile_destroy_leaves_nothing(d: &Deployed) -> Result<()> {
     d.helmfile(&sync_args(&[], "destroy"))?;
+    metrics::remove(d)?;
     let crds = d.kubectl(&["get", "crd", "-o", "name"])?;
     let mut ours: Vec<&str> = crds
         .lines()

@@ -39,6 +39,13 @@ const READER: &str = "pacto-metrics-scraper";
 const STRANGER: &str = "pacto-metrics-stranger";
 /// The ClusterRole the status-writer chart renders for scrapers (`metricsReader.name`).
 const READER_ROLE: &str = "pacto-metrics-reader";
+/// The services whose releases read a TLS Secret `pacto-<component>-tls` of the operator namespace.
+const COMPONENTS: [&str; 4] = [
+    "contract-resolver",
+    "observer",
+    "evaluator",
+    "status-writer",
+];
 
 /// The files a scrape needs: the CA that signed every service's certificate, and the reader's
 /// token (also as a file, for Prometheus's `credentials_file`).
@@ -141,12 +148,7 @@ pub fn install_tls(d: &Deployed) -> Result<()> {
 
     let ns = OPERATOR_NAMESPACE;
     let mut secrets: Vec<(String, String, Vec<String>, String)> = Vec::new();
-    for component in [
-        "contract-resolver",
-        "observer",
-        "evaluator",
-        "status-writer",
-    ] {
+    for component in COMPONENTS {
         let release = format!("pacto-{component}");
         let dns = vec![
             server_name(component),
@@ -355,5 +357,37 @@ pub fn admin_port_keeps_only_probes(d: &Deployed, release: &str) -> Result<()> {
             "{release}: /metrics on the admin port: {e:#}"
         ),
     }
+    Ok(())
+}
+
+/// After `helmfile destroy`: removes what the tier itself created beside the releases (the TLS
+/// Secrets of existing-secret mode, the scraper's and the stranger's ServiceAccounts and the
+/// reader's binding), as a user removes their own Secrets, so that the uninstall check sees only
+/// what the releases left.
+pub fn remove(d: &Deployed) -> Result<()> {
+    let mut secrets: Vec<String> = COMPONENTS
+        .iter()
+        .map(|component| format!("secret/pacto-{component}-tls"))
+        .collect();
+    secrets.extend([
+        format!("serviceaccount/{READER}"),
+        format!("serviceaccount/{STRANGER}"),
+    ]);
+    let mut args = vec!["delete", "--ignore-not-found", "-n", OPERATOR_NAMESPACE];
+    args.extend(secrets.iter().map(String::as_str));
+    d.kubectl(&args)?;
+    let agent_secret = format!("secret/{AGENT}-tls");
+    d.kubectl(&[
+        "delete",
+        "--ignore-not-found",
+        "-n",
+        AGENT_NS,
+        &agent_secret,
+    ])?;
+    d.kubectl(&[
+        "delete",
+        "--ignore-not-found",
+        &format!("clusterrolebinding/{READER}"),
+    ])?;
     Ok(())
 }
