@@ -27,7 +27,9 @@ use pacto_api::{ContractRef, Pacto, PactoStatus, WorkloadKind};
 use pacto_runtime::index::Index;
 
 use crate::index::KeyIndex;
-use crate::k8s::{SERVICE_NAME_LABEL, watch_error_is_forbidden, watch_error_text};
+use crate::k8s::{
+    MANAGED_BY_LABEL, SERVICE_NAME_LABEL, watch_error_is_forbidden, watch_error_text,
+};
 use crate::verdict::ApiFailure;
 use crate::workload::WorkloadObject;
 
@@ -113,6 +115,19 @@ fn trim_annotations<K: Resource>(object: &mut K) {
     let meta = object.meta_mut();
     meta.managed_fields = None;
     meta.annotations = None;
+}
+
+/// As [`trim_annotations`], and of the labels only the two the observer reads:
+/// `kubernetes.io/service-name` (a slice is looked up by it) and
+/// `endpointslice.kubernetes.io/managed-by` (metrics are scraped only from the controller's
+/// slices). The EndpointSlice controller copies its Service's other labels onto every slice;
+/// kept, a label change on a Service would come back as a change of each of its slices
+/// (docs/design/observation.md#what-the-caches-keep).
+fn trim_endpoint_slice(slice: &mut EndpointSlice) {
+    trim_annotations(slice);
+    if let Some(labels) = slice.metadata.labels.as_mut() {
+        labels.retain(|key, _| key == SERVICE_NAME_LABEL || key == MANAGED_BY_LABEL);
+    }
 }
 
 /// As [`trim_annotations`], and of the spec only what the WatchTargets index and sibling
@@ -329,8 +344,11 @@ impl Caches {
             None => format!("list {plural} (all namespaces)"),
         };
         let (services, services_feed) = CacheFeed::new("Service", query("services"), trim_metadata);
-        let (endpoint_slices, mut endpoint_slices_feed) =
-            CacheFeed::new("EndpointSlice", query("endpointslices"), trim_annotations);
+        let (endpoint_slices, mut endpoint_slices_feed) = CacheFeed::new(
+            "EndpointSlice",
+            query("endpointslices"),
+            trim_endpoint_slice,
+        );
         let slices_by_service = Arc::new(KeyIndex::new(service_of));
         endpoint_slices_feed.index = Some(Arc::clone(&slices_by_service));
         let (deployments, deployments_feed) =
@@ -587,6 +605,34 @@ mod tests {
         assert_eq!(deployment.metadata.managed_fields, None);
         assert_eq!(deployment.metadata.annotations, None);
         assert_eq!(deployment.metadata.name.as_deref(), Some("web"));
+        let mut slice = EndpointSlice {
+            metadata: ObjectMeta {
+                labels: Some(BTreeMap::from([
+                    (SERVICE_NAME_LABEL.to_owned(), "web".to_owned()),
+                    ("app".to_owned(), "web".to_owned()),
+                    (
+                        MANAGED_BY_LABEL.to_owned(),
+                        "endpointslice-controller.k8s.io".to_owned(),
+                    ),
+                ])),
+                ..meta()
+            },
+            ..EndpointSlice::default()
+        };
+        trim_endpoint_slice(&mut slice);
+        assert_eq!(slice.metadata.managed_fields, None);
+        assert_eq!(slice.metadata.annotations, None);
+        assert_eq!(
+            slice.metadata.labels,
+            Some(BTreeMap::from([
+                (
+                    MANAGED_BY_LABEL.to_owned(),
+                    "endpointslice-controller.k8s.io".to_owned()
+                ),
+                (SERVICE_NAME_LABEL.to_owned(), "web".to_owned()),
+            ])),
+            "the Service's copied labels are not the slice's"
+        );
     }
 
     /// The names of objects cached with managed fields or the last-applied copy.

@@ -10,6 +10,9 @@ pub use pacto_runtime::watch::{
 
 /// The label that ties an EndpointSlice to its Service.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+/// The label naming who wrote an EndpointSlice (metrics are scraped only from the controller's,
+/// docs/design/observation.md#probe-safety).
+pub const MANAGED_BY_LABEL: &str = "endpointslice.kubernetes.io/managed-by";
 
 /// What a Forbidden Secret metadata read (or the Secret watch) tells the user: the chart grants
 /// no access to Secrets by default, because RBAC cannot restrict a right to metadata.

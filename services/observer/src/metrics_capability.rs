@@ -14,6 +14,7 @@ use reqwest::Url;
 use serde_json::Value as Json;
 
 use crate::health::{CapabilityTarget, capability_target, probe_refusal};
+use crate::k8s::MANAGED_BY_LABEL;
 use crate::probe::{Fetch, MAX_BODY_BYTES, Prober, is_scrapable_ip, service_url};
 use crate::target::Target;
 use crate::verdict::{Fetched, Verdict};
@@ -302,7 +303,7 @@ fn ready_pod_ip(slices: &[EndpointSlice], namespace: &str) -> Option<IpAddr> {
             s.metadata
                 .labels
                 .as_ref()
-                .and_then(|l| l.get("endpointslice.kubernetes.io/managed-by"))
+                .and_then(|l| l.get(MANAGED_BY_LABEL))
                 .map(String::as_str)
                 == Some(MANAGED_BY_CONTROLLER)
         })
@@ -600,12 +601,8 @@ mod tests {
         target_ref: Option<(&str, &str)>,
     ) -> EndpointSlice {
         let mut s = slice(&[(Some("http"), 8080)], &[Some(true)]);
-        s.metadata.labels = managed_by.map(|m| {
-            BTreeMap::from([(
-                "endpointslice.kubernetes.io/managed-by".to_owned(),
-                m.to_owned(),
-            )])
-        });
+        s.metadata.labels =
+            managed_by.map(|m| BTreeMap::from([(MANAGED_BY_LABEL.to_owned(), m.to_owned())]));
         if let Some(endpoint) = s.endpoints.as_mut().and_then(|e| e.first_mut()) {
             endpoint.addresses = vec![address.to_owned()];
             endpoint.target_ref =

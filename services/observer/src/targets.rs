@@ -19,7 +19,8 @@ use tokio::sync::broadcast;
 use crate::dependency::reference_base;
 use crate::k8s::SERVICE_NAME_LABEL;
 
-/// How long a subscriber gathers changes before sending them (coalescing).
+/// How long a subscriber gathers the changes that follow a batch before sending them
+/// (coalescing; docs/design/observation.md#change-notifications).
 pub const COALESCE: Duration = Duration::from_millis(150);
 
 pub use pacto_api::PactoKey;
@@ -377,8 +378,13 @@ impl TargetHub {
         );
     }
 
-    /// A coalesced stream of notifications for `namespace` (empty = all), ending at `shutdown`:
-    /// the changes that arrive within [`COALESCE`] of the first one go out as one batch.
+    /// A coalesced stream of notifications for `namespace` (empty = all), ending at `shutdown`
+    /// (docs/design/observation.md#change-notifications). The first change after a quiet spell
+    /// goes out at once, with whatever had already arrived behind it (the leading send); a
+    /// window of [`COALESCE`] then follows every batch sent, and what arrives in it goes out as
+    /// one batch when it closes. A window that closes empty ends the spell. So a change is sent
+    /// without waiting, and the changes it sets off (a ReplicaSet, the Pods' endpoints) cost at
+    /// most one more batch per window.
     pub fn subscribe(
         &self,
         namespace: String,
@@ -387,8 +393,8 @@ impl TargetHub {
         self.subscribe_with_window(namespace, shutdown, || tokio::time::sleep(COALESCE))
     }
 
-    /// [`Self::subscribe`] with the coalescing window as a parameter: `window()` is started at
-    /// the first change of a batch and the batch is sent when it completes (tests end it on cue).
+    /// [`Self::subscribe`] with the coalescing window as a parameter: `window()` is started
+    /// after each batch sent, and completes the window (tests end it on cue).
     fn subscribe_with_window<W, F>(
         &self,
         namespace: String,
@@ -400,43 +406,100 @@ impl TargetHub {
         F: Future<Output = ()> + Send,
     {
         let rx = self.tx.subscribe();
-        futures::stream::unfold((rx, shutdown), move |(mut rx, shutdown)| {
-            let namespace = namespace.clone();
-            let window = window.clone();
-            async move {
-                let wanted = |c: &TargetChange| namespace.is_empty() || c.pacto.0 == namespace;
-                // wait for the first relevant change
-                let first = loop {
-                    tokio::select! {
-                        () = shutdown.cancelled() => return None,
-                        received = rx.recv() => match received {
-                            Ok(c) if wanted(&c) => break c,
-                            Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
-                            Err(broadcast::error::RecvError::Closed) => return None,
-                        },
-                    }
-                };
-                let mut batch: BTreeMap<PactoKey, String> =
-                    BTreeMap::from([(first.pacto, first.reason)]);
-                let closed = window();
-                tokio::pin!(closed);
-                loop {
-                    tokio::select! {
-                        () = &mut closed => break,
-                        received = rx.recv() => match received {
-                            Ok(c) if wanted(&c) => { batch.entry(c.pacto).or_insert(c.reason); }
-                            Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
-                            Err(broadcast::error::RecvError::Closed) => break,
-                        },
+        // `windowed`: a batch went out and its window has not yet closed empty.
+        futures::stream::unfold(
+            (rx, shutdown, false),
+            move |(mut rx, shutdown, mut windowed)| {
+                let namespace = namespace.clone();
+                let window = window.clone();
+                async move {
+                    let mut batch = Batch::new(&namespace);
+                    loop {
+                        if windowed {
+                            let closed = window();
+                            tokio::pin!(closed);
+                            loop {
+                                tokio::select! {
+                                    () = shutdown.cancelled() => return None,
+                                    () = &mut closed => break,
+                                    received = rx.recv() => if !batch.take(received) {
+                                        break;
+                                    },
+                                }
+                            }
+                            if batch.is_empty() {
+                                windowed = false;
+                                continue;
+                            }
+                        } else {
+                            // quiet: wait for the first relevant change
+                            while batch.is_empty() {
+                                tokio::select! {
+                                    () = shutdown.cancelled() => return None,
+                                    received = rx.recv() => if !batch.take(received) {
+                                        return None;
+                                    },
+                                }
+                            }
+                            // and send it with what is already queued behind it
+                            loop {
+                                match rx.try_recv() {
+                                    Ok(change) => {
+                                        batch.take(Ok(change));
+                                    }
+                                    Err(broadcast::error::TryRecvError::Lagged(_)) => {}
+                                    Err(_) => break,
+                                }
+                            }
+                            windowed = true;
+                        }
+                        return Some((batch.into_changes(), (rx, shutdown, windowed)));
                     }
                 }
-                let changes = batch
-                    .into_iter()
-                    .map(|(pacto, reason)| TargetChange { pacto, reason })
-                    .collect();
-                Some((changes, (rx, shutdown)))
+            },
+        )
+    }
+}
+
+/// The notifications gathered for one subscriber's next batch: one per Pacto, with the first
+/// reason.
+struct Batch<'a> {
+    namespace: &'a str,
+    changes: BTreeMap<PactoKey, String>,
+}
+
+impl<'a> Batch<'a> {
+    fn new(namespace: &'a str) -> Self {
+        Self {
+            namespace,
+            changes: BTreeMap::new(),
+        }
+    }
+
+    /// Takes what the channel gave: a change (kept if of the subscriber's namespace) or a lag
+    /// (nothing to keep); `false` when nothing more will come now (closed, or empty).
+    fn take(&mut self, received: Result<TargetChange, broadcast::error::RecvError>) -> bool {
+        match received {
+            Ok(change) => {
+                if self.namespace.is_empty() || change.pacto.0 == self.namespace {
+                    self.changes.entry(change.pacto).or_insert(change.reason);
+                }
+                true
             }
-        })
+            Err(broadcast::error::RecvError::Lagged(_)) => true,
+            Err(broadcast::error::RecvError::Closed) => false,
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.changes.is_empty()
+    }
+
+    fn into_changes(self) -> Vec<TargetChange> {
+        self.changes
+            .into_iter()
+            .map(|(pacto, reason)| TargetChange { pacto, reason })
+            .collect()
     }
 }
 
@@ -653,11 +716,13 @@ mod tests {
         );
     }
 
-    /// The coalescing window is driven by the test (no clock): everything relevant that arrives
-    /// before it closes is one batch, keyed by Pacto with the first reason kept; nothing is sent
-    /// while it is open; other namespaces are filtered out; the next change opens a new batch.
+    /// The coalescing window is driven by the test (no clock). The first change after a quiet
+    /// spell is sent at once, with what was already queued; what arrives while the window that
+    /// follows is open is one batch, keyed by Pacto with the first reason kept, sent when it
+    /// closes; other namespaces are filtered out; a window that closes empty ends the spell, and
+    /// the next change is sent at once again.
     #[tokio::test]
-    async fn changes_within_the_window_are_one_batch_sent_when_it_closes() {
+    async fn a_change_goes_out_at_once_and_what_follows_in_the_window_as_one_batch() {
         use futures::{FutureExt, StreamExt};
         let hub = TargetHub::new();
         let gate = Arc::new(tokio::sync::Semaphore::new(0));
@@ -678,38 +743,44 @@ mod tests {
                 })
                 .unwrap();
         };
+        let change = |name: &str, reason: &str| TargetChange {
+            pacto: key("team", name),
+            reason: reason.into(),
+        };
+        send("other", "web", "Service web applied");
         send("team", "web", "Service web applied");
-        assert!(stream.next().now_or_never().is_none(), "window still open");
+        send("team", "db", "Service db applied");
+        assert_eq!(
+            stream.next().now_or_never(),
+            Some(Some(vec![
+                change("db", "Service db applied"),
+                change("web", "Service web applied")
+            ])),
+            "the leading send, with what was queued behind it"
+        );
+
         send("team", "web", "ConfigMap web-cm applied");
         send("other", "web", "Service web applied");
         send("team", "api", "Secret api-secret applied");
+        send("team", "web", "EndpointSlice web-x applied");
         assert!(stream.next().now_or_never().is_none(), "window still open");
-
         gate.add_permits(1);
-        let batch = stream.next().await.unwrap();
         assert_eq!(
-            batch,
+            stream.next().await.unwrap(),
             vec![
-                TargetChange {
-                    pacto: key("team", "api"),
-                    reason: "Secret api-secret applied".into()
-                },
-                TargetChange {
-                    pacto: key("team", "web"),
-                    reason: "Service web applied".into()
-                },
+                change("api", "Secret api-secret applied"),
+                change("web", "ConfigMap web-cm applied"),
             ]
         );
-        assert!(stream.next().now_or_never().is_none(), "nothing pending");
 
-        send("team", "web", "Service web deleted");
-        assert!(
-            stream.next().now_or_never().is_none(),
-            "a new window opened"
-        );
+        // The next window closes empty: quiet again, so the next change goes out at once.
+        assert!(stream.next().now_or_never().is_none(), "a window is open");
         gate.add_permits(1);
-        let batch = stream.next().await.unwrap();
-        assert_eq!(batch.len(), 1);
-        assert_eq!(batch[0].reason, "Service web deleted");
+        assert!(stream.next().now_or_never().is_none(), "nothing pending");
+        send("team", "web", "Service web deleted");
+        assert_eq!(
+            stream.next().now_or_never(),
+            Some(Some(vec![change("web", "Service web deleted")]))
+        );
     }
 }

@@ -5,6 +5,9 @@
 //! ConfigMap data never sit in memory), for the hub alone. Every stream retries with the shared
 //! backoff policy ([`pacto_runtime::watch`]).
 
+use std::collections::{BTreeMap, HashMap};
+use std::hash::Hasher;
+
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::PartialObjectMeta;
 use kube::runtime::WatchStreamExt;
@@ -107,30 +110,154 @@ fn object_change<K: Resource>(kind: WatchedKind, object: &K, verb: &'static str)
     }
 }
 
-/// The hub as an index of one watched kind: applied and deleted objects are changes; a
-/// (re)list is none.
+/// The hub as an index of one watched kind: applied and deleted objects are changes.
+///
+/// With `seen` (the cached kinds, whose objects are whole), an applied object whose
+/// [`fingerprint`] is the one last seen is no change: a write that altered nothing the observer
+/// keeps (a status heartbeat of a field it trims, a Service label copied onto its slices) wakes
+/// nobody. A relist after the first compares the listing with what was seen: objects new or
+/// changed are applied, objects gone are deleted, so a watch that broke misses nothing
+/// (docs/design/observation.md#change-notifications). Without `seen` (the metadata-only kinds,
+/// where a data change shows only as a new resourceVersion) every event is a change and a list
+/// is none.
 struct HubFeed {
     hub: TargetHub,
     kind: WatchedKind,
+    seen: Option<Seen>,
 }
 
-impl<K: Resource> Index<K> for HubFeed {
-    fn apply(&mut self, object: K) {
-        self.hub
-            .object_changed(&object_change(self.kind, &object, "applied"));
+/// What a [`HubFeed`] last saw of each object: its fingerprint and labels (an EndpointSlice that
+/// is gone is mapped to its Service by its label).
+#[derive(Default)]
+struct Seen {
+    listed: bool,
+    objects: HashMap<(String, String), (u64, BTreeMap<String, String>)>,
+}
+
+impl HubFeed {
+    /// A feed of a cached kind: it compares fingerprints.
+    fn cached(hub: TargetHub, kind: WatchedKind) -> Self {
+        Self {
+            hub,
+            kind,
+            seen: Some(Seen::default()),
+        }
+    }
+
+    /// A feed of a metadata-only kind: every event is a change.
+    fn metadata(hub: TargetHub, kind: WatchedKind) -> Self {
+        Self {
+            hub,
+            kind,
+            seen: None,
+        }
+    }
+}
+
+/// The namespace and name of `object`.
+fn object_key<K: Resource>(object: &K) -> (String, String) {
+    let meta = object.meta();
+    (
+        meta.namespace.clone().unwrap_or_default(),
+        meta.name.clone().unwrap_or_default(),
+    )
+}
+
+/// A hash of `object` as the observer keeps it (already trimmed), without the resourceVersion
+/// every write bumps and the generation: a change of what the generation counts shows in the
+/// object itself, unless it is a part the cache trims (an EndpointSlice's generation counts its
+/// label changes too). `None` if it does not serialize (it then always counts as changed). Two
+/// different objects share a fingerprint with a probability of about 2⁻⁶⁴.
+fn fingerprint<K: Resource + serde::Serialize>(object: &mut K) -> Option<u64> {
+    /// Feeds the serializer's bytes to the hasher, without a buffer.
+    struct Hashing(std::collections::hash_map::DefaultHasher);
+    impl std::io::Write for Hashing {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.write(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let meta = object.meta_mut();
+    let (version, generation) = (meta.resource_version.take(), meta.generation.take());
+    let mut hashing = Hashing(std::collections::hash_map::DefaultHasher::new());
+    let written = serde_json::to_writer(&mut hashing, &*object);
+    let meta = object.meta_mut();
+    (meta.resource_version, meta.generation) = (version, generation);
+    written.ok().map(|()| hashing.0.finish())
+}
+
+impl<K: Resource + serde::Serialize> Index<K> for HubFeed {
+    fn apply(&mut self, mut object: K) {
+        let change = object_change(self.kind, &object, "applied");
+        if let Some(seen) = self.seen.as_mut() {
+            let key = object_key(&object);
+            match fingerprint(&mut object) {
+                Some(print) => {
+                    let last = seen.objects.insert(key, (print, change.labels.clone()));
+                    if last.is_some_and(|(before, _)| before == print) {
+                        return;
+                    }
+                }
+                None => {
+                    seen.objects.remove(&key);
+                }
+            }
+        }
+        self.hub.object_changed(&change);
     }
 
     fn delete(&mut self, object: K) {
+        if let Some(seen) = self.seen.as_mut() {
+            seen.objects.remove(&object_key(&object));
+        }
         self.hub
             .object_changed(&object_change(self.kind, &object, "deleted"));
     }
 
-    fn reset(&mut self, _: Vec<K>) {}
+    fn reset(&mut self, listing: Vec<K>) {
+        let Some(seen) = self.seen.as_mut() else {
+            return;
+        };
+        let first = !std::mem::replace(&mut seen.listed, true);
+        let mut before = std::mem::take(&mut seen.objects);
+        let mut changes = Vec::new();
+        for mut object in listing {
+            let key = object_key(&object);
+            let change = object_change(self.kind, &object, "applied");
+            let print = fingerprint(&mut object);
+            let last = before.remove(&key).map(|(print, _)| print);
+            if !first && (print.is_none() || last != print) {
+                changes.push(change.clone());
+            }
+            if let Some(print) = print {
+                seen.objects.insert(key, (print, change.labels));
+            }
+        }
+        if !first {
+            for ((namespace, name), (_, labels)) in before {
+                changes.push(ObjectChange {
+                    kind: self.kind,
+                    namespace,
+                    name,
+                    labels,
+                    verb: "deleted",
+                });
+            }
+        }
+        for change in &changes {
+            self.hub.object_changed(change);
+        }
+    }
 }
 
 /// The hub's index of the objects of `kind`.
-fn to_hub<K: Resource>(kind: WatchedKind) -> impl FnOnce(TargetHub) -> Box<dyn Index<K> + Send> {
-    move |hub| Box::new(HubFeed { hub, kind })
+fn to_hub<K: Resource + serde::Serialize>(
+    kind: WatchedKind,
+) -> impl FnOnce(TargetHub) -> Box<dyn Index<K> + Send> {
+    move |hub| Box::new(HubFeed::cached(hub, kind))
 }
 
 /// The hub as the index of the Pactos (listed ones included): it learns what each references.
@@ -223,7 +350,7 @@ impl Streams<'_> {
         };
         let listed = self.listed(kind == WatchedKind::Secret);
         let indexes: Indexes<PartialObjectMeta<K>> =
-            vec![Box::new(HubFeed { hub, kind }), Box::new(listed)];
+            vec![Box::new(HubFeed::metadata(hub, kind)), Box::new(listed)];
         self.start::<PartialObjectMeta<K>>(kind.as_str(), |_| {}, indexes);
     }
 }
@@ -339,11 +466,16 @@ mod tests {
     use crate::k8s::SERVICE_NAME_LABEL;
 
     fn slice(name: &str) -> EndpointSlice {
+        slice_of(name, "orders")
+    }
+
+    /// The slice `name` in namespace `a` of the Service `service`.
+    fn slice_of(name: &str, service: &str) -> EndpointSlice {
         EndpointSlice {
             metadata: ObjectMeta {
                 namespace: Some("a".into()),
                 name: Some(name.into()),
-                labels: Some([(SERVICE_NAME_LABEL.to_owned(), "orders".to_owned())].into()),
+                labels: Some([(SERVICE_NAME_LABEL.to_owned(), service.to_owned())].into()),
                 ..ObjectMeta::default()
             },
             ..EndpointSlice::default()
@@ -363,29 +495,72 @@ mod tests {
         );
     }
 
-    /// A hub fed an EndpointSlice stream: the applied and deleted slices of a Pacto's Service
-    /// wake it; a (re)list wakes nobody.
+    /// A hub fed an EndpointSlice stream (a cached kind): the first list wakes nobody; a
+    /// rewrite that changed nothing kept (a new resourceVersion, a copied Service label trimmed
+    /// away) wakes nobody; a change does, at once (the batch's leading send); a relist wakes the
+    /// Pactos of the slices that changed or went while the watch was down, and no other.
     #[tokio::test]
-    async fn the_hub_hears_applied_and_deleted_objects_not_lists() {
+    async fn the_hub_hears_changes_not_rewrites_and_a_relist_only_what_it_missed() {
         use futures::StreamExt;
+        use k8s_openapi::api::discovery::v1::Endpoint;
         let hub = TargetHub::new();
-        let pacto = pacto_api::testing::PactoBuilder::inline("orders", "x")
-            .namespace("a")
-            .service("orders")
-            .build();
-        hub.pacto_applied(&pacto);
+        for name in ["x", "y", "z"] {
+            hub.pacto_applied(
+                &pacto_api::testing::PactoBuilder::inline(&format!("p{name}"), "x")
+                    .namespace("a")
+                    .service(&format!("s{name}"))
+                    .build(),
+            );
+        }
         let mut changes =
             Box::pin(hub.subscribe(String::new(), pacto_runtime::CancellationToken::new()));
-        let mut feed = HubFeed {
-            hub: hub.clone(),
-            kind: WatchedKind::EndpointSlice,
+        let mut feed = HubFeed::cached(hub.clone(), WatchedKind::EndpointSlice);
+        let slice = |name: &str, address: Option<&str>| EndpointSlice {
+            endpoints: address.map(|a| {
+                vec![Endpoint {
+                    addresses: vec![a.to_owned()],
+                    ..Endpoint::default()
+                }]
+            }),
+            ..slice_of(name, &format!("s{name}"))
         };
-        // Had the list been a change, the batch would carry its reason (the first one is kept).
-        feed.reset(vec![slice("x")]);
-        feed.delete(slice("x"));
+        feed.reset(vec![slice("x", None), slice("y", None), slice("z", None)]);
+        let mut rewritten = slice("x", None);
+        rewritten.metadata.resource_version = Some("2".into());
+        rewritten.metadata.generation = Some(2);
+        feed.apply(rewritten);
+        feed.apply(slice("y", Some("10.0.0.1")));
         let batch = changes.next().await.unwrap();
-        assert_eq!(batch.len(), 1);
-        assert_eq!(batch[0].reason, "EndpointSlice a/x deleted");
+        assert_eq!(
+            batch,
+            vec![TargetChange {
+                pacto: ("a".into(), "py".into()),
+                reason: "EndpointSlice a/y applied".into()
+            }]
+        );
+
+        // The watch broke; meanwhile x changed and z went; y is as last seen.
+        feed.reset(vec![
+            slice("x", Some("10.0.0.2")),
+            slice("y", Some("10.0.0.1")),
+        ]);
+        let batch = changes.next().await.unwrap();
+        assert_eq!(
+            batch,
+            vec![
+                TargetChange {
+                    pacto: ("a".into(), "px".into()),
+                    reason: "EndpointSlice a/x applied".into()
+                },
+                TargetChange {
+                    pacto: ("a".into(), "pz".into()),
+                    reason: "EndpointSlice a/z deleted".into()
+                },
+            ]
+        );
+        feed.delete(slice("y", Some("10.0.0.1")));
+        let batch = changes.next().await.unwrap();
+        assert_eq!(batch[0].reason, "EndpointSlice a/y deleted");
     }
 
     #[tokio::test]

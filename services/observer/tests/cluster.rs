@@ -916,11 +916,14 @@ async fn watch_targets_notifies_relevant_changes_only() {
     // drain anything else the creation caused (its EndpointSlice)
     while let Ok(Some(_)) = tokio::time::timeout(Duration::from_millis(700), stream.next()).await {}
 
-    // relevant: a label change on the Service → notified. Only "notified or not" is checked
-    // here, with a generous deadline: this API server shares a small machine with other jobs.
-    // The coalescing window is tested without a clock in `targets.rs`
-    // (`changes_within_the_window_are_one_batch_sent_when_it_closes`); no bench measures the
-    // notification latency.
+    // relevant: a label change on the Service → notified, in one batch: the EndpointSlice
+    // controller copies the label onto the Service's slice, and that copy is no change of the
+    // slice (docs/design/observation.md#change-notifications), so no second batch follows (the
+    // unrelated churn below must stay silent). Only "notified or not" is checked here, with a
+    // generous deadline: this API server shares a small machine with other jobs. The leading
+    // send and the window are tested without a clock in `targets.rs`
+    // (`a_change_goes_out_at_once_and_what_follows_in_the_window_as_one_batch`); the pipeline
+    // bench measures the latency (docs/testing.md).
     svc.patch(
         "watched-svc",
         &PatchParams::default(),
@@ -956,12 +959,9 @@ async fn watch_targets_notifies_relevant_changes_only() {
         )
         .await
         .unwrap();
-    assert!(
-        tokio::time::timeout(Duration::from_millis(1500), stream.next())
-            .await
-            .is_err(),
-        "no notification for unrelated changes"
-    );
+    if let Ok(batch) = tokio::time::timeout(Duration::from_millis(1500), stream.next()).await {
+        panic!("no notification for unrelated changes, got {batch:?}");
+    }
 
     // relevant: the bound ConfigMap appears
     cms.create(
