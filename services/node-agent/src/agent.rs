@@ -20,8 +20,21 @@ use crate::pods::PodIndex;
 use crate::publish::{self, LeaseSettings, Observations, RETRY_MIN};
 use crate::report;
 
-/// How often the event source is drained.
+/// How often the event source is drained while events come slowly.
 const DRAIN_EVERY: Duration = Duration::from_millis(100);
+/// How soon the next drain comes while they come fast ([`next_drain_soon`]).
+const DRAIN_SOON: Duration = Duration::from_millis(10);
+
+/// Whether the next drain comes after [`DRAIN_SOON`] instead of [`DRAIN_EVERY`]: when `drained`
+/// events in `since` (the time since the previous drain) would fill more than a quarter of the
+/// ring buffer over a whole [`DRAIN_EVERY`]. A connection storm then cannot fill the buffer
+/// between two drains unless the agent itself is starved of CPU
+/// (docs/design/node-agent.md#kernel-program).
+fn next_drain_soon(drained: usize, since: Duration) -> bool {
+    let since = since.max(Duration::from_millis(1));
+    let projected = drained as f64 * DRAIN_EVERY.as_secs_f64() / since.as_secs_f64();
+    projected > (crate::kernel::RING_RECORDS / 4) as f64
+}
 /// Rescans the host at most this often when events name an unknown network namespace.
 const RESCAN_MIN: Duration = Duration::from_secs(1);
 /// At most one early report and early status write (a listener opened or closed between two
@@ -218,6 +231,7 @@ pub(crate) async fn run_agent(
     let publish_span = tracing::info_span!("node-agent publish", node = %config.node_name);
     let mut last_scan = Instant::now();
     let mut buffer: Vec<SocketEvent> = Vec::new();
+    let mut last_drain = Instant::now();
     let mut written = 0_u64;
     let mut last_report = Instant::now();
     loop {
@@ -227,6 +241,10 @@ pub(crate) async fn run_agent(
                 if let Some(source) = source.as_mut() {
                     buffer.clear();
                     source.drain(&mut buffer);
+                    if next_drain_soon(buffer.len(), last_drain.elapsed()) {
+                        drain.reset_after(DRAIN_SOON);
+                    }
+                    last_drain = Instant::now();
                     let now = Timestamp::now();
                     metrics::counter!(crate::metrics::EVENTS_TOTAL).increment(buffer.len() as u64);
                     for event in buffer.drain(..) {
@@ -331,5 +349,29 @@ pub(crate) async fn run_agent(
                 metrics::histogram!(crate::metrics::PUBLISH_DURATION_SECONDS).record(begun.elapsed().as_secs_f64());
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::RING_RECORDS;
+
+    /// A quarter of the ring buffer per 100 ms is the line: below it the agent drains every
+    /// 100 ms, above it every 10 ms, and the rate (not the count) decides, so a fast drain that
+    /// found few events of a storm stays fast.
+    #[test]
+    fn storms_are_drained_soon_and_quiet_spells_every_100_ms() {
+        let quarter = RING_RECORDS / 4;
+        assert_eq!(RING_RECORDS, 14_563);
+        assert!(!next_drain_soon(0, DRAIN_EVERY));
+        assert!(!next_drain_soon(quarter, DRAIN_EVERY));
+        assert!(next_drain_soon(quarter + 1, DRAIN_EVERY));
+        // 10 ms after the last drain: 400 events is 4,000 per 100 ms, above the line.
+        assert!(next_drain_soon(400, DRAIN_SOON));
+        assert!(!next_drain_soon(300, DRAIN_SOON));
+        // a drain that was late counts its events over the time they took
+        assert!(!next_drain_soon(quarter * 2, DRAIN_EVERY * 3));
+        assert!(!next_drain_soon(1, Duration::ZERO), "one event is no storm");
     }
 }

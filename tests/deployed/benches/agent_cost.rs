@@ -59,7 +59,10 @@ const SWITCH_LABEL: &str = "pacto-bench-agent";
 /// The workload's namespace and pod.
 const BENCH_NS: &str = "agent-cost";
 const WEB: &str = "web";
-/// The agent's admin port (`admin.port` of its chart): `/metrics`.
+/// The agent's admin port (`admin.port` of its chart): `/metrics`, plain, since the `local`
+/// environment runs with `tls.mode: insecure` (with a certificate the agent would serve it over
+/// HTTPS on 9443 with a token, docs/metrics.md#secure-metrics, and this read would fail,
+/// printing that events were not counted).
 const ADMIN_PORT: u16 = 9090;
 /// Deadline of every wait for the node's state (pod gone, pod up, collection Running).
 const WAIT: Duration = Duration::from_mins(3);
@@ -359,13 +362,7 @@ impl<'a> Bench<'a> {
         let started = Instant::now();
         self.helmfile(&["--selector", "name=pacto-crds", "sync"])?;
         self.helmfile(&["--selector", &format!("name={AGENT}"), "sync"])?;
-        self.kubectl(&[
-            "label",
-            "node",
-            NODE,
-            &format!("{SWITCH_LABEL}=run"),
-            "--overwrite",
-        ])?;
+        // The DaemonSet selects the switch label; `agent_running` below sets it.
         self.kubectl(&[
             "patch",
             "daemonset",

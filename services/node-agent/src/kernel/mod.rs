@@ -25,6 +25,12 @@ pub static SOCKWATCH_OBJ: &[u8] =
 /// Where the running kernel publishes its BTF.
 pub const DEFAULT_BTF_PATH: &str = "/sys/kernel/btf/vmlinux";
 
+/// The size of the `EVENTS` ring buffer (`max_entries` in sockwatch.bpf.c).
+pub const RING_BYTES: usize = 1 << 20;
+/// How many records the ring buffer holds: each is [`record::RECORD_LEN`] bytes after an 8-byte
+/// header (docs/design/node-agent.md#kernel-program).
+pub const RING_RECORDS: usize = RING_BYTES / (record::RECORD_LEN + 8);
+
 const PROGRAM: &str = "on_state";
 const TRACEPOINT: &str = "inet_sock_set_state";
 
