@@ -126,8 +126,9 @@ struct HubFeed {
     seen: Option<Seen>,
 }
 
-/// What a [`HubFeed`] last saw of each object: its fingerprint and labels (an EndpointSlice that
-/// is gone is mapped to its Service by its label).
+/// What a [`HubFeed`] last saw of each object: its fingerprint, and for EndpointSlices their
+/// labels (a slice that is gone is mapped to its Service by its label; no other kind is mapped
+/// by labels, see [`affected`], so theirs are not kept).
 #[derive(Default)]
 struct Seen {
     listed: bool,
@@ -151,6 +152,15 @@ impl HubFeed {
             kind,
             seen: None,
         }
+    }
+}
+
+/// The labels [`Seen`] keeps of `change`'s object: an EndpointSlice's, else none.
+fn kept_labels(kind: WatchedKind, change: &ObjectChange) -> BTreeMap<String, String> {
+    if kind == WatchedKind::EndpointSlice {
+        change.labels.clone()
+    } else {
+        BTreeMap::new()
     }
 }
 
@@ -196,7 +206,9 @@ impl<K: Resource + serde::Serialize> Index<K> for HubFeed {
             let key = object_key(&object);
             match fingerprint(&mut object) {
                 Some(print) => {
-                    let last = seen.objects.insert(key, (print, change.labels.clone()));
+                    let last = seen
+                        .objects
+                        .insert(key, (print, kept_labels(self.kind, &change)));
                     if last.is_some_and(|(before, _)| before == print) {
                         return;
                     }
@@ -233,7 +245,8 @@ impl<K: Resource + serde::Serialize> Index<K> for HubFeed {
                 changes.push(change.clone());
             }
             if let Some(print) = print {
-                seen.objects.insert(key, (print, change.labels));
+                seen.objects
+                    .insert(key, (print, kept_labels(self.kind, &change)));
             }
         }
         if !first {
