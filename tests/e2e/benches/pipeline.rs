@@ -28,7 +28,8 @@
 //! 4. API writes and CPU per steady-state reconcile: the N Pactos of (3b) nudged with an
 //!    annotation; the kube-apiserver's own `apiserver_request_total` counts the writes to
 //!    `pactos/status`, `pactorevisions` and `events` while the status-writer's reconcile counter
-//!    advances by N; the CPU time of the four processes (`/proc/<pid>/stat`) over that period.
+//!    advances by N; the CPU time of the four processes (`/proc/<pid>/stat`) over that period,
+//!    also net of their idle CPU (10 s with no traffic just before; likewise for (2)).
 //! 5. requeue spreading: the N Pactos of (3a) switched to a 300 s check interval; the
 //!    status-writer's trigger counters scraped every second: the histogram of periodic
 //!    reconciles per second over one full interval, its mean and max/mean.
@@ -37,7 +38,7 @@
 //!    as a fraction of it.
 //!
 //! `cargo bench -p pacto-e2e --bench pipeline [-- N]` (default N = 1000; 10,000 takes about half
-//! an hour on 2 cores). Needs what the end-to-end suite needs (`PACTO_CHART_TOOLS`, the
+//! an hour on 2 cores). `PACTO_BENCH_PERF=<dir>` records (4) with `perf record`. Needs what the end-to-end suite needs (`PACTO_CHART_TOOLS`, the
 //! Kubernetes binaries, docker-registry, Prometheus). Long waits print progress every 10 s.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "bench")]
@@ -381,6 +382,68 @@ impl CpuMeter {
             .iter()
             .map(|(_, pid, before)| cpu_seconds(*pid, self.ticks).map_or(0.0, |now| now - before))
             .sum()
+    }
+}
+
+/// How long the services are left alone to measure their idle CPU, before the windows of (2) and
+/// (4): what they spend with no reconcile asked of them (watches, leases, metrics, the mirror's
+/// timer) is part of any window's CPU, so each window's CPU per reconcile is also printed net of
+/// it.
+const IDLE_WINDOW: Duration = Duration::from_secs(10);
+
+/// The four services' CPU over [`IDLE_WINDOW`] with no bench traffic: the per-service report and
+/// the CPU seconds per second of the four together.
+async fn idle_cpu(stack: &Stack, ticks: f64) -> (String, f64) {
+    let cpu = CpuMeter::start(stack, ticks, None);
+    let started = Instant::now();
+    // A measuring window, not a wait for a condition: nothing is supposed to happen in it.
+    tokio::time::sleep(IDLE_WINDOW).await;
+    let seconds = started.elapsed().as_secs_f64();
+    (cpu.report(), cpu.total() / seconds)
+}
+
+/// `perf record` of the four services over one phase, when `PACTO_BENCH_PERF` names a directory
+/// (`<dir>/<phase>.data`, DWARF call graphs at 499 Hz; read it with `perf report -i … --sort
+/// comm,dso,sym`): where the CPU of that phase's window goes, per service.
+struct PerfRecord {
+    child: std::process::Child,
+    path: std::path::PathBuf,
+}
+
+impl PerfRecord {
+    fn start(stack: &Stack, phase: &str) -> anyhow::Result<Option<Self>> {
+        let Some(dir) = std::env::var_os("PACTO_BENCH_PERF") else {
+            return Ok(None);
+        };
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {dir:?}"))?;
+        let path = std::path::Path::new(&dir).join(format!("{phase}.data"));
+        let pids = stack
+            .services
+            .iter()
+            .map(|s| s.process.pid().to_string())
+            .collect::<Vec<_>>()
+            .join(",");
+        let child = std::process::Command::new("perf")
+            .args(["record", "-F", "499", "--call-graph", "dwarf,16384", "-o"])
+            .arg(&path)
+            .args(["-p", &pids])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .context("starting `perf record` (PACTO_BENCH_PERF is set)")?;
+        println!("  perf record of {pids} into {}", path.display());
+        Ok(Some(Self { child, path }))
+    }
+
+    /// Stops the recording (SIGINT, as perf expects) and waits for the file to be written.
+    fn stop(mut self) -> anyhow::Result<()> {
+        std::process::Command::new("kill")
+            .args(["-INT", &self.child.id().to_string()])
+            .status()
+            .context("signalling perf")?;
+        let status = self.child.wait().context("waiting for perf")?;
+        println!("  perf record ended ({status}): {}", self.path.display());
+        Ok(())
     }
 }
 
@@ -1550,7 +1613,9 @@ async fn main() -> anyhow::Result<()> {
         .map_or("pacto/shared".to_owned(), |(_, name)| {
             format!("pacto/{name}")
         });
+    let (idle_report, idle_rate) = idle_cpu(&stack, ticks).await;
     let cpu = CpuMeter::start(&stack, ticks, None);
+    let shared_started = Instant::now();
     let mut shared_reconciles = 0.0;
     for interval in 1..=2 {
         let (all_before, named_before) = registry_requests(&stack, &shared_repo);
@@ -1567,10 +1632,16 @@ async fn main() -> anyhow::Result<()> {
             triggers_after - triggers_before
         );
     }
+    let shared_cpu = cpu.total();
     println!(
-        "  CPU over the 2 intervals: {}; {:.2} ms per reconcile (all four services)",
+        "  CPU over the 2 intervals: {}; {:.2} ms per reconcile (all four services); idle just before \
+         ({} s, no reconciles): {idle_report} = {:.1} ms/s, so net of idle {:.2} ms per reconcile",
         cpu.report(),
-        cpu.total() * 1e3 / shared_reconciles.max(1.0)
+        shared_cpu * 1e3 / shared_reconciles.max(1.0),
+        IDLE_WINDOW.as_secs(),
+        idle_rate * 1e3,
+        (shared_cpu - idle_rate * shared_started.elapsed().as_secs_f64()) * 1e3
+            / shared_reconciles.max(1.0)
     );
     println!("  RSS with {} Pactos present: {rss_at_shared}", shared + 1);
     pactos
@@ -1665,6 +1736,7 @@ async fn main() -> anyhow::Result<()> {
     println!("  RSS with {} Pactos present: {rss_at_n}", n + 1);
 
     // (3b) N more Pactos created while the whole pipeline runs, timed from the first create.
+    let (idle_report, idle_rate) = idle_cpu(&stack, ticks).await;
     let reconciles_before = stack.metric_sum("status-writer", writer_reconciles).await?;
     let writes_before = stack.metric_sum("status-writer", writer_writes).await?;
     let requests_before = apiserver_requests(&client).await?;
@@ -1711,6 +1783,7 @@ async fn main() -> anyhow::Result<()> {
     let writes_before = stack.metric_sum("status-writer", writer_writes).await?;
     let requests_before = apiserver_requests(&client).await?;
     let cpu = CpuMeter::start(&stack, ticks, None);
+    let perf = PerfRecord::start(&stack, "steady")?;
     let started = Instant::now();
     for_each_concurrent("nudging", n, IN_FLIGHT, |i| {
         let pactos = pactos.clone();
@@ -1740,6 +1813,9 @@ async fn main() -> anyhow::Result<()> {
         - reconciles_before;
     let elapsed = started.elapsed();
     let steady_cpu = cpu.total();
+    if let Some(perf) = perf {
+        perf.stop()?;
+    }
     let cpu_report = cpu.report();
     let requests_after = apiserver_requests(&client).await?;
     let status_writes = stack.metric_sum("status-writer", writer_writes).await? - writes_before;
@@ -1769,6 +1845,8 @@ async fn main() -> anyhow::Result<()> {
     }
     let writes_per_reconcile = counted as f64 / reconciled;
     let cpu_per_reconcile = steady_cpu * 1e3 / reconciled;
+    let net_per_reconcile =
+        (steady_cpu - idle_rate * elapsed.as_secs_f64()).max(0.0) * 1e3 / reconciled;
     println!(
         "steady state: {reconciled:.0} reconciles in {:.2} s ({:.1} reconciles/s; nudging took {:.2} s), \
          {counted} API writes to pactos/status, pactorevisions and events ({writes_per_reconcile:.3} per reconcile); \
@@ -1791,6 +1869,12 @@ async fn main() -> anyhow::Result<()> {
     );
     println!(
         "  CPU: {cpu_report}; together {steady_cpu:.2} s = {cpu_per_reconcile:.2} ms per steady reconcile"
+    );
+    println!(
+        "  idle just before ({} s, no reconciles): {idle_report} = {:.1} ms/s; net of idle {net_per_reconcile:.2} ms \
+         per steady reconcile",
+        IDLE_WINDOW.as_secs(),
+        idle_rate * 1e3
     );
 
     // (1) again, with the fleet present.
@@ -1940,7 +2024,9 @@ async fn main() -> anyhow::Result<()> {
         100.0 * backlog_write_rate / raw_rate
     );
     println!("  writes per steady reconcile      {writes_per_reconcile:.3}");
-    println!("  CPU per steady reconcile         {cpu_per_reconcile:.2} ms (four services)");
+    println!(
+        "  CPU per steady reconcile         {cpu_per_reconcile:.2} ms (four services; {net_per_reconcile:.2} ms net of idle)"
+    );
     for (how, loaded) in &loaded {
         println!(
             "  drift -> status, {} present     {how}: p50 {:.0} ms, p99 {:.0} ms, p99.9 {:.0} ms, max {:.0} ms ({} changes)",
