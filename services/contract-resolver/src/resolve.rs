@@ -29,10 +29,11 @@ use pacto_contract::version::{Constraint, SelectError, Version, select_highest_t
 use pacto_contract::{Finding, Layer, ValidateOptions, ValidationReport};
 use pacto_contract::{MAX_POLICY_DEPTH, PolicyResolveError, PolicyResolver};
 use pacto_oci::{Credentials, ErrorClass};
+use pacto_runtime::memo::{MAX_MEMO_DOCUMENT_BYTES, Memo, ParseMemo};
 use sha2::{Digest as _, Sha256};
 
 use crate::cache::{BundleKey, CredentialScope, DigestKey, Salt, TagsKey, TtlCache};
-use crate::metrics::{RESOLVE_SECONDS, RESOLVES_TOTAL, SECRET_READS_TOTAL};
+use crate::metrics::{CACHE_LOOKUPS_TOTAL, RESOLVE_SECONDS, RESOLVES_TOTAL, SECRET_READS_TOTAL};
 use crate::outcome::{
     Class, ContractSource, ListInput, Outcome, ResolutionPolicy, ResolveError, ResolveInput,
     ResolvedContract,
@@ -167,7 +168,11 @@ struct PolicyBundles {
 }
 
 enum PolicyFetch {
-    Files(Arc<BundleFiles>),
+    /// The bundle at `digest`.
+    Files {
+        digest: String,
+        files: Arc<BundleFiles>,
+    },
     /// Not resolvable from OCI with the Pacto's credentials: skipped with a warning.
     Unresolvable,
     /// Fetched (or addressed) but unusable: fail closed.
@@ -185,7 +190,7 @@ fn permissive_policy() -> BundleFiles {
 impl PolicyResolver for PolicyBundles {
     fn resolve(&self, reference: &str) -> Result<BundleFiles, PolicyResolveError> {
         match self.fetched.get(reference) {
-            Some(PolicyFetch::Files(files)) => Ok((**files).clone()),
+            Some(PolicyFetch::Files { files, .. }) => Ok((**files).clone()),
             Some(PolicyFetch::Unresolvable) => Ok(permissive_policy()),
             Some(PolicyFetch::Broken(reason)) => Err(PolicyResolveError::Fetch {
                 reference: reference.to_owned(),
@@ -197,6 +202,67 @@ impl PolicyResolver for PolicyBundles {
         }
     }
 }
+
+/// Everything a validation reads (docs/design/resolution.md#validation-memo): the contract
+/// (a bundle by its manifest digest, which fixes its files; an inline document by its bytes),
+/// the overrides, and each policy bundle as prefetched (by digest, or why it could not be had).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct ValidationKey {
+    contract: ContractIdentity,
+    overrides: Vec<ConfigurationOverride>,
+    /// By reference, in reference order.
+    policies: Vec<(String, PolicyIdentity)>,
+    /// (top-level policy index, ref, reason), in the order the prefetch met them.
+    unresolvable: Vec<(usize, String, String)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum ContractIdentity {
+    Bundle { digest: String },
+    Inline(Vec<u8>),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum PolicyIdentity {
+    Bundle { digest: String },
+    Unresolvable,
+    Broken(String),
+}
+
+impl ValidationKey {
+    fn new(
+        contract: ContractIdentity,
+        overrides: &[ConfigurationOverride],
+        policies: &PolicyBundles,
+    ) -> Self {
+        let mut by_ref: Vec<(String, PolicyIdentity)> = policies
+            .fetched
+            .iter()
+            .map(|(reference, fetch)| {
+                let identity = match fetch {
+                    PolicyFetch::Files { digest, .. } => PolicyIdentity::Bundle {
+                        digest: digest.clone(),
+                    },
+                    PolicyFetch::Unresolvable => PolicyIdentity::Unresolvable,
+                    PolicyFetch::Broken(reason) => PolicyIdentity::Broken(reason.clone()),
+                };
+                (reference.clone(), identity)
+            })
+            .collect();
+        by_ref.sort_by(|a, b| a.0.cmp(&b.0));
+        Self {
+            contract,
+            overrides: overrides.to_vec(),
+            policies: by_ref,
+            unresolvable: policies.unresolvable.clone(),
+        }
+    }
+}
+
+/// Distinct validations kept (each holds an effective contract and its configuration schemas).
+const VALIDATION_MEMO_ENTRIES: usize = 512;
+/// Distinct `pacto.yaml` documents kept parsed (their policies are prefetched before validation).
+const CONTRACT_MEMO_ENTRIES: usize = 512;
 
 /// The outcome of the pure validation step.
 struct Validated {
@@ -369,6 +435,10 @@ pub struct Resolver {
     /// Turns of the requests that hold bundles (from their fetch to the end of their validation),
     /// as many as pulls and validations together (docs/design/resolution.md#memory).
     turns: tokio::sync::Semaphore,
+    /// The contracts of pulled bundles, parsed once per document, for their policies.
+    contracts: ParseMemo<Contract>,
+    /// Successful validations by what they read (docs/design/resolution.md#validation-memo).
+    validated: Memo<ValidationKey, Validated>,
 }
 
 impl std::fmt::Debug for Resolver {
@@ -416,6 +486,12 @@ impl Resolver {
                 config.max_concurrent_validations.max(1)
                     + config.registry.max_concurrent_pulls.max(1),
             ),
+            contracts: ParseMemo::labelled(CONTRACT_MEMO_ENTRIES, CACHE_LOOKUPS_TOTAL, "contract"),
+            validated: Memo::new(
+                VALIDATION_MEMO_ENTRIES,
+                CACHE_LOOKUPS_TOTAL,
+                Some("validation"),
+            ),
             config,
         })
     }
@@ -438,6 +514,27 @@ impl Resolver {
                 Err(_) => std::future::pending().await,
             },
         }
+    }
+
+    /// The validation `key` describes: the kept one, or `work`'s (run on a blocking thread with
+    /// the key's overrides), kept when it succeeded and is not oversized
+    /// (docs/design/resolution.md#validation-memo).
+    async fn validate(
+        &self,
+        key: ValidationKey,
+        work: impl FnOnce(&[ConfigurationOverride]) -> Result<Validated, ResolveError> + Send + 'static,
+    ) -> Result<Arc<Validated>, ResolveError> {
+        if let Some(hit) = self.validated.get(&key) {
+            return Ok(hit);
+        }
+        let overrides = key.overrides.clone();
+        let validated = Arc::new(self.blocking(move || work(&overrides)).await?);
+        let kept_bytes = validated.effective_yaml.len()
+            + validated.schemas.values().map(Vec::len).sum::<usize>();
+        if kept_bytes <= MAX_MEMO_DOCUMENT_BYTES {
+            self.validated.insert(key, Arc::clone(&validated));
+        }
+        Ok(validated)
     }
 
     /// What a request with `max_age` accepts of a shared answer whose successes stay valid for
@@ -540,21 +637,27 @@ impl Resolver {
                 limit: self.config.max_inline_bytes,
             });
         }
+        let key = ValidationKey::new(
+            ContractIdentity::Inline(yaml.as_bytes().to_vec()),
+            overrides,
+            &PolicyBundles::default(),
+        );
         let mut files = BundleFiles::new();
         files.insert(CONTRACT_FILE, yaml.as_bytes().to_vec());
-        let overrides = overrides.to_vec();
         let validated = self
-            .blocking(move || validate_contract(&files, true, &overrides, None))
+            .validate(key, move |overrides| {
+                validate_contract(&files, true, overrides, None)
+            })
             .await?;
         Ok(ResolvedContract {
-            effective_yaml: validated.effective_yaml,
+            effective_yaml: validated.effective_yaml.clone(),
             raw_yaml: yaml.as_bytes().to_vec(),
             content_hash: sha256_hex(yaml.as_bytes()),
             resolved_ref: String::new(),
             digest: String::new(),
             policy: ResolutionPolicy::None,
-            report: validated.report,
-            configuration_schemas: validated.schemas,
+            report: validated.report.clone(),
+            configuration_schemas: validated.schemas.clone(),
         })
     }
 
@@ -577,33 +680,48 @@ impl Resolver {
                 reference: fetched.reference.to_string(),
             })?
             .to_vec();
-        let contract = {
-            let raw = raw.clone();
-            self.blocking(move || pacto_contract::parse_contract(&raw).ok())
+        let contract = if let Some(contract) = self.contracts.get(&raw) {
+            Some(contract)
+        } else {
+            let document = raw.clone();
+            let parsed = self
+                .blocking(move || pacto_contract::parse_contract(&document).ok())
                 .await
-        };
-        let policies = match contract {
-            Some((_, contract)) => {
-                self.prefetch_policies(&access, &contract, input.max_age)
-                    .await
+                .map(|(_, contract)| Arc::new(contract));
+            if let Some(contract) = &parsed {
+                self.contracts.insert(&raw, Arc::clone(contract));
             }
-            // Validation reports the parse error.
-            None => PolicyBundles::default(),
+            parsed
         };
+        // Without a parse, validation reports the parse error.
+        let policies = if let Some(contract) = contract {
+            self.prefetch_policies(&access, &contract, input.max_age)
+                .await
+        } else {
+            PolicyBundles::default()
+        };
+        let key = ValidationKey::new(
+            ContractIdentity::Bundle {
+                digest: fetched.digest.clone(),
+            },
+            &input.overrides,
+            &policies,
+        );
         let files = Arc::clone(&fetched.files);
-        let overrides = input.overrides.clone();
         let validated = self
-            .blocking(move || validate_contract(&files, false, &overrides, Some(&policies)))
+            .validate(key, move |overrides| {
+                validate_contract(&files, false, overrides, Some(&policies))
+            })
             .await?;
         Ok(ResolvedContract {
-            effective_yaml: validated.effective_yaml,
+            effective_yaml: validated.effective_yaml.clone(),
             content_hash: sha256_hex(&raw),
             raw_yaml: raw,
             resolved_ref: fetched.reference.to_string(),
             digest: fetched.digest,
             policy,
-            report: validated.report,
-            configuration_schemas: validated.schemas,
+            report: validated.report.clone(),
+            configuration_schemas: validated.schemas.clone(),
         })
     }
 
@@ -819,7 +937,10 @@ impl Resolver {
                             }
                         }
                     }
-                    PolicyFetch::Files(fetched.files)
+                    PolicyFetch::Files {
+                        digest: fetched.digest,
+                        files: fetched.files,
+                    }
                 }
                 Err((Class::Unavailable, reason)) => {
                     bundles
@@ -967,6 +1088,74 @@ mod tests {
         );
     }
 
+    fn inline(yaml: &str, overrides: Vec<ConfigurationOverride>) -> ResolveInput {
+        ResolveInput {
+            namespace: "ns".into(),
+            pacto_name: "p".into(),
+            source: ContractSource::Inline(yaml.into()),
+            pull_secret: None,
+            overrides,
+            constraint: None,
+            max_age: Duration::ZERO,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_validation_is_kept_by_what_it_reads_and_an_invalid_one_is_not() {
+        let resolver = Resolver::new(ResolverConfig::default(), None).unwrap();
+        let first = resolver.resolve(&inline(VALID, vec![])).await;
+        let again = resolver.resolve(&inline(VALID, vec![])).await;
+        assert!(matches!(first, Outcome::Resolved(_)), "{first:?}");
+        assert_eq!(format!("{first:?}"), format!("{again:?}"));
+        assert_eq!(resolver.validated.len(), 1);
+
+        // Another document is another key.
+        let other = VALID.replace("1.0.0", "1.0.1");
+        let Outcome::Resolved(resolved) = resolver.resolve(&inline(&other, vec![])).await else {
+            panic!("the other document resolves");
+        };
+        assert_eq!(resolved.effective_yaml, other.as_bytes());
+        assert_eq!(resolver.validated.len(), 2);
+
+        // Other overrides are another key; an Invalid outcome is not kept and is the same again.
+        let unknown = vec![ConfigurationOverride {
+            name: "db".into(),
+            values: [("a".to_owned(), "b".to_owned())].into(),
+        }];
+        let invalid = resolver.resolve(&inline(VALID, unknown.clone())).await;
+        let invalid_again = resolver.resolve(&inline(VALID, unknown)).await;
+        assert!(matches!(invalid, Outcome::Invalid { .. }), "{invalid:?}");
+        assert_eq!(format!("{invalid:?}"), format!("{invalid_again:?}"));
+        assert_eq!(resolver.validated.len(), 2);
+    }
+
+    #[test]
+    fn a_policy_is_part_of_the_validation_key_by_digest_or_by_why_it_is_missing() {
+        let fetched = |fetch: PolicyFetch| {
+            let mut bundles = PolicyBundles::default();
+            bundles.fetched.insert("oci://r/p:1".into(), fetch);
+            ValidationKey::new(
+                ContractIdentity::Bundle {
+                    digest: "sha256:c".into(),
+                },
+                &[],
+                &bundles,
+            )
+        };
+        let files = Arc::new(BundleFiles::new());
+        let at = |digest: &str| PolicyFetch::Files {
+            digest: digest.into(),
+            files: Arc::clone(&files),
+        };
+        assert_eq!(fetched(at("sha256:a")), fetched(at("sha256:a")));
+        assert_ne!(fetched(at("sha256:a")), fetched(at("sha256:b")));
+        assert_ne!(fetched(at("sha256:a")), fetched(PolicyFetch::Unresolvable));
+        assert_ne!(
+            fetched(PolicyFetch::Broken("x".into())),
+            fetched(PolicyFetch::Broken("y".into()))
+        );
+    }
+
     #[test]
     fn unresolvable_policies_are_skipped_with_a_warning() {
         let yaml = "pactoVersion: \"2.0\"\nservice:\n  name: svc\n  version: 1.0.0\npolicies:\n  - name: org\n    ref: oci://ghcr.io/acme/policy:1.0.0\n";
@@ -1000,7 +1189,10 @@ mod tests {
         let mut enforced = PolicyBundles::default();
         enforced.fetched.insert(
             "oci://ghcr.io/acme/policy:1.0.0".into(),
-            PolicyFetch::Files(Arc::new(policy)),
+            PolicyFetch::Files {
+                digest: "sha256:policy".into(),
+                files: Arc::new(policy),
+            },
         );
         let err = validate_contract(&files, false, &[], Some(&enforced))
             .err()

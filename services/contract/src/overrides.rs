@@ -286,7 +286,7 @@ fn apply_set(doc: &mut Mapping, arg: &str) -> Result<(), OverrideError> {
 }
 
 /// One operator override entry (`spec.overrides.configurations[]`).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct ConfigurationOverride {
     pub name: String,
     pub values: BTreeMap<String, String>,

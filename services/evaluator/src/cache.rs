@@ -1,28 +1,20 @@
-//! A bounded memo of parsed contracts, keyed by the exact YAML bytes.
-//!
-//! status-writer sends the same effective contract on every reconcile of a Pacto, and parsing the
-//! YAML is the dominant cost of an Evaluate call (see the bench). Parsing is a pure function of the
-//! bytes, so memoising it changes no result. The key is the full document (compared byte for byte
-//! on a hit, so there is no collision risk); errors are never cached. When full, an arbitrary entry
-//! is evicted; capacity 0 disables the cache.
+//! The evaluator's memo of parsed contracts: `pacto_runtime::memo::ParseMemo` keyed by the exact
+//! YAML bytes (docs/design/crates.md#parse-memo). The status-writer sends the same effective
+//! contract on every pass of a Pacto, and parsing it (with the engine's assertions) is the
+//! dominant cost of an Evaluate call.
 
-use std::{
-    collections::HashMap,
-    sync::{Arc, Mutex, PoisonError},
-};
+use std::sync::Arc;
 
-use metrics::counter;
 use pacto_contract::model::Contract;
 use pacto_engine::ContractAssertions;
 use pacto_proto::{
     common::ContractDocument,
     convert::{self, FieldError},
 };
+use pacto_runtime::memo::ParseMemo;
 
 /// Cache lookups, by result (`hit`/`miss`).
 pub const CONTRACT_CACHE_TOTAL: &str = "pacto_evaluator_contract_cache_total";
-/// Documents larger than this are parsed but not kept.
-const MAX_CACHED_DOCUMENT_BYTES: usize = 256 * 1024;
 
 /// A contract parsed once: the typed model and the engine's assertions (or why they could not be
 /// derived, reported only by Evaluate).
@@ -48,32 +40,22 @@ impl ParsedContract {
 
 /// The memo.
 #[derive(Debug)]
-pub struct ContractCache {
-    capacity: usize,
-    entries: Mutex<HashMap<Vec<u8>, Arc<ParsedContract>>>,
-}
+pub struct ContractCache(ParseMemo<ParsedContract>);
 
 impl ContractCache {
     /// A cache keeping at most `capacity` contracts (0 disables it).
     pub fn new(capacity: usize) -> Self {
-        Self {
-            capacity,
-            entries: Mutex::new(HashMap::new()),
-        }
+        Self(ParseMemo::new(capacity, CONTRACT_CACHE_TOTAL))
     }
 
     /// Number of cached contracts.
     pub fn len(&self) -> usize {
-        self.lock().len()
+        self.0.len()
     }
 
     /// Whether nothing is cached.
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Vec<u8>, Arc<ParsedContract>>> {
-        self.entries.lock().unwrap_or_else(PoisonError::into_inner)
+        self.0.is_empty()
     }
 
     /// The parsed contract for `document`, parsing it on a miss.
@@ -82,27 +64,12 @@ impl ContractCache {
         document: Option<&ContractDocument>,
         field: &str,
     ) -> Result<Arc<ParsedContract>, FieldError> {
-        let cacheable = self.capacity > 0
-            && document.is_some_and(|doc| doc.yaml.len() <= MAX_CACHED_DOCUMENT_BYTES);
-        if cacheable
-            && let Some(doc) = document
-            && let Some(hit) = self.lock().get(&doc.yaml).cloned()
-        {
-            counter!(CONTRACT_CACHE_TOTAL, "result" => "hit").increment(1);
-            return Ok(hit);
+        match document {
+            Some(doc) => self
+                .0
+                .get_or_parse(&doc.yaml, || ParsedContract::parse(document, field)),
+            None => ParsedContract::parse(None, field).map(Arc::new),
         }
-        counter!(CONTRACT_CACHE_TOTAL, "result" => "miss").increment(1);
-        let parsed = Arc::new(ParsedContract::parse(document, field)?);
-        if cacheable && let Some(doc) = document {
-            let mut entries = self.lock();
-            if entries.len() >= self.capacity
-                && let Some(victim) = entries.keys().next().cloned()
-            {
-                entries.remove(&victim);
-            }
-            entries.insert(doc.yaml.clone(), Arc::clone(&parsed));
-        }
-        Ok(parsed)
     }
 }
 

@@ -63,7 +63,7 @@ where
 async fn measure(
     observer: &Observer,
     jobs: &[(String, String)],
-    contract: &pacto_contract::model::Contract,
+    contract: &std::sync::Arc<pacto_contract::model::Contract>,
 ) -> Vec<Duration> {
     let mut latencies = Vec::with_capacity(CALLS);
     for call in 0..CALLS {
@@ -77,7 +77,7 @@ async fn measure(
         };
         let input = ObserveInput {
             target,
-            contract: contract.clone(),
+            contract: std::sync::Arc::clone(contract),
             schemas: std::collections::BTreeMap::new(),
             contract_ref: "oci://registry.example/svc:1.0.0".into(),
             windows: vec![],
@@ -189,9 +189,11 @@ async fn main() {
     );
     let rss_before = rss_kib();
 
-    let contract = pacto_contract::parse_contract(CONTRACT.as_bytes())
-        .unwrap()
-        .1;
+    let contract = std::sync::Arc::new(
+        pacto_contract::parse_contract(CONTRACT.as_bytes())
+            .unwrap()
+            .1,
+    );
 
     // Direct GETs (no object cache): every read is an API round trip on loopback.
     let direct = Observer::new(

@@ -17,6 +17,9 @@ pub const CACHE_OBJECTS: &str = "pacto_observer_cache_objects";
 /// WatchTargets notifications sent.
 pub const TARGET_CHANGES_TOTAL: &str = "pacto_observer_target_changes_total";
 
+/// Lookups in the memo of parsed contracts, by `result` (`hit`, `miss`).
+pub const CONTRACT_MEMO_TOTAL: &str = "pacto_observer_contract_memo_total";
+
 /// Node-agent reports received, by `result` (`accepted` or `refused`).
 pub const NODE_REPORTS_TOTAL: &str = "pacto_observer_node_reports_total";
 /// Node-agent report streams open now.
@@ -45,6 +48,11 @@ pub fn describe() {
         OBSERVATIONS_TOTAL,
         Unit::Count,
         "Observations emitted, by dimension and outcome."
+    );
+    describe_counter!(
+        CONTRACT_MEMO_TOTAL,
+        Unit::Count,
+        "Lookups in the memo of parsed contracts, by result."
     );
     describe_counter!(
         API_ERRORS_TOTAL,

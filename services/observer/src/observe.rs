@@ -3,6 +3,7 @@
 //! updated windows, the failed API queries and the legacy snapshot.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Service;
@@ -43,8 +44,9 @@ pub const SOURCE: &str = "k8s";
 pub struct ObserveInput {
     /// What to observe.
     pub target: Target,
-    /// The effective contract.
-    pub contract: Contract,
+    /// The effective contract, as parsed once per distinct document
+    /// (docs/design/crates.md#parse-memo).
+    pub contract: Arc<Contract>,
     /// JSON Schemas of the locally resolvable configurations, by configuration name.
     pub schemas: BTreeMap<String, Vec<u8>>,
     /// Copied into `EvidenceSet.contract_ref`.
@@ -785,7 +787,7 @@ struct TargetState {
 /// observations so far.
 struct Call {
     target: Target,
-    contract: Contract,
+    contract: Arc<Contract>,
     state: TargetState,
     errors: Errors,
     out: Assembler,

@@ -6,10 +6,12 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use futures::{Stream, StreamExt};
+use pacto_contract::model::Contract;
 use pacto_engine::Timestamp;
 use pacto_proto::observer::{
     ObserveRequest, ObserveResponse, TargetChange, WatchTargetsRequest, observer_server,
 };
+use pacto_runtime::memo::ParseMemo;
 use pacto_runtime::metrics::RpcTimer;
 use pacto_runtime::scope::NamespaceScope;
 use pacto_runtime::{AllowList, CancellationToken};
@@ -19,6 +21,10 @@ use crate::node_reports::NodeReportsService;
 use crate::observe::Observer;
 use crate::targets::TargetHub;
 use crate::{SERVICE_NAME, wire};
+
+/// Distinct contracts kept parsed (the status-writer sends each Pacto's effective contract on
+/// every pass; Pactos of one contract share one).
+const CONTRACT_MEMO_ENTRIES: usize = 512;
 
 /// The clock Observe judges windows with (injectable for tests).
 pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
@@ -32,6 +38,8 @@ pub struct ObserverService {
     clock: Clock,
     node_agents: Option<NodeAgentEndpoint>,
     scope: NamespaceScope,
+    /// The contracts of Observe requests, parsed once per distinct document.
+    contracts: Arc<ParseMemo<Contract>>,
 }
 
 /// The NodeAgentReports service and the client identities allowed to call it (a list separate
@@ -72,6 +80,10 @@ impl ObserverService {
             clock,
             node_agents: None,
             scope: NamespaceScope::all(),
+            contracts: Arc::new(ParseMemo::new(
+                CONTRACT_MEMO_ENTRIES,
+                crate::metrics::CONTRACT_MEMO_TOTAL,
+            )),
         }
     }
 
@@ -117,7 +129,7 @@ impl observer_server::Observer for ObserverService {
         request: Request<ObserveRequest>,
     ) -> Result<Response<ObserveResponse>, Status> {
         let timer = RpcTimer::start(SERVICE_NAME, "Observe");
-        let input = match wire::observe_input_from_proto(request.get_ref()) {
+        let input = match wire::observe_input_from_proto(request.get_ref(), &self.contracts) {
             Ok(input) => input,
             Err(error) => {
                 tracing::info!(%error, "rejected Observe request");

@@ -2,6 +2,7 @@
 //! field), and the output back onto the wire.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -9,8 +10,10 @@ use pacto_api::{
     ConfigBinding, ConfigBindingKind, ConfigFormat, InterfaceBinding, TargetRef, WorkloadKind,
     WorkloadRef,
 };
+use pacto_contract::model::Contract;
 use pacto_proto::convert::{self, FieldError};
 use pacto_proto::observer as pb;
+use pacto_runtime::memo::ParseMemo;
 
 use crate::observe::{ObserveInput, ObserveOutput, ResourceExistence};
 use crate::target::Target;
@@ -202,9 +205,18 @@ fn duration_from_proto(
 }
 
 /// An Observe request in domain types.
-pub fn observe_input_from_proto(request: &pb::ObserveRequest) -> Result<ObserveInput, FieldError> {
+/// The contract comes from `contracts` when the same document was parsed before
+/// (docs/design/crates.md#parse-memo).
+pub fn observe_input_from_proto(
+    request: &pb::ObserveRequest,
+    contracts: &ParseMemo<Contract>,
+) -> Result<ObserveInput, FieldError> {
     let target = target_from_proto(request.target.as_ref(), "target")?;
-    let contract = convert::contract_from_proto(request.contract.as_ref(), "contract")?;
+    let parse = || convert::contract_from_proto(request.contract.as_ref(), "contract");
+    let contract = match &request.contract {
+        Some(document) => contracts.get_or_parse(&document.yaml, parse)?,
+        None => Arc::new(parse()?),
+    };
     let windows = windows_from_proto(&request.windows, "windows")?;
     let stabilization_window = request
         .stabilization_window

@@ -56,9 +56,11 @@ fn target(ns: &str, spec: serde_json::Value) -> Target {
 fn input(target: Target, contract: &str, windows: Vec<Window>) -> ObserveInput {
     ObserveInput {
         target,
-        contract: pacto_contract::parse_contract(contract.as_bytes())
-            .unwrap()
-            .1,
+        contract: std::sync::Arc::new(
+            pacto_contract::parse_contract(contract.as_bytes())
+                .unwrap()
+                .1,
+        ),
         schemas: BTreeMap::new(),
         contract_ref: "oci://registry.example/acme/under-test:1.0.0".to_owned(),
         windows,

@@ -52,9 +52,11 @@ fn input(ns: &str, windows: Vec<pacto_observer::Window>) -> ObserveInput {
             }))
             .unwrap(),
         },
-        contract: pacto_contract::parse_contract(CONTRACT.as_bytes())
-            .unwrap()
-            .1,
+        contract: std::sync::Arc::new(
+            pacto_contract::parse_contract(CONTRACT.as_bytes())
+                .unwrap()
+                .1,
+        ),
         schemas: BTreeMap::new(),
         contract_ref: "inline://web".to_owned(),
         windows,
@@ -589,9 +591,11 @@ async fn undeclared_peers_are_resolved_listed_and_never_judged() {
     let observe = |at: Timestamp| {
         let observer = observer.clone();
         let mut request = input(&ns, vec![]);
-        request.contract = pacto_contract::parse_contract(contract.as_bytes())
-            .unwrap()
-            .1;
+        request.contract = std::sync::Arc::new(
+            pacto_contract::parse_contract(contract.as_bytes())
+                .unwrap()
+                .1,
+        );
         async move { observer.observe(request, at).await }
     };
     let t0 = Timestamp::from_unix(Timestamp::now().unix_parts().0, 0).unwrap();

@@ -41,6 +41,7 @@ pub mod http;
 mod identity;
 #[cfg(feature = "watch")]
 pub mod index;
+pub mod memo;
 pub mod metrics;
 mod runtime;
 #[cfg(feature = "watch")]

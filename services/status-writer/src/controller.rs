@@ -7,7 +7,6 @@ use std::sync::Arc;
 use futures::StreamExt;
 use kube::ResourceExt;
 use kube::api::Api;
-use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Controller};
 use metrics::counter;
 use pacto_api::{Pacto, PactoRevision};
@@ -46,28 +45,13 @@ pub fn error_policy(pacto: Arc<Pacto>, error: &ReconcileError, ctx: Arc<Context>
 pub async fn run(ctx: Arc<Context>, namespace: Option<String>, shutdown: CancellationToken) {
     let client = ctx.client.clone();
     let namespace = namespace.as_deref();
-    let (pactos, revisions, metadata): (
-        Api<Pacto>,
-        Api<PactoRevision>,
-        Api<PartialObjectMeta<Pacto>>,
-    ) = match namespace {
+    let (pactos, revisions): (Api<Pacto>, Api<PactoRevision>) = match namespace {
         Some(ns) => (
-            Api::namespaced(client.clone(), ns),
             Api::namespaced(client.clone(), ns),
             Api::namespaced(client, ns),
         ),
-        None => (
-            Api::all(client.clone()),
-            Api::all(client.clone()),
-            Api::all(client),
-        ),
+        None => (Api::all(client.clone()), Api::all(client)),
     };
-    // Per leader term (this function runs once per term), stopped by the term's token, a
-    // child of the runtime's: not a runtime task (docs/design/architecture.md#runtime).
-    tokio::spawn(
-        triggers::watch_deletions(metadata, ctx.clone(), shutdown.clone())
-            .instrument(tracing::info_span!("task", task = "pacto-deletions")),
-    );
     let entered = ctx.scope.subscribe();
     let (reader, stream) = triggers::pactos(pactos, Arc::clone(&ctx));
     let mut targets = triggers::watch_targets(&ctx, reader.clone(), shutdown.clone());

@@ -13,6 +13,9 @@ pub const RECONCILE_SECONDS: &str = "pacto_status_writer_reconcile_seconds";
 pub const STATUS_WRITES_TOTAL: &str = "pacto_status_writer_status_writes_total";
 /// Backend calls that failed, by backend.
 pub const BACKEND_FAILURES_TOTAL: &str = "pacto_status_writer_backend_failures_total";
+/// Lookups in the memo of parsed contracts, by result (`hit`, `miss`;
+/// docs/design/crates.md#parse-memo).
+pub const CONTRACT_MEMO_TOTAL: &str = "pacto_status_writer_contract_memo_total";
 /// Events that could not be written (best effort: logged, the reconcile goes on).
 pub const EVENT_FAILURES_TOTAL: &str = "pacto_status_writer_event_failures_total";
 /// Events recorded on Pactos, by namespace and reason: each new occurrence once (a replay of an
@@ -51,6 +54,11 @@ pub fn describe() {
         RECONCILES_TOTAL,
         Unit::Count,
         "Reconciles of Pactos, by result."
+    );
+    describe_counter!(
+        CONTRACT_MEMO_TOTAL,
+        Unit::Count,
+        "Lookups in the memo of parsed contracts, by result."
     );
     describe_counter!(
         TRIGGERS_TOTAL,

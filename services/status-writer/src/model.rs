@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 use pacto_api::conditions::{
     CONTRACT_VALID, ConditionStatus, READINESS_SATISFIED, RUNTIME_OBSERVED, reason,
@@ -70,8 +71,9 @@ impl BackendFailure {
 /// A contract that was obtained, parsed and validated without errors.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ResolvedContract {
-    /// The effective contract (overrides applied), parsed.
-    pub contract: Contract,
+    /// The effective contract (overrides applied), parsed: shared with the backends' memo of
+    /// parsed contracts (docs/design/crates.md#parse-memo).
+    pub contract: Arc<Contract>,
     /// The effective contract YAML (sent to the observer and evaluator).
     pub effective_yaml: Vec<u8>,
     /// The resolved OCI reference without `oci://`; `None` for inline contracts.

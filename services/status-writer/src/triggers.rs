@@ -1,6 +1,7 @@
 //! What makes a Pacto reconcile, and what follows its deletion: the Pacto watch (spec, labels
 //! and annotations; not our own status writes), the watch of the PactoRevisions it owns, the
-//! observer's WatchTargets notifications, the namespaces entering the scope, and a metadata watch that drops the gauges and the last-write memo of deleted Pactos.
+//! observer's WatchTargets notifications, and the namespaces entering the scope; the Pacto watch
+//! also drops the gauges and the last-write memo of deleted Pactos ([`Deletions`]).
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -11,7 +12,6 @@ use std::time::Duration;
 use futures::{Stream, StreamExt as _, TryStreamExt};
 use kube::ResourceExt;
 use kube::api::Api;
-use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use pacto_api::{Pacto, PactoRevision};
@@ -20,7 +20,6 @@ use pacto_proto::observer::observer_client::ObserverClient;
 use pacto_runtime::CancellationToken;
 use pacto_runtime::backoff::{self, Backoff};
 use pacto_runtime::grpc::GRPC_MAX_MESSAGE_BYTES;
-use pacto_runtime::index::{Index, run_index};
 use pacto_runtime::watch::{WatchRetry, watch};
 
 use tonic::transport::Channel;
@@ -46,11 +45,14 @@ pub fn pactos(
     impl Stream<Item = Result<Pacto, watcher::Error>> + Send,
 ) {
     let (reader, writer) = kube::runtime::reflector::store();
+    let mut deletions = Deletions::new(Arc::clone(&ctx));
     let stream = kube::runtime::reflector(
         writer,
         watch(api, watcher::Config::default())
             .retry(WatchRetry::new("Pacto").max_delay(WATCH_RETRY_MAX))
-            .modify(crate::cached::trim_pacto),
+            .modify(crate::cached::trim_pacto)
+            // Deletions and relists forget what the status-writer keeps per Pacto.
+            .inspect(move |item| deletions.observe(item)),
     )
     .applied_objects()
     // Every stored object, our own status writes included, may let the memo drop a write
@@ -356,52 +358,60 @@ fn spec_or_metadata(pacto: &Pacto) -> Option<u64> {
     Some(hasher.finish())
 }
 
-/// Removes the gauges (and the remembered last write and failure streak) of deleted Pactos: a
-/// metadata watch (the controller itself only sees applied objects) into [`Deletions`]; after
-/// each (re)list, what belongs to Pactos that no longer exist is dropped.
-pub async fn watch_deletions(
-    api: Api<PartialObjectMeta<Pacto>>,
-    ctx: Arc<Context>,
-    shutdown: CancellationToken,
-) {
-    let stream = watch(api, watcher::Config::default())
-        .retry(WatchRetry::new("Pacto").max_delay(WATCH_RETRY_MAX));
-    run_index(stream, Deletions(ctx), shutdown).await;
-}
-
 /// What the status-writer remembers per Pacto (gauges, triggers, last write, failure streak),
-/// as an index of the Pactos that exist: a deletion, or a relist without the Pacto, forgets it.
-struct Deletions(Arc<Context>);
-
-fn key_of(meta: &PartialObjectMeta<Pacto>) -> (String, String) {
-    (meta.namespace().unwrap_or_default(), meta.name_any())
+/// forgotten when the Pacto goes: fed by the controller's own Pacto watch ([`pactos`]), whose
+/// events it reads by reference (the controller only reconciles applied objects). A deletion
+/// forgets that Pacto; after each (re)list, what belongs to Pactos missing from the listing is
+/// dropped (deletions may have been missed while the watch was down).
+pub(crate) struct Deletions {
+    ctx: Arc<Context>,
+    /// The keys listed since `Init`, until `InitDone`.
+    listing: Option<BTreeSet<(String, String)>>,
 }
 
-impl Index<PartialObjectMeta<Pacto>> for Deletions {
-    fn apply(&mut self, _: PartialObjectMeta<Pacto>) {}
+fn key_of(pacto: &Pacto) -> (String, String) {
+    (pacto.namespace().unwrap_or_default(), pacto.name_any())
+}
 
-    fn delete(&mut self, meta: PartialObjectMeta<Pacto>) {
-        let ctx = &self.0;
-        let (ns, name) = key_of(&meta);
-        if ctx.gauges.remove(&ns, &name) {
-            tracing::info!(namespace = %ns, pacto = %name, "Pacto deleted; removed its metric series");
-        }
-        let key = (ns, name);
-        ctx.triggers.retain(|k| *k != key);
-        ctx.written.forget(&key);
-        ctx.backoff.forget(&key);
+impl Deletions {
+    pub(crate) fn new(ctx: Arc<Context>) -> Self {
+        Self { ctx, listing: None }
     }
 
-    fn reset(&mut self, listing: Vec<PartialObjectMeta<Pacto>>) {
-        let ctx = &self.0;
-        let listing: BTreeSet<(String, String)> = listing.iter().map(key_of).collect();
-        ctx.gauges.retain(&listing);
+    /// Reads one event of the Pacto watch.
+    pub(crate) fn observe(&mut self, item: &Result<watcher::Event<Pacto>, watcher::Error>) {
+        match item {
+            Ok(watcher::Event::Init) => self.listing = Some(BTreeSet::new()),
+            Ok(watcher::Event::InitApply(pacto)) => {
+                self.listing
+                    .get_or_insert_with(BTreeSet::new)
+                    .insert(key_of(pacto));
+            }
+            Ok(watcher::Event::InitDone) => {
+                let listing = self.listing.take().unwrap_or_default();
+                self.reset(&listing);
+            }
+            Ok(watcher::Event::Apply(_)) => {}
+            Ok(watcher::Event::Delete(pacto)) => self.delete(&key_of(pacto)),
+            Err(error) => tracing::debug!(%error, "Pacto watch error"),
+        }
+    }
+
+    fn delete(&self, key: &(String, String)) {
+        let ctx = &self.ctx;
+        if ctx.gauges.remove(&key.0, &key.1) {
+            tracing::info!(namespace = %key.0, pacto = %key.1, "Pacto deleted; removed its metric series");
+        }
+        ctx.triggers.retain(|k| k != key);
+        ctx.written.forget(key);
+        ctx.backoff.forget(key);
+    }
+
+    fn reset(&self, listing: &BTreeSet<(String, String)>) {
+        let ctx = &self.ctx;
+        ctx.gauges.retain(listing);
         ctx.written.retain(|key| listing.contains(key));
         ctx.triggers.retain(|key| listing.contains(key));
         ctx.backoff.retain(|key| listing.contains(key));
-    }
-
-    fn failed(&mut self, error: &watcher::Error) {
-        tracing::debug!(%error, "Pacto metadata watch error");
     }
 }

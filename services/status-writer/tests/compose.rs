@@ -67,7 +67,7 @@ fn resolved(yaml: &str, readiness: bool) -> Resolution {
     }
     let (_, contract) = pacto_contract::parse_contract(yaml.as_bytes()).unwrap();
     Resolution::Resolved(Box::new(ResolvedContract {
-        contract,
+        contract: std::sync::Arc::new(contract),
         effective_yaml: yaml.into_bytes(),
         resolved_ref: Some("reg.local/orders:1.2.0".into()),
         digest: Some("sha256:abc".into()),

@@ -161,6 +161,48 @@ pub struct Launch {
     pub argv: Vec<String>,
     /// The service's own kubeconfig (its chart ServiceAccount), if it talks to Kubernetes.
     pub kubeconfig: Option<PathBuf>,
+    /// The tokio worker threads of the process: as many as its chart's default CPU limit gives
+    /// it ([`chart_worker_threads`]).
+    pub worker_threads: usize,
+}
+
+/// The tokio worker threads `service` runs with in a default install. A service's runtime sizes
+/// itself by `std::thread::available_parallelism`, which under a container's CPU limit is the
+/// cgroup quota rounded down, at least 1: so the chart's `resources.limits.cpu` (500m or 1 for
+/// the four services) means one worker. The suite and the pipeline bench set the same count
+/// (`TOKIO_WORKER_THREADS`), so that they run each service as users do rather than with a worker
+/// per core of the test machine (docs/testing.md#pipeline-bench).
+pub fn chart_worker_threads(service: &str) -> anyhow::Result<usize> {
+    let path = workspace_root()
+        .join("charts")
+        .join(format!("pacto-{service}"))
+        .join("values.yaml");
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let values: serde_json::Value =
+        serde_norway::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+    let limit = &values["resources"]["limits"]["cpu"];
+    let cores = match limit {
+        serde_json::Value::Number(n) => n.as_f64(),
+        serde_json::Value::String(s) => match s.strip_suffix('m') {
+            Some(milli) => milli.parse::<f64>().ok().map(|m| m / 1000.0),
+            None => s.parse::<f64>().ok(),
+        },
+        _ => None,
+    }
+    .with_context(|| {
+        format!(
+            "{}: resources.limits.cpu is {limit}, not a CPU quantity",
+            path.display()
+        )
+    })?;
+    // Truncation is the point: the quota rounded down, as the standard library does.
+    #[allow(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "a small non-negative CPU count"
+    )]
+    Ok((cores.floor() as usize).max(1))
 }
 
 /// One service process and its addresses.
@@ -388,6 +430,7 @@ fn spawn_service(
     // An error that stops the service ends its log instead of sitting above a backtrace that
     // fills the tail a failure message shows (RUST_BACKTRACE still applies to panics).
     cmd.env("RUST_LIB_BACKTRACE", "0");
+    cmd.env("TOKIO_WORKER_THREADS", launch.worker_threads.to_string());
     if let Some(kubeconfig) = &launch.kubeconfig {
         cmd.env("KUBECONFIG", kubeconfig);
     } else {
@@ -509,6 +552,7 @@ impl Stack {
                 argv = with_private_hosts(hosts, argv);
             }
             let launch = Launch {
+                worker_threads: chart_worker_threads(service)?,
                 argv,
                 kubeconfig: identities
                     .iter()

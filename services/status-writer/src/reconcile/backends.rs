@@ -7,11 +7,13 @@
 //! verdict.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 use metrics::counter;
 use pacto_api::{ObservationWindow, Pacto, ReadinessStatus, ValidationResult};
+use pacto_contract::model::Contract;
 use pacto_proto::convert::{FieldError, crd};
 use pacto_proto::evaluator::evaluator_client::EvaluatorClient;
 use pacto_proto::evaluator::{self, AssessReadinessRequest, EvaluateRequest};
@@ -22,12 +24,17 @@ use pacto_proto::resolver::contract_resolver_client::ContractResolverClient;
 use pacto_proto::{common, prost_types};
 use pacto_runtime::balance::BalancedChannel;
 use pacto_runtime::grpc::{GRPC_MAX_MESSAGE_BYTES, RetryPolicy, call_with_retries};
+use pacto_runtime::memo::ParseMemo;
 use sha2::{Digest, Sha256};
 
-use crate::metrics::BACKEND_FAILURES_TOTAL;
+use crate::metrics::{BACKEND_FAILURES_TOTAL, CONTRACT_MEMO_TOTAL};
 use crate::model::{
     Backend, BackendFailure, Evaluated, Observed, Resolution, ResolvedContract, Runtime,
 };
+
+/// Distinct effective contracts kept parsed (a few KiB each; Pactos of one contract and the
+/// same overrides share one).
+const CONTRACT_MEMO_ENTRIES: usize = 512;
 
 /// The gRPC clients of the three backends, each balanced over every replica its address
 /// resolves to (docs/design/scaling.md#replicas-and-client-side-balancing).
@@ -43,6 +50,9 @@ pub struct Backends {
     pub observer_endpoints: BalancedChannel,
     /// Retries of transient failures within one call.
     pub retry: RetryPolicy,
+    /// The effective contracts of the resolver's answers, parsed once per distinct document
+    /// (docs/design/crates.md#parse-memo).
+    pub contracts: Arc<ParseMemo<Contract>>,
 }
 
 impl Backends {
@@ -66,6 +76,7 @@ impl Backends {
                 .max_encoding_message_size(GRPC_MAX_MESSAGE_BYTES),
             observer_endpoints: observer,
             retry,
+            contracts: Arc::new(ParseMemo::new(CONTRACT_MEMO_ENTRIES, CONTRACT_MEMO_TOTAL)),
         }
     }
 
@@ -137,7 +148,7 @@ pub async fn resolve(
         })
         .await;
     match answer {
-        Ok(response) => resolution_from_proto(&response)
+        Ok(response) => resolution_from_proto(&response, &backends.contracts)
             .unwrap_or_else(|e| Resolution::Failed(malformed(Backend::ContractResolver, &e))),
         Err(status) => Resolution::Failed(failure(Backend::ContractResolver, &status)),
     }
@@ -301,7 +312,10 @@ fn required<'a, T>(value: Option<&'a T>, field: &str) -> Result<&'a T, FieldErro
 }
 
 /// A Resolve answer.
-fn resolution_from_proto(response: &resolver::ResolveResponse) -> Result<Resolution, FieldError> {
+fn resolution_from_proto(
+    response: &resolver::ResolveResponse,
+    contracts: &ParseMemo<Contract>,
+) -> Result<Resolution, FieldError> {
     use resolver::resolve_response::Result as R;
     match required(response.result.as_ref(), "result")? {
         R::Invalid(invalid) => Ok(Resolution::Invalid {
@@ -318,8 +332,11 @@ fn resolution_from_proto(response: &resolver::ResolveResponse) -> Result<Resolut
         }),
         R::Resolved(resolved) => {
             let document = required(resolved.contract.as_ref(), "resolved.contract")?;
-            let (_, contract) = pacto_contract::parse_contract(&document.yaml)
-                .map_err(|e| FieldError::new("resolved.contract.yaml", e.to_string()))?;
+            let contract = contracts.get_or_parse(&document.yaml, || {
+                pacto_contract::parse_contract(&document.yaml)
+                    .map(|(_, contract)| contract)
+                    .map_err(|e| FieldError::new("resolved.contract.yaml", e.to_string()))
+            })?;
             let content_hash = if resolved.content_hash.is_empty() {
                 hex::encode(Sha256::digest(&resolved.raw_yaml))
             } else {
@@ -405,9 +422,14 @@ mod tests {
 
     use super::*;
 
+    fn memo() -> ParseMemo<Contract> {
+        ParseMemo::new(CONTRACT_MEMO_ENTRIES, CONTRACT_MEMO_TOTAL)
+    }
+
     #[test]
     fn malformed_answers_name_the_field() {
-        let err = resolution_from_proto(&resolver::ResolveResponse { result: None }).unwrap_err();
+        let err = resolution_from_proto(&resolver::ResolveResponse { result: None }, &memo())
+            .unwrap_err();
         assert_eq!(
             malformed(Backend::ContractResolver, &err).detail,
             "malformed response: result: required"
@@ -469,7 +491,8 @@ mod tests {
                 },
             )),
         };
-        let Resolution::Resolved(resolved) = resolution_from_proto(&response).unwrap() else {
+        let Resolution::Resolved(resolved) = resolution_from_proto(&response, &memo()).unwrap()
+        else {
             panic!("resolved");
         };
         assert_eq!(resolved.content_hash, hex::encode(Sha256::digest(yaml)));

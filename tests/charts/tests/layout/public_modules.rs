@@ -176,6 +176,10 @@ const PUBLIC_MODULES: &[(&str, &[(&str, &str)])] = &[
                 "index",
                 "the indexes of the observer, the status-writer and the node agent",
             ),
+            (
+                "memo",
+                "the parse memo of the status-writer, the observer and the evaluator",
+            ),
             ("metrics", "every service's metric recorder and RPC metrics"),
             (
                 "scope",
