@@ -162,7 +162,7 @@ mod tests {
 
     use super::*;
 
-    const METRIC: &str = "pacto_test_memo_total";
+    const METRIC: &str = "test_memo_lookups_total";
 
     fn parse_count(memo: &ParseMemo<String>, document: &str, parses: &Cell<u32>) -> Arc<String> {
         memo.get_or_parse(document.as_bytes(), || {
