@@ -119,6 +119,18 @@ fn main() -> Result<()> {
         return Ok(());
     }
     let params = Params::from_env()?;
+    // The agent's kernel program is found, and timed, with bpftool: without it every wait for
+    // collection Running would run out after minutes with no word of why.
+    if Command::new("bpftool")
+        .arg("version")
+        .output()
+        .map_or(true, |o| !o.status.success())
+    {
+        bail!(
+            "bpftool is not installed (`scripts/install-deps.sh --arm64-smoke` or `apt-get install \
+             bpftool`): the bench finds the agent's kernel program and reads its run time with it"
+        );
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
