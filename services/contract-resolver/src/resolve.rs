@@ -29,7 +29,7 @@ use pacto_contract::version::{Constraint, SelectError, Version, select_highest_t
 use pacto_contract::{Finding, Layer, ValidateOptions, ValidationReport};
 use pacto_contract::{MAX_POLICY_DEPTH, PolicyResolveError, PolicyResolver};
 use pacto_oci::{Credentials, ErrorClass};
-use pacto_runtime::memo::{MAX_MEMO_DOCUMENT_BYTES, Memo, ParseMemo};
+use pacto_runtime::memo::{DEFAULT_MEMO_ENTRIES, MAX_MEMO_DOCUMENT_BYTES, Memo, ParseMemo};
 use sha2::{Digest as _, Sha256};
 
 use crate::cache::{BundleKey, CredentialScope, DigestKey, Salt, TagsKey, TtlCache};
@@ -259,11 +259,6 @@ impl ValidationKey {
     }
 }
 
-/// Distinct validations kept (each holds an effective contract and its configuration schemas).
-const VALIDATION_MEMO_ENTRIES: usize = 512;
-/// Distinct `pacto.yaml` documents kept parsed (their policies are prefetched before validation).
-const CONTRACT_MEMO_ENTRIES: usize = 512;
-
 /// The outcome of the pure validation step.
 struct Validated {
     report: ValidationReport,
@@ -486,9 +481,9 @@ impl Resolver {
                 config.max_concurrent_validations.max(1)
                     + config.registry.max_concurrent_pulls.max(1),
             ),
-            contracts: ParseMemo::labelled(CONTRACT_MEMO_ENTRIES, CACHE_LOOKUPS_TOTAL, "contract"),
+            contracts: ParseMemo::labelled(DEFAULT_MEMO_ENTRIES, CACHE_LOOKUPS_TOTAL, "contract"),
             validated: Memo::new(
-                VALIDATION_MEMO_ENTRIES,
+                DEFAULT_MEMO_ENTRIES,
                 CACHE_LOOKUPS_TOTAL,
                 Some("validation"),
             ),

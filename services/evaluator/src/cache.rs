@@ -64,12 +64,10 @@ impl ContractCache {
         document: Option<&ContractDocument>,
         field: &str,
     ) -> Result<Arc<ParsedContract>, FieldError> {
-        match document {
-            Some(doc) => self
-                .0
-                .get_or_parse(&doc.yaml, || ParsedContract::parse(document, field)),
-            None => ParsedContract::parse(None, field).map(Arc::new),
-        }
+        self.0
+            .get_or_parse_optional(document.map(|doc| doc.yaml.as_slice()), || {
+                ParsedContract::parse(document, field)
+            })
     }
 }
 

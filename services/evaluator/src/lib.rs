@@ -33,7 +33,7 @@ mod cache;
 pub use cache::{ContractCache, ParsedContract};
 
 /// Default of `--contract-cache-entries`.
-pub const DEFAULT_CONTRACT_CACHE_ENTRIES: usize = 512;
+pub const DEFAULT_CONTRACT_CACHE_ENTRIES: usize = pacto_runtime::memo::DEFAULT_MEMO_ENTRIES;
 /// The gRPC service name (what the allow-list guards).
 pub const SERVICE_NAME: &str = "pacto.evaluator.v1.Evaluator";
 /// Evaluations by resulting contract status.

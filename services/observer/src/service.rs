@@ -11,7 +11,7 @@ use pacto_engine::Timestamp;
 use pacto_proto::observer::{
     ObserveRequest, ObserveResponse, TargetChange, WatchTargetsRequest, observer_server,
 };
-use pacto_runtime::memo::ParseMemo;
+use pacto_runtime::memo::{DEFAULT_MEMO_ENTRIES, ParseMemo};
 use pacto_runtime::metrics::RpcTimer;
 use pacto_runtime::scope::NamespaceScope;
 use pacto_runtime::{AllowList, CancellationToken};
@@ -21,10 +21,6 @@ use crate::node_reports::NodeReportsService;
 use crate::observe::Observer;
 use crate::targets::TargetHub;
 use crate::{SERVICE_NAME, wire};
-
-/// Distinct contracts kept parsed (the status-writer sends each Pacto's effective contract on
-/// every pass; Pactos of one contract share one).
-const CONTRACT_MEMO_ENTRIES: usize = 512;
 
 /// The clock Observe judges windows with (injectable for tests).
 pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
@@ -81,7 +77,7 @@ impl ObserverService {
             node_agents: None,
             scope: NamespaceScope::all(),
             contracts: Arc::new(ParseMemo::new(
-                CONTRACT_MEMO_ENTRIES,
+                DEFAULT_MEMO_ENTRIES,
                 crate::metrics::CONTRACT_MEMO_TOTAL,
             )),
         }

@@ -2,7 +2,6 @@
 //! field), and the output back onto the wire.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -212,11 +211,13 @@ pub fn observe_input_from_proto(
     contracts: &ParseMemo<Contract>,
 ) -> Result<ObserveInput, FieldError> {
     let target = target_from_proto(request.target.as_ref(), "target")?;
-    let parse = || convert::contract_from_proto(request.contract.as_ref(), "contract");
-    let contract = match &request.contract {
-        Some(document) => contracts.get_or_parse(&document.yaml, parse)?,
-        None => Arc::new(parse()?),
-    };
+    let contract = contracts.get_or_parse_optional(
+        request
+            .contract
+            .as_ref()
+            .map(|document| document.yaml.as_slice()),
+        || convert::contract_from_proto(request.contract.as_ref(), "contract"),
+    )?;
     let windows = windows_from_proto(&request.windows, "windows")?;
     let stabilization_window = request
         .stabilization_window

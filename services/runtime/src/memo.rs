@@ -21,6 +21,10 @@ use metrics::counter;
 /// would hold tens of MiB); [`Memo`] users apply the same bound to what they keep.
 pub const MAX_MEMO_DOCUMENT_BYTES: usize = 256 * 1024;
 
+/// The capacity of every memo of the services (a few KiB each: Pactos with the same contract and
+/// overrides share one entry); the evaluator's `--contract-cache-entries` defaults to it.
+pub const DEFAULT_MEMO_ENTRIES: usize = 512;
+
 /// Up to `capacity` results, each shared with its readers, by key.
 #[derive(Debug)]
 pub struct Memo<K, V> {
@@ -154,6 +158,19 @@ impl<V> ParseMemo<V> {
         self.insert(document, Arc::clone(&parsed));
         Ok(parsed)
     }
+
+    /// [`Self::get_or_parse`] for a document that may be absent: then `parse` runs (to report
+    /// the absence its own way) and nothing is kept.
+    pub fn get_or_parse_optional<E>(
+        &self,
+        document: Option<&[u8]>,
+        parse: impl FnOnce() -> Result<V, E>,
+    ) -> Result<Arc<V>, E> {
+        match document {
+            Some(document) => self.get_or_parse(document, parse),
+            None => parse().map(Arc::new),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -209,6 +226,11 @@ mod tests {
         parse_count(&memo, &big, &parses);
         parse_count(&memo, &big, &parses);
         assert_eq!(parses.get(), 2);
+        assert!(memo.is_empty());
+
+        let absent: Result<Arc<String>, &str> =
+            memo.get_or_parse_optional(None, || Err("document: required"));
+        assert_eq!(absent.unwrap_err(), "document: required");
         assert!(memo.is_empty());
 
         let off = ParseMemo::new(0, METRIC);

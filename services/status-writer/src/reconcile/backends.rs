@@ -24,17 +24,13 @@ use pacto_proto::resolver::contract_resolver_client::ContractResolverClient;
 use pacto_proto::{common, prost_types};
 use pacto_runtime::balance::BalancedChannel;
 use pacto_runtime::grpc::{GRPC_MAX_MESSAGE_BYTES, RetryPolicy, call_with_retries};
-use pacto_runtime::memo::ParseMemo;
+use pacto_runtime::memo::{DEFAULT_MEMO_ENTRIES, ParseMemo};
 use sha2::{Digest, Sha256};
 
 use crate::metrics::{BACKEND_FAILURES_TOTAL, CONTRACT_MEMO_TOTAL};
 use crate::model::{
     Backend, BackendFailure, Evaluated, Observed, Resolution, ResolvedContract, Runtime,
 };
-
-/// Distinct effective contracts kept parsed (a few KiB each; Pactos of one contract and the
-/// same overrides share one).
-const CONTRACT_MEMO_ENTRIES: usize = 512;
 
 /// The gRPC clients of the three backends, each balanced over every replica its address
 /// resolves to (docs/design/scaling.md#replicas-and-client-side-balancing).
@@ -76,7 +72,7 @@ impl Backends {
                 .max_encoding_message_size(GRPC_MAX_MESSAGE_BYTES),
             observer_endpoints: observer,
             retry,
-            contracts: Arc::new(ParseMemo::new(CONTRACT_MEMO_ENTRIES, CONTRACT_MEMO_TOTAL)),
+            contracts: Arc::new(ParseMemo::new(DEFAULT_MEMO_ENTRIES, CONTRACT_MEMO_TOTAL)),
         }
     }
 
@@ -423,7 +419,7 @@ mod tests {
     use super::*;
 
     fn memo() -> ParseMemo<Contract> {
-        ParseMemo::new(CONTRACT_MEMO_ENTRIES, CONTRACT_MEMO_TOTAL)
+        ParseMemo::new(DEFAULT_MEMO_ENTRIES, CONTRACT_MEMO_TOTAL)
     }
 
     #[test]
