@@ -554,17 +554,7 @@ mod tests {
     const WAIT: Duration = Duration::from_secs(10);
 
     fn names() -> ServiceNames {
-        ServiceNames {
-            grpc: "Slow",
-            process: "slow",
-            describe_metrics: || {},
-            build: crate::build_info::BuildInfo {
-                name: "pacto-test",
-                version: "0.0.0",
-                commit: "0",
-                build_time: "2026-12-06T00:00:00Z",
-            },
-        }
+        crate::testing::service_names("Slow", "slow")
     }
 
     /// What happened, in order.

@@ -407,7 +407,6 @@ mod tests {
     use crate::{
         CancellationToken, Runtime, RuntimeError,
         args::ServerArgs,
-        build_info::BuildInfo,
         service::ServiceNames,
         testing::{TestCa, TestEndpoint},
     };
@@ -429,17 +428,7 @@ mod tests {
     }
 
     fn names() -> ServiceNames {
-        ServiceNames {
-            grpc: "",
-            process: "secure-metrics-unit",
-            describe_metrics: || {},
-            build: BuildInfo {
-                name: "pacto-test",
-                version: "0.0.0",
-                commit: "0",
-                build_time: "2026-12-06T00:00:00Z",
-            },
-        }
+        crate::testing::service_names("", "secure-metrics-unit")
     }
 
     /// A client of an API server that is never called (the checks below fail before a review).

@@ -105,23 +105,12 @@ mod tests {
 
     use super::*;
     use crate::Runtime;
-    use crate::service::ServiceNames;
 
     /// A task spawned through the handle once the runtime runs (as a leader term or an index
     /// built later does) is joined by the drain: `run` returns only after it stopped.
     #[tokio::test]
     async fn a_task_spawned_through_the_handle_is_joined_by_the_drain() {
-        let names = ServiceNames {
-            grpc: "",
-            process: "tasks-test",
-            describe_metrics: || {},
-            build: crate::build_info::BuildInfo {
-                name: "pacto-test",
-                version: "0.0.0",
-                commit: "0",
-                build_time: "2026-12-06T00:00:00Z",
-            },
-        };
+        let names = crate::testing::service_names("", "tasks-test");
         let admin = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let stop = CancellationToken::new();
         let mut rt = Runtime::new(names, admin, stop.clone()).unwrap();

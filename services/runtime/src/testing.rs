@@ -502,6 +502,22 @@ impl std::fmt::Display for TimedOut {
 
 impl std::error::Error for TimedOut {}
 
+/// The [`ServiceNames`](crate::service::ServiceNames) of a runtime under test: `grpc` and
+/// `process` as given, no metrics of its own, a fixed build.
+pub fn service_names(grpc: &'static str, process: &'static str) -> crate::service::ServiceNames {
+    crate::service::ServiceNames {
+        grpc,
+        process,
+        describe_metrics: || {},
+        build: crate::build_info::BuildInfo {
+            name: "pacto-test",
+            version: "0.0.0",
+            commit: "0",
+            build_time: "2026-12-06T00:00:00Z",
+        },
+    }
+}
+
 /// The pause between two attempts: a two-hundredth of the deadline, at least 50 ms and at most
 /// 500 ms (a 10 s wait polls every 50 ms, a one-minute wait every 300 ms).
 pub fn poll_interval(deadline: std::time::Duration) -> std::time::Duration {

@@ -18,9 +18,8 @@ use std::{
 
 use pacto_runtime::{
     CancellationToken, Runtime,
-    build_info::BuildInfo,
     service::ServiceNames,
-    testing::{TestCa, TestEndpoint, admin_get, eventually},
+    testing::{TestCa, TestEndpoint, admin_get, eventually, service_names},
 };
 use pacto_testenv::{
     ControlPlane, ControlPlaneOptions,
@@ -34,17 +33,7 @@ const WAIT: Duration = Duration::from_mins(1);
 const EXTRA: &str = "pacto_secure_metrics_test_extra 1\n";
 
 fn names() -> ServiceNames {
-    ServiceNames {
-        grpc: "",
-        process: "secure-metrics-test",
-        describe_metrics: || {},
-        build: BuildInfo {
-            name: "pacto-test",
-            version: "0.0.0",
-            commit: "0",
-            build_time: "2026-12-06T00:00:00Z",
-        },
-    }
+    service_names("", "secure-metrics-test")
 }
 
 async fn cluster() -> &'static ControlPlane {
