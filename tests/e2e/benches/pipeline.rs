@@ -39,7 +39,8 @@
 //!    as a fraction of it.
 //!
 //! `cargo bench -p pacto-e2e --bench pipeline [-- N]` (default N = 1000; 10,000 takes about half
-//! an hour on 2 cores). `PACTO_BENCH_PERF=<dir>` records (4) with `perf record`. Needs what the end-to-end suite needs (`PACTO_CHART_TOOLS`, the
+//! an hour on 2 cores). `PACTO_BENCH_PERF=<dir>` records (4) with `perf record`;
+//! `PACTO_E2E_HEAPTRACK=<dir>` runs the status-writer under heaptrack. Needs what the end-to-end suite needs (`PACTO_CHART_TOOLS`, the
 //! Kubernetes binaries, docker-registry, Prometheus). Long waits print progress every 10 s.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "bench")]

@@ -436,6 +436,7 @@ fn spawn_service(
     } else {
         cmd.env_remove("KUBECONFIG");
     }
+    heaptrack(name, starts, launch, &mut cmd)?;
     let log = if starts == 0 {
         dir.join(format!("{name}.log"))
     } else {
@@ -443,6 +444,66 @@ fn spawn_service(
     };
     Ok(ManagedProcess::spawn(name, cmd, &log, &[])?)
 }
+
+/// With `PACTO_E2E_HEAPTRACK=<dir>`, the services named in `PACTO_E2E_HEAPTRACK_SERVICES`
+/// (comma-separated, default `status-writer`) run under heaptrack's preload library, each start
+/// writing `<dir>/<service>.<start>.gz` for `heaptrack_print` (docs/testing.md#pipeline-bench).
+/// The preload is set here rather than through the `heaptrack` script, which would fork: the
+/// service keeps its own pid, so the bench's CPU and RSS readings and its signals stay on it.
+/// The interpreter reads a FIFO the preload library writes and ends when the service does. Not
+/// for the observer, which starts through `unshare` and `sh` (they would write to the FIFO too).
+fn heaptrack(name: &str, starts: usize, launch: &Launch, cmd: &mut Command) -> anyhow::Result<()> {
+    let Some(dir) = std::env::var_os("PACTO_E2E_HEAPTRACK") else {
+        return Ok(());
+    };
+    let services = std::env::var("PACTO_E2E_HEAPTRACK_SERVICES")
+        .unwrap_or_else(|_| "status-writer".to_owned());
+    if !services.split(',').any(|s| s.trim() == name) {
+        return Ok(());
+    }
+    ensure!(
+        launch.argv[0] != "unshare",
+        "PACTO_E2E_HEAPTRACK_SERVICES names {name}, which starts through unshare and sh: heaptrack \
+         would trace those too"
+    );
+    let lib = Path::new(HEAPTRACK_LIB);
+    let preload = lib.join("libheaptrack_preload.so");
+    let interpret = lib.join("libexec/heaptrack_interpret");
+    ensure!(
+        preload.is_file() && interpret.is_file(),
+        "PACTO_E2E_HEAPTRACK is set but heaptrack is not installed ({} or {} missing; apt-get \
+         install heaptrack)",
+        preload.display(),
+        interpret.display()
+    );
+    let dir = PathBuf::from(dir);
+    std::fs::create_dir_all(&dir)?;
+    let fifo = dir.join(format!("{name}.{starts}.fifo"));
+    let output = dir.join(format!("{name}.{starts}.gz"));
+    let _ = std::fs::remove_file(&fifo);
+    let made = Command::new("mkfifo").arg(&fifo).status()?;
+    ensure!(made.success(), "mkfifo {} failed", fifo.display());
+    // In the background of a shell that returns at once: nothing to reap here.
+    let started = Command::new("sh")
+        .args(["-c", "\"$0\" < \"$1\" | gzip -c > \"$2\" &"])
+        .arg(&interpret)
+        .arg(&fifo)
+        .arg(&output)
+        .stdin(Stdio::null())
+        .status()
+        .context("starting heaptrack_interpret")?;
+    ensure!(started.success(), "starting heaptrack_interpret failed");
+    cmd.env("LD_PRELOAD", &preload)
+        .env("DUMP_HEAPTRACK_OUTPUT", &fifo);
+    eprintln!(
+        "pacto-e2e: {name} (start {starts}) runs under heaptrack: {}",
+        output.display()
+    );
+    Ok(())
+}
+
+/// Where Debian's heaptrack package installs its preload library and interpreter.
+const HEAPTRACK_LIB: &str = "/usr/lib/heaptrack";
 
 impl Stack {
     pub async fn start() -> anyhow::Result<Self> {
