@@ -483,9 +483,10 @@ fn heaptrack(name: &str, starts: usize, launch: &Launch, cmd: &mut Command) -> a
     let _ = std::fs::remove_file(&fifo);
     let made = Command::new("mkfifo").arg(&fifo).status()?;
     ensure!(made.success(), "mkfifo {} failed", fifo.display());
-    // In the background of a shell that returns at once: nothing to reap here.
+    // In the background of a shell that returns at once: nothing to reap here. The FIFO goes
+    // when the service has closed it.
     let started = Command::new("sh")
-        .args(["-c", "\"$0\" < \"$1\" | gzip -c > \"$2\" &"])
+        .args(["-c", "(\"$0\" < \"$1\" | gzip -c > \"$2\"; rm -f \"$1\") &"])
         .arg(&interpret)
         .arg(&fifo)
         .arg(&output)
